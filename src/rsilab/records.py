@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rsilab.errors import ConflictError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version of the record shapes and of the database layout; bumped with a migration."""
 
 
@@ -617,7 +617,7 @@ def kind_of_id(record_id: str) -> str | None:
     """The kind a record id belongs to, from its prefix, or None."""
     prefix = record_id.split("-", 1)[0]
     for cls in RECORD_TYPES.values():
-        if cls.PREFIX == prefix:
+        if prefix == cls.PREFIX:
             return cls.KIND
     return None
 

@@ -1,0 +1,77 @@
+"""The SQLite layout and its migrations, one step per schema version.
+
+A new lab runs every step; an older lab runs the steps it lacks, after a backup copy of the
+database is written beside it. A lab from a newer version is refused, never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
+"""Step that brings a database from version ``n - 1`` to ``n``."""
+
+
+def _step(version: int) -> Callable[[Callable[[sqlite3.Connection], None]], None]:
+    def register(fn: Callable[[sqlite3.Connection], None]) -> None:
+        MIGRATIONS[version] = fn
+
+    return register
+
+
+@_step(1)
+def _create_v1(conn: sqlite3.Connection) -> None:
+    # Statement by statement: executescript() would commit the caller's transaction.
+    script = """
+        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE records (
+            id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            campaign_id TEXT,
+            rev INTEGER NOT NULL,
+            body TEXT NOT NULL
+        );
+        CREATE INDEX records_kind_campaign ON records (kind, campaign_id);
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY,
+            hash TEXT NOT NULL,
+            campaign_id TEXT,
+            body TEXT NOT NULL
+        );
+        CREATE INDEX events_campaign ON events (campaign_id, seq);
+        CREATE TABLE checkpoints (
+            seq INTEGER PRIMARY KEY,
+            head_hash TEXT NOT NULL,
+            mac TEXT NOT NULL,
+            at TEXT NOT NULL
+        );
+        """
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+@_step(2)
+def _index_event_records(conn: sqlite3.Connection) -> None:
+    """Version 2 indexes which events wrote which record, so a record's history is one query."""
+    conn.execute(
+        "CREATE TABLE event_records (record_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "PRIMARY KEY (record_id, seq))"
+    )
+    rows = conn.execute("SELECT seq, body FROM events ORDER BY seq").fetchall()
+    for seq, body in rows:
+        for ref in json.loads(body).get("records", []):
+            conn.execute("INSERT OR IGNORE INTO event_records VALUES (?, ?)", (ref["id"], seq))
+
+
+def migrate(conn: sqlite3.Connection, current: int, target: int) -> None:
+    """Run steps ``current + 1 .. target`` inside the caller's transaction."""
+    for version in range(current + 1, target + 1):
+        MIGRATIONS[version](conn)
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(target),),
+    )

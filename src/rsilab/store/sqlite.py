@@ -1,0 +1,355 @@
+"""``SQLiteStore``: the embedded default backend (one file, WAL mode, busy timeout).
+
+Safe for several threads (one connection behind a lock) and several processes on one
+machine: every commit runs under ``BEGIN IMMEDIATE``, which takes SQLite's write lock before
+the head of the ledger is read, so two writers can never fork the chain. Readers do not block
+writers (WAL). Low-level SQLite failures become :class:`~rsilab.errors.LabError` with a hint;
+a failed commit is rolled back and leaves what was recorded intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rsilab.errors import LabError, NotFoundError
+from rsilab.records import SCHEMA_VERSION, Event, EventDraft, Record, record_type, utc_now
+from rsilab.store import keys
+from rsilab.store._sqlite_schema import migrate
+from rsilab.store._staging import apply_revisions, stage_writes
+from rsilab.store.base import CHECKPOINT_INTERVAL, Store
+from rsilab.store.ledger import (
+    GENESIS_HASH,
+    Checkpoint,
+    StoredEvent,
+    StoredRecord,
+    build_event,
+    make_checkpoint,
+)
+from rsilab.store.query import record_matches
+
+BUSY_TIMEOUT_S = 30.0
+
+
+def _explain(exc: sqlite3.Error, path: Path) -> LabError:
+    msg = str(exc).lower()
+    if "full" in msg:
+        return LabError(
+            f"cannot write to {path}: the disk (or the database size limit) is full; "
+            "nothing from this change was recorded",
+            "free some disk space and run the command again",
+        )
+    if "readonly" in msg or "read-only" in msg or "unable to open" in msg:
+        return LabError(
+            f"cannot write to the lab database {path}: the file or its folder is read-only",
+            "check the permissions of the lab folder, or choose another with --lab",
+        )
+    if "locked" in msg or "busy" in msg:
+        return LabError(
+            f"the lab {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s",
+            "wait for the other rsilab process to finish, then retry",
+        )
+    if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
+        return LabError(
+            f"{path} is not a readable rsilab lab database (corrupt or a foreign file)",
+            "restore the lab from a backup, or point --lab at the right folder",
+        )
+    return LabError(f"the lab database {path} failed: {exc}", "see `rsilab doctor`")
+
+
+class SQLiteStore(Store):
+    """Store in one SQLite file. Use :meth:`open`; ``create=True`` makes a new lab."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, lab_id: str) -> None:
+        self._path = path
+        self._conn = conn
+        self._lab_id = lab_id
+        self._lock = threading.RLock()
+        self._key = keys.load_key(lab_id)
+        self._unsigned_commits = False
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, *, create: bool = False) -> SQLiteStore:
+        """Open (or with ``create`` make) the lab database at ``path``.
+
+        Raises LabError: missing file, foreign or corrupt file, a newer schema, unwritable.
+        """
+        path = Path(path)
+        if not create and not path.exists():
+            raise LabError(f"no lab database at {path}", "create one with `rsilab init`")
+        if create and path.exists():
+            raise LabError(f"a lab already exists at {path}", "use it, or choose another --lab")
+        try:
+            conn = sqlite3.connect(
+                path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise _explain(exc, path) from exc
+        try:
+            lab_id = cls._prepare(conn, path, create)
+        except sqlite3.Error as exc:
+            conn.close()
+            raise _explain(exc, path) from exc
+        except BaseException:
+            conn.close()
+            raise
+        if create:
+            keys.create_key(lab_id)
+        return cls(path, conn, lab_id)
+
+    @staticmethod
+    def _prepare(conn: sqlite3.Connection, path: Path, create: bool) -> str:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        # WAL with synchronous=NORMAL survives a killed process (the case that matters for a
+        # lab); only a power cut can lose the last commits, never corrupt the chain.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if create:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            migrate(conn, 0, SCHEMA_VERSION)
+            lab_id = f"lab-{secrets.token_hex(8)}"
+            conn.executemany(
+                "INSERT INTO meta VALUES (?, ?)",
+                [("app", "rsilab"), ("lab_id", lab_id), ("created_at", utc_now())],
+            )
+            conn.execute("COMMIT")
+            return lab_id
+        if "meta" not in tables:
+            raise LabError(
+                f"{path} is an SQLite database but not an rsilab lab",
+                "point --lab at an rsilab lab folder, or create one with `rsilab init`",
+            )
+        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if meta.get("app") != "rsilab" or "lab_id" not in meta:
+            raise LabError(f"{path} is not an rsilab lab (foreign metadata)", "check --lab")
+        version = int(meta.get("schema_version", "0"))
+        if version > SCHEMA_VERSION:
+            raise LabError(
+                f"the lab at {path} has schema version {version}, newer than this rsilab "
+                f"understands ({SCHEMA_VERSION}); it was left untouched",
+                "upgrade rsilab to open it",
+            )
+        conn.execute("PRAGMA journal_mode = WAL")
+        if version < SCHEMA_VERSION:
+            SQLiteStore._upgrade(conn, path, version)
+        return str(meta["lab_id"])
+
+    @staticmethod
+    def _upgrade(conn: sqlite3.Connection, path: Path, version: int) -> None:
+        backup_path = path.with_name(f"{path.name}.v{version}.bak")
+        with contextlib.closing(sqlite3.connect(backup_path)) as backup:
+            conn.backup(backup)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            migrate(conn, version, SCHEMA_VERSION)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # -- Store primitives ----------------------------------------------------------------------
+
+    @property
+    def lab_id(self) -> str:
+        return self._lab_id
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    @contextlib.contextmanager
+    def _sqlite_errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise _explain(exc, self._path) from exc
+
+    def _load(self, record_id: str) -> Record | None:
+        row = self._conn.execute(
+            "SELECT kind, body FROM records WHERE id = ?", (record_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return record_type(row[0]).model_validate_json(row[1])
+
+    def _head(self) -> tuple[int, str]:
+        row = self._conn.execute(
+            "SELECT seq, hash FROM events ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        return (0, GENESIS_HASH) if row is None else (int(row[0]), str(row[1]))
+
+    def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
+        checkpoint: Checkpoint | None = None
+        with self._lock, self._sqlite_errors():
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                staged = stage_writes(writes, self._load)
+                seq, prev = self._head()
+                event, stored = build_event(draft, seq + 1, prev, [s.ref for s in staged])
+                for s in staged:
+                    self._write_record(s.record, s.text, s.is_new)
+                    self._conn.execute(
+                        "INSERT INTO event_records VALUES (?, ?)", (s.record.id, stored.seq)
+                    )
+                self._conn.execute(
+                    "INSERT INTO events (seq, hash, campaign_id, body) VALUES (?, ?, ?, ?)",
+                    (stored.seq, stored.hash, event.campaign_id, stored.text),
+                )
+                if self._key is not None and stored.seq % CHECKPOINT_INTERVAL == 0:
+                    checkpoint = make_checkpoint(self._key, self._lab_id, stored.seq, stored.hash)
+                    self._insert_checkpoint(checkpoint)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._unsigned_commits = checkpoint is None
+        if checkpoint is not None:
+            keys.raise_watermark(self._lab_id, checkpoint)
+        apply_revisions(writes, staged)
+        return event
+
+    def _write_record(self, record: Record, text: str, is_new: bool) -> None:
+        if is_new:
+            self._conn.execute(
+                "INSERT INTO records (id, kind, campaign_id, rev, body) VALUES (?, ?, ?, ?, ?)",
+                (record.id, record.KIND, record.campaign_id, record.rev, text),
+            )
+        else:
+            self._conn.execute(
+                "UPDATE records SET rev = ?, body = ? WHERE id = ?", (record.rev, text, record.id)
+            )
+
+    def _insert_checkpoint(self, cp: Checkpoint) -> None:
+        self._conn.execute(
+            "INSERT OR REPLACE INTO checkpoints VALUES (?, ?, ?, ?)",
+            (cp.seq, cp.head_hash, cp.mac, cp.at),
+        )
+
+    def get(self, record_id: str) -> Record:
+        with self._lock, self._sqlite_errors():
+            record = self._load(record_id)
+        if record is None:
+            raise NotFoundError("record", record_id)
+        return record
+
+    def query(
+        self,
+        kind: str | None = None,
+        *,
+        campaign_id: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+        text: str | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        sql, params = "SELECT kind, body FROM records WHERE 1=1", list[object]()
+        if kind is not None:
+            sql, params = sql + " AND kind = ?", [*params, kind]
+        if campaign_id is not None:
+            sql, params = sql + " AND campaign_id = ?", [*params, campaign_id]
+        if text:
+            escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            sql, params = sql + " AND body LIKE ? ESCAPE '\\'", [*params, f"%{escaped}%"]
+        sql += " ORDER BY rowid"
+        with self._lock, self._sqlite_errors():
+            rows = self._conn.execute(sql, params).fetchall()
+        out: list[Record] = []
+        for row_kind, body_text in rows:
+            body = json.loads(body_text)
+            if record_matches(body, body_text, campaign_id, fields, text):
+                out.append(record_type(row_kind).model_validate(body))
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def events(
+        self,
+        *,
+        after: int = 0,
+        campaign_id: str | None = None,
+        record_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        sql, params = "SELECT e.body FROM events e", list[object]()
+        if record_id is not None:
+            sql += " JOIN event_records r ON r.seq = e.seq AND r.record_id = ?"
+            params.append(record_id)
+        sql += " WHERE e.seq > ?"
+        params.append(after)
+        if campaign_id is not None:
+            sql += " AND e.campaign_id = ?"
+            params.append(campaign_id)
+        sql += " ORDER BY e.seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock, self._sqlite_errors():
+            rows = self._conn.execute(sql, params).fetchall()
+        return [Event.model_validate_json(r[0]) for r in rows]
+
+    def head(self) -> tuple[int, str]:
+        with self._lock, self._sqlite_errors():
+            return self._head()
+
+    def stored_events(self, after: int = 0) -> Iterator[StoredEvent]:
+        last = after
+        while True:  # in pages, so verifying a large ledger needs little memory
+            with self._lock, self._sqlite_errors():
+                rows = self._conn.execute(
+                    "SELECT seq, hash, body FROM events WHERE seq > ? ORDER BY seq LIMIT 5000",
+                    (last,),
+                ).fetchall()
+            if not rows:
+                return
+            for seq, digest, text in rows:
+                yield StoredEvent(int(seq), str(digest), str(text))
+            last = int(rows[-1][0])
+
+    def stored_records(self) -> Iterator[StoredRecord]:
+        with self._lock, self._sqlite_errors():
+            rows = self._conn.execute("SELECT id, kind, rev, body FROM records").fetchall()
+        for rid, kind, rev, text in rows:
+            yield StoredRecord(str(rid), str(kind), int(rev), str(text))
+
+    def checkpoints(self) -> list[Checkpoint]:
+        with self._lock, self._sqlite_errors():
+            rows = self._conn.execute(
+                "SELECT seq, head_hash, mac, at FROM checkpoints ORDER BY seq"
+            ).fetchall()
+        return [Checkpoint(int(s), str(h), str(m), str(a)) for s, h, m, a in rows]
+
+    def checkpoint_now(self) -> Checkpoint | None:
+        if self._key is None:
+            return None
+        with self._lock, self._sqlite_errors():
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                seq, head = self._head()
+                cp = make_checkpoint(self._key, self._lab_id, seq, head)
+                self._insert_checkpoint(cp)
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+            self._unsigned_commits = False
+        keys.raise_watermark(self._lab_id, cp)
+        return cp
+
+    def close(self) -> None:
+        """Sign the head if this process wrote events since the last checkpoint, then close."""
+        with self._lock:
+            if self._unsigned_commits:
+                with contextlib.suppress(LabError):
+                    self.checkpoint_now()
+            self._conn.close()
