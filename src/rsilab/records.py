@@ -136,6 +136,11 @@ class Campaign(Record):
     settings: dict[str, Any] = Field(default_factory=dict, description="Budget, setting, seed.")
     notes: str = Field(default="", description="Free text from the person who started it.")
 
+    def model_post_init(self, __context: Any) -> None:
+        super().model_post_init(__context)
+        if self.campaign_id is None:  # a campaign belongs to itself, so agents see only theirs
+            self.campaign_id = self.id
+
     def is_finished(self) -> bool:
         return self.state.is_finished()
 

@@ -1,0 +1,245 @@
+"""The dispatcher: the one door through which every tool call passes.
+
+Order of checks for ``ExperimentOS.call``: known tool -> role allowed -> arguments valid ->
+guards -> tool body -> one ledger event (with the records the body staged, atomically).
+Nothing raises out of :meth:`ExperimentOS.call` except ``KeyboardInterrupt``/``SystemExit``:
+every failure is returned as a :class:`~rsilab.errors.ToolError` in the result and recorded as
+an event; refusals by role or guard also record a :class:`~rsilab.records.ProtocolFlag`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from rsilab.errors import ConflictError, NotFoundError, RsilabError, ToolError, UserError
+from rsilab.expos import policy
+from rsilab.expos.context import CallContext, ToolEnv
+from rsilab.expos.guards import GuardRefusal, resolve_workspace_path
+from rsilab.expos.registry import Tool, ToolRegistry
+from rsilab.records import EventDraft, FlagStage, Outcome, ProtocolFlag, Record, Resources, Role
+from rsilab.store.artifacts import ArtifactStore
+from rsilab.store.base import Store
+from rsilab.store.ledger import args_digest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """Outcome of one call: ``value`` on success, ``error`` otherwise; ``seq`` of its event."""
+
+    tool: str
+    value: dict[str, Any] | None
+    error: ToolError | None
+    seq: int | None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form: the value, or the error payload."""
+        if self.error is not None:
+            return self.error.to_dict()
+        return self.value or {}
+
+
+def _expected(model: type[BaseModel], field: str) -> str | None:
+    """A short description of what a field accepts, from the JSON schema."""
+    prop = model.model_json_schema().get("properties", {}).get(field.split(".")[0])
+    if not isinstance(prop, dict):
+        return None
+    if "enum" in prop:
+        return "one of " + ", ".join(map(str, prop["enum"]))
+    if "type" in prop:
+        return str(prop["type"])
+    if "anyOf" in prop:
+        return " or ".join(str(p.get("type", p.get("$ref", "?"))) for p in prop["anyOf"])
+    if "$ref" in prop:
+        return "an object (see the tool's schema)"
+    return None
+
+
+def validation_error(model: type[BaseModel], exc: ValidationError) -> ToolError:
+    """Turn a pydantic error into a ToolError naming the first bad field and what it expects."""
+    errors = exc.errors(include_url=False, include_input=False)
+    # An unknown argument usually explains a missing one (a typo), so name it first.
+    errors.sort(key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    field = ".".join(str(p) for p in first["loc"]) or None
+    details = [
+        {"field": ".".join(str(p) for p in e["loc"]), "problem": e["msg"]} for e in errors[:10]
+    ]
+    expected = _expected(model, field) if field else None
+    where = f"argument {field!r}: " if field else ""
+    if first["type"] == "extra_forbidden":
+        expected = "only these arguments: " + ", ".join(model.model_fields)
+        where = f"unknown argument {field!r}: "
+    return ToolError(
+        "invalid_arguments", f"{where}{first['msg']}", field=field, expected=expected,
+        details=details,
+    )
+
+
+class ExperimentOS:
+    """Tool registry + permissions + guards + ledger over one lab."""
+
+    def __init__(self, store: Store, artifacts: ArtifactStore, registry: ToolRegistry) -> None:
+        self.store = store
+        self.artifacts = artifacts
+        self.registry = registry
+
+    def tools_for(self, role: Role) -> list[Tool]:
+        """The tools ``role`` may call, in registry order."""
+        return [t for t in self.registry.all() if policy.may_call(role, t.name)]
+
+    def call(self, ctx: CallContext, name: str, args: Any = None) -> ToolResult:
+        """Run one tool call end to end; never raises for bad input (see module docstring)."""
+        started = time.perf_counter()
+        flag: ProtocolFlag | None = None
+        env: ToolEnv | None = None
+        try:
+            tool = self._lookup(name)
+            if not policy.may_call(ctx.role, tool.name):
+                raise GuardRefusal(
+                    rule="tool_not_allowed_for_role",
+                    stage=FlagStage.ACCESS,
+                    message=f"the {ctx.role} role may not call {tool.name!r}",
+                )
+            kwargs = self._validate(ctx, tool, args)
+            env = ToolEnv(ctx, self.store, self.artifacts)
+            value = tool.fn(env, **kwargs)
+            json.dumps(value)  # a tool must return JSON; fail here, not in a client
+            error: ToolError | None = None
+        except GuardRefusal as refusal:
+            error, value = refusal, None
+            flag = self._flag(ctx, name, refusal)
+        except ToolError as exc:
+            error, value = exc, None
+        except Exception as exc:  # the dispatcher's promise: a result, never a crash
+            error, value = self._convert(name, exc), None
+        writes: list[Record] = list(env.writes) if env is not None and error is None else []
+        if flag is not None:
+            writes = [flag]
+        return self._record(ctx, name, args, value, error, writes, started)
+
+    def _lookup(self, name: Any) -> Tool:
+        tool = self.registry.get(name) if isinstance(name, str) else None
+        if tool is None:
+            close = difflib.get_close_matches(str(name), self.registry.names(), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise ToolError(
+                "unknown_tool",
+                f"there is no tool {name!r}{hint}",
+                field="name",
+                expected="one of the listed tool names",
+            )
+        return tool
+
+    def _validate(self, ctx: CallContext, tool: Tool, args: Any) -> dict[str, Any]:
+        if args is None:
+            args = {}
+        if isinstance(args, str | bytes):
+            try:  # LLMs often send the arguments object as a JSON string
+                args = json.loads(args or "{}")
+            except ValueError:
+                raise ToolError(
+                    "invalid_arguments",
+                    "arguments are not valid JSON",
+                    expected="a JSON object of named arguments",
+                ) from None
+        if not isinstance(args, dict):
+            raise ToolError(
+                "invalid_arguments",
+                f"arguments must be an object, got {type(args).__name__}",
+                expected="a JSON object of named arguments",
+            )
+        try:
+            parsed = tool.args_model.model_validate(args)
+        except ValidationError as exc:
+            raise validation_error(tool.args_model, exc) from None
+        kwargs = {name: getattr(parsed, name) for name in tool.args_model.model_fields}
+        for name, marker in tool.path_args:
+            if kwargs.get(name) is not None:
+                kwargs[name] = resolve_workspace_path(
+                    ctx.workspace, str(kwargs[name]), name, must_exist=marker.must_exist
+                )
+        return kwargs
+
+    def _flag(self, ctx: CallContext, tool: str, refusal: GuardRefusal) -> ProtocolFlag:
+        return ProtocolFlag(
+            campaign_id=ctx.campaign_id,
+            stage=refusal.stage,
+            rule=refusal.rule,
+            detail=refusal.message,
+            actor=ctx.actor,
+            role=str(ctx.role),
+            tool=tool if isinstance(tool, str) else None,
+            blocked=True,
+        )
+
+    @staticmethod
+    def _convert(name: Any, exc: Exception) -> ToolError:
+        if isinstance(exc, NotFoundError):
+            return ToolError("not_found", str(exc))
+        if isinstance(exc, ConflictError):
+            return ToolError("conflict", str(exc))
+        if isinstance(exc, ValidationError):
+            return ToolError("invalid_arguments", f"a value was out of range: {exc.errors()[0]}")
+        if isinstance(exc, UserError):
+            return ToolError("tool_failed", exc.message)
+        if isinstance(exc, RsilabError):
+            return ToolError("tool_failed", str(exc))
+        log.exception("tool %r failed with an unexpected error", name)
+        return ToolError(
+            "internal_error",
+            f"the tool failed unexpectedly ({type(exc).__name__}); this is a bug in rsilab",
+        )
+
+    def _record(
+        self,
+        ctx: CallContext,
+        name: Any,
+        args: Any,
+        value: dict[str, Any] | None,
+        error: ToolError | None,
+        writes: list[Record],
+        started: float,
+    ) -> ToolResult:
+        outcome = Outcome.OK
+        if error is not None:
+            outcome = Outcome.DENIED if isinstance(error, GuardRefusal) else Outcome.ERROR
+        draft = EventDraft(
+            actor=ctx.actor,
+            role=str(ctx.role),
+            action="tool_call",
+            campaign_id=ctx.campaign_id,
+            tool=name if isinstance(name, str) else repr(name)[:100],
+            args_digest=args_digest(args),
+            outcome=outcome,
+            error=error.to_dict() if error is not None else None,
+            cost=Resources(wall_s=round(time.perf_counter() - started, 6)),
+        )
+        try:
+            event = self.store.commit(draft, writes)
+        except ConflictError as exc:  # a concurrent writer won the race: report, record
+            failure = ToolError("conflict", str(exc))
+            draft = draft.model_copy(update={"outcome": Outcome.ERROR, "error": failure.to_dict()})
+            return self._record_failure(draft, str(name), failure)
+        except RsilabError as exc:
+            return ToolResult(str(name), None, ToolError("lab_unavailable", str(exc)), None)
+        return ToolResult(str(name), value, error, event.seq)
+
+    def _record_failure(self, draft: EventDraft, name: str, failure: ToolError) -> ToolResult:
+        try:
+            event = self.store.commit(draft)
+        except RsilabError as exc:
+            return ToolResult(name, None, ToolError("lab_unavailable", str(exc)), None)
+        return ToolResult(name, None, failure, event.seq)

@@ -1,0 +1,85 @@
+"""Permissions as data, in one place: which role may call which tool and read which records.
+
+Deny by default: a tool missing from :data:`TOOL_ROLES`, or a role missing from its set, may
+not be called; a record kind missing from :data:`READABLE_KINDS` may not be read. Later issues
+extend these tables; nothing else in the code decides permissions.
+"""
+
+from __future__ import annotations
+
+from rsilab.records import Dataset, DataTier, Evaluation, Record, Role
+
+M, W, R, L, C, H = (
+    Role.MAIN,
+    Role.WORKER,
+    Role.REVIEWER,
+    Role.LEADER,
+    Role.CONTROLLER,
+    Role.HUMAN,
+)
+EVERYONE = frozenset(Role)
+
+TOOL_ROLES: dict[str, frozenset[Role]] = {
+    # data management
+    "show_datapool": EVERYONE,
+    "inspect_data": EVERYONE,
+    "add_data": frozenset({W, H}),
+    "update_data_readme": frozenset({W, H}),
+    # execution and state
+    "create_direction": frozenset({M}),
+    "list_directions": EVERYONE,
+    "create_experiment": frozenset({W}),
+    "get_experiment": EVERYONE,
+    "log_metric": frozenset({W}),
+    "finish_experiment": frozenset({W}),
+    # research and evidence
+    "search_records": EVERYONE,
+    "get_lineage": EVERYONE,
+    "compare_experiments": EVERYONE,
+    # review management
+    "submit_review": frozenset({R}),
+    "inspect_review": EVERYONE,
+    "list_reviews": EVERYONE,
+    # external discovery
+    "search_local_datasets": frozenset({M, W, L, H}),
+}
+
+_COMMON = frozenset({"campaign", "direction", "experiment", "dataset", "review", "finding"})
+READABLE_KINDS: dict[Role, frozenset[str]] = {
+    Role.MAIN: _COMMON | {"version", "skill", "orientation", "evaluation"},
+    Role.WORKER: _COMMON | {"version", "skill", "orientation", "evaluation", "artifact"},
+    Role.REVIEWER: _COMMON | {"version", "evaluation", "artifact"},
+    Role.LEADER: _COMMON | {"version", "skill", "orientation", "evaluation", "flag"},
+    Role.CONTROLLER: frozenset(),  # principals read everything; see read_refusal
+    Role.HUMAN: frozenset(),
+}
+
+
+def may_call(role: Role, tool: str) -> bool:
+    """True when ``role`` may call ``tool`` (unknown tools: never)."""
+    return role in TOOL_ROLES.get(tool, frozenset())
+
+
+def read_refusal(role: Role, campaign_id: str | None, record: Record) -> str | None:
+    """Why ``role`` working in ``campaign_id`` may not read ``record``; None if it may.
+
+    Principals (controller, human) read everything. Agents read only kinds listed for their
+    role, only lab-wide records or those of their own campaign, and never private-tier data
+    or evaluations.
+    """
+    if not role.is_agent:
+        return None
+    if record.KIND not in READABLE_KINDS.get(role, frozenset()):
+        return f"the {role} role may not read {record.KIND} records"
+    if record.campaign_id is not None and record.campaign_id != campaign_id:
+        return "it belongs to another campaign"
+    if isinstance(record, Evaluation | Dataset) and DataTier(record.tier).is_private:
+        return "it is private test data, for the controller only"
+    return None
+
+
+def readable_kinds(role: Role) -> frozenset[str]:
+    """Record kinds a role may read at all (principals: every kind)."""
+    from rsilab.records import RECORD_TYPES
+
+    return READABLE_KINDS[role] if role.is_agent else frozenset(RECORD_TYPES)

@@ -1,0 +1,108 @@
+"""External discovery tools: data sets available without the network.
+
+The machine that runs rsilab may have no internet, so discovery covers what is already here:
+the lab's data pool and data sets bundled inside installed packages (scikit-learn ships
+several). Only names, sizes, descriptions and how to load them are listed: no file paths, so
+a later sandbox can hide a task's raw data files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from rsilab.expos.context import ToolEnv
+from rsilab.expos.registry import Category
+from rsilab.expos.tools._base import tool
+from rsilab.records import Dataset
+
+# Bundled scikit-learn data sets: name -> (data files, description file, loader).
+_SKLEARN_BUNDLED: dict[str, tuple[tuple[str, ...], str, str]] = {
+    "digits": (("digits.csv.gz",), "digits.rst", "sklearn.datasets.load_digits"),
+    "iris": (("iris.csv",), "iris.rst", "sklearn.datasets.load_iris"),
+    "wine": (("wine_data.csv",), "wine_data.rst", "sklearn.datasets.load_wine"),
+    "breast_cancer": (
+        ("breast_cancer.csv",),
+        "breast_cancer.rst",
+        "sklearn.datasets.load_breast_cancer",
+    ),
+    "diabetes": (
+        ("diabetes_data_raw.csv.gz", "diabetes_target.csv.gz"),
+        "diabetes.rst",
+        "sklearn.datasets.load_diabetes",
+    ),
+    "linnerud": (
+        ("linnerud_exercise.csv", "linnerud_physiological.csv"),
+        "linnerud.rst",
+        "sklearn.datasets.load_linnerud",
+    ),
+}
+
+
+def _package_dir(name: str) -> Path | None:
+    spec = importlib.util.find_spec(name)  # locate without importing the package
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _describe(descr: Path) -> str:
+    """The first prose line of a dataset's .rst description."""
+    try:
+        lines = descr.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    for line in lines:
+        text = line.strip()
+        if text and not text.startswith((".. ", "**", "=", "-", ":")):
+            return text[:200]
+    return ""
+
+
+def packaged_datasets() -> list[dict[str, Any]]:
+    """Data sets bundled with installed packages, as listing entries."""
+    root = _package_dir("sklearn")
+    if root is None:
+        return []
+    out = []
+    for name, (files, descr, loader) in _SKLEARN_BUNDLED.items():
+        paths = [root / "datasets" / "data" / f for f in files]
+        if not all(p.is_file() for p in paths):
+            continue
+        out.append(
+            {
+                "name": name,
+                "source": "package:scikit-learn",
+                "loader": loader,
+                "size": sum(p.stat().st_size for p in paths),
+                "description": _describe(root / "datasets" / "descr" / descr),
+            }
+        )
+    return out
+
+
+@tool(Category.DISCOVERY)
+def search_local_datasets(
+    env: ToolEnv, query: str = Field(default="", max_length=200)
+) -> dict[str, Any]:
+    """Find data sets available here without the network: the lab's pool and installed packages.
+
+    Args:
+        query: words to match in names and descriptions; empty lists everything.
+    """
+    words = query.lower().split()
+
+    def matches(*texts: str) -> bool:
+        blob = " ".join(texts).lower()
+        return all(w in blob for w in words)
+
+    found: list[dict[str, Any]] = [
+        {"name": d.name, "source": f"lab:{d.id}", "description": d.readme.split("\n", 1)[0]}
+        for d in env.readable_as(Dataset)
+        if matches(d.name, d.readme, d.source)
+    ]
+    found += [p for p in packaged_datasets() if matches(p["name"], p["description"])]
+    return {"datasets": found}

@@ -1,0 +1,170 @@
+"""Research and evidence tools: find records, follow their lineage, compare experiments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from rsilab.errors import NotFoundError, ToolError
+from rsilab.expos import policy
+from rsilab.expos.context import ToolEnv
+from rsilab.expos.registry import Category
+from rsilab.expos.tools._base import Limit, Name, RecordId, brief, tool
+from rsilab.records import Direction, Experiment, Record, SystemVersion
+
+
+@tool(Category.EVIDENCE)
+def search_records(
+    env: ToolEnv,
+    text: str | None = Field(default=None, max_length=500),
+    kind: str | None = None,
+    fields: dict[str, Any] = Field(default_factory=dict),  # noqa: B008
+    limit: Limit = 20,
+) -> dict[str, Any]:
+    """Find records the caller may read by text and by field values, oldest first.
+
+    Args:
+        text: case-insensitive text to look for anywhere in the record.
+        kind: record kind (experiment, direction, review, dataset, finding, ...).
+        fields: top-level fields that must be equal, e.g. {"state": "succeeded"}.
+        limit: how many records to return.
+    """
+    allowed = policy.readable_kinds(env.call.role)
+    if kind is not None and kind not in allowed:
+        raise ToolError(
+            "invalid_arguments",
+            f"kind {kind!r} is unknown or not readable by the {env.call.role} role",
+            field="kind",
+            expected="one of " + ", ".join(sorted(allowed)),
+        )
+    found = env.readable(kind, fields=fields or None, text=text, limit=limit)
+    return {"records": [brief(r) for r in found], "count": len(found)}
+
+
+def _history(env: ToolEnv, record_id: str) -> list[dict[str, Any]]:
+    return [
+        {"seq": e.seq, "at": e.at, "actor": e.actor, "action": e.action, "tool": e.tool}
+        for e in env.store.events(record_id=record_id, limit=200)
+    ]
+
+
+def _experiment_lineage(env: ToolEnv, exp: Experiment) -> dict[str, Any]:
+    chain: list[dict[str, Any]] = []
+    current, seen = exp, {exp.id}
+    while current.parent_experiment_id and current.parent_experiment_id not in seen:
+        current = env.read(current.parent_experiment_id, Experiment)
+        seen.add(current.id)
+        chain.append(brief(current))
+    children = env.readable_as(Experiment, fields={"parent_experiment_id": exp.id})
+    return {
+        "ancestors": chain,
+        "children": [brief(c) for c in children],
+        "direction": brief(env.read(exp.direction_id, Direction)),
+    }
+
+
+def _direction_lineage(env: ToolEnv, direction: Direction) -> dict[str, Any]:
+    ancestors: list[dict[str, Any]] = []
+    frontier, seen = list(direction.parents), {direction.id}
+    while frontier:
+        edge = frontier.pop(0)
+        if edge.parent_id in seen:
+            continue
+        seen.add(edge.parent_id)
+        parent = env.read(edge.parent_id, Direction)
+        ancestors.append({**brief(parent), "relation": str(edge.relation)})
+        frontier.extend(parent.parents)
+    children = [
+        {**brief(d), "relation": str(e.relation)}
+        for d in env.readable_as(Direction, fields={"campaign_id": direction.campaign_id})
+        for e in d.parents
+        if e.parent_id == direction.id
+    ]
+    experiments = env.readable_as(Experiment, fields={"direction_id": direction.id})
+    return {
+        "ancestors": ancestors,
+        "children": children,
+        "experiments": [brief(x) for x in experiments],
+    }
+
+
+def _version_lineage(env: ToolEnv, version: SystemVersion) -> dict[str, Any]:
+    chain: list[dict[str, Any]] = []
+    current, seen = version, {version.id}
+    while current.parent_id and current.parent_id not in seen:
+        current = env.read(current.parent_id, SystemVersion)
+        seen.add(current.id)
+        chain.append(brief(current))
+    return {"ancestors": chain}
+
+
+@tool(Category.EVIDENCE)
+def get_lineage(env: ToolEnv, record_id: RecordId) -> dict[str, Any]:
+    """Show where a record comes from: its ancestors, children and the events that wrote it.
+
+    Experiments follow their parent experiments and direction; directions follow the DAG;
+    versions follow their parents. Every record also lists its ledger history.
+
+    Args:
+        record_id: any record id the caller may read.
+    """
+    try:
+        record: Record = env.store.get(record_id)
+    except NotFoundError:
+        raise ToolError("not_found", f"no record {record_id!r}", field="record_id") from None
+    env.check_readable(record)
+    out: dict[str, Any] = {"record": brief(record)}
+    if isinstance(record, Experiment):
+        out |= _experiment_lineage(env, record)
+    elif isinstance(record, Direction):
+        out |= _direction_lineage(env, record)
+    elif isinstance(record, SystemVersion):
+        out |= _version_lineage(env, record)
+    out["history"] = _history(env, record.id)
+    return out
+
+
+def _last_values(exp: Experiment) -> dict[str, float]:
+    values: dict[str, float] = {}
+    for metric in exp.metrics:
+        values[f"{metric.split}/{metric.name}"] = metric.value
+    return values
+
+
+@tool(Category.EVIDENCE)
+def compare_experiments(
+    env: ToolEnv,
+    experiment_ids: list[RecordId] = Field(min_length=2, max_length=20),  # noqa: B008
+    metric: Name | None = None,
+) -> dict[str, Any]:
+    """Put experiments side by side: configs (and which keys differ) and their last metrics.
+
+    Numbers shown are as recorded, with their source; agent-reported numbers never count.
+
+    Args:
+        experiment_ids: two to twenty experiment ids.
+        metric: only this metric name (e.g. 'accuracy'); all metrics if omitted.
+    """
+    exps = [
+        env.read(eid, Experiment, field_name=f"experiment_ids.{i}")
+        for i, eid in enumerate(experiment_ids)
+    ]
+    keys = sorted({k for e in exps for k in e.config})
+    differing = [k for k in keys if len({repr(e.config.get(k)) for e in exps}) > 1]
+    rows = []
+    for exp in exps:
+        values = _last_values(exp)
+        if metric is not None:
+            values = {k: v for k, v in values.items() if k.split("/", 1)[1] == metric}
+        rows.append(
+            {
+                "id": exp.id,
+                "state": str(exp.state),
+                "direction_id": exp.direction_id,
+                "config": {k: exp.config.get(k) for k in differing},
+                "metrics": values,
+                "source": "agent-reported",
+            }
+        )
+    return {"differing_config_keys": differing, "experiments": rows}

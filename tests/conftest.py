@@ -1,0 +1,20 @@
+"""Suite-wide isolation: every test gets its own key folder and no inherited lab."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_environment(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """Keys and watermarks go to a fresh folder; RSILAB_* settings from the caller are dropped."""
+    key_dir = tmp_path_factory.mktemp("keys")
+    monkeypatch.setenv("RSILAB_KEY_DIR", str(key_dir))
+    for name in ("RSILAB_LAB", "RSILAB_LEDGER_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    yield key_dir
