@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench lint typecheck clean
+.PHONY: install test demo bench bench-quick lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,5 +32,8 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
+bench-quick: $(STAMP)
+	$(PY) -m benchmarks --quick
+
 clean:
-	rm -rf $(VENV) .rsilab
+	rm -rf $(VENV) .rsilab .rsilab-demo

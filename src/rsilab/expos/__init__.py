@@ -1,5 +1,6 @@
 """The Experiment OS: the only door agents have. Tools, roles, guards, one ledger event a call."""
 
+from rsilab.expos import policy
 from rsilab.expos.campaigns import find_campaign, open_campaign
 from rsilab.expos.context import CallContext, ToolEnv
 from rsilab.expos.dispatch import ExperimentOS, ToolResult
@@ -27,4 +28,5 @@ __all__ = [
     "default_registry",
     "find_campaign",
     "open_campaign",
+    "policy",
 ]

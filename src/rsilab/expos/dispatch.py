@@ -112,6 +112,7 @@ class ExperimentOS:
                     rule="tool_not_allowed_for_role",
                     stage=FlagStage.ACCESS,
                     message=f"the {ctx.role} role may not call {tool.name!r}",
+                    code="permission_denied",
                 )
             kwargs = self._validate(ctx, tool, args)
             env = ToolEnv(ctx, self.store, self.artifacts)

@@ -18,8 +18,16 @@ from rsilab.records import FlagStage
 class GuardRefusal(ToolError):
     """A protocol refusal: the call is refused and a protocol flag is recorded."""
 
-    def __init__(self, *, rule: str, stage: FlagStage, message: str, field: str | None = None):
-        super().__init__("guard_refused", message, field=field)
+    def __init__(
+        self,
+        *,
+        rule: str,
+        stage: FlagStage,
+        message: str,
+        field: str | None = None,
+        code: str = "guard_refused",
+    ) -> None:
+        super().__init__(code, message, field=field)
         self.rule = rule
         self.stage = stage
 

@@ -88,14 +88,14 @@ class MemoryStore(Store):
             rows = [self._records[i] for i in self._order]
         out: list[Record] = []
         for row in rows:
+            if limit is not None and len(out) >= limit:
+                break
             if kind is not None and row.kind != kind:
                 continue
             body = json.loads(row.text)
             if not record_matches(body, row.text, campaign_id, fields, text):
                 continue
             out.append(record_type(row.kind).model_validate(body))
-            if limit is not None and len(out) >= limit:
-                break
         return out
 
     def events(
@@ -110,14 +110,14 @@ class MemoryStore(Store):
             rows = self._events[after:]
         out: list[Event] = []
         for row in rows:
+            if limit is not None and len(out) >= limit:
+                break
             event = Event.model_validate_json(row.text)
             if campaign_id is not None and event.campaign_id != campaign_id:
                 continue
             if record_id is not None and all(r.id != record_id for r in event.records):
                 continue
             out.append(event)
-            if limit is not None and len(out) >= limit:
-                break
         return out
 
     def head(self) -> tuple[int, str]:

@@ -257,7 +257,7 @@ class SQLiteStore(Store):
             sql, params = sql + " AND kind = ?", [*params, kind]
         if campaign_id is not None:
             sql, params = sql + " AND campaign_id = ?", [*params, campaign_id]
-        if text:
+        if text and text.isascii():  # LIKE folds ASCII case only; record_matches does the rest
             escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             sql, params = sql + " AND body LIKE ? ESCAPE '\\'", [*params, f"%{escaped}%"]
         sql += " ORDER BY rowid"
@@ -265,11 +265,11 @@ class SQLiteStore(Store):
             rows = self._conn.execute(sql, params).fetchall()
         out: list[Record] = []
         for row_kind, body_text in rows:
+            if limit is not None and len(out) >= limit:
+                break
             body = json.loads(body_text)
             if record_matches(body, body_text, campaign_id, fields, text):
                 out.append(record_type(row_kind).model_validate(body))
-                if limit is not None and len(out) >= limit:
-                    break
         return out
 
     def events(

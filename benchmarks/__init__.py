@@ -1,0 +1,1 @@
+"""rsilab benchmarks: run with `make bench`; results go to BENCHMARKS.md."""

@@ -1,0 +1,539 @@
+"""One conformance suite for every Store backend: the contracts written in store/base.py."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rsilab.errors import ConflictError, NotFoundError
+from rsilab.records import (
+    Artifact,
+    Campaign,
+    Experiment,
+    ExperimentState,
+    Finding,
+    FindingStatus,
+    ProvenanceNote,
+    TaskRef,
+)
+from rsilab.store import MemoryStore, SQLiteStore, Store, VerifyReport, verify_store
+from rsilab.store.base import CHECKPOINT_INTERVAL
+from rsilab.store.ledger import GENESIS_HASH, record_text, sha256_text
+from tests.store.helpers import draft, fill, finding
+
+MEMORY_KEY = bytes(range(32))
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    backend: Store
+    if request.param == "memory":
+        backend = MemoryStore(key=MEMORY_KEY)
+    else:
+        backend = SQLiteStore.open(tmp_path / "lab.db", create=True)
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def verify(store: Store) -> VerifyReport:
+    """verify_store with the key that backend signs with (SQLite finds its own)."""
+    return verify_store(store, key=MEMORY_KEY if isinstance(store, MemoryStore) else None)
+
+
+def campaign(name: str = "digits", created_at: str | None = None) -> Campaign:
+    if created_at is None:
+        return Campaign(task=TaskRef(name=name))
+    return Campaign(task=TaskRef(name=name), created_at=created_at)
+
+
+def artifact(notes: list[ProvenanceNote] | None = None) -> Artifact:
+    return Artifact(sha256="ab" * 32, artifact_kind="file", size=3, notes=notes or [])
+
+
+# -- commits -----------------------------------------------------------------------------------
+
+
+def test_commit_writes_records_and_exactly_one_event(store: Store) -> None:
+    first, second = finding("first"), finding("second")
+
+    event = store.commit(draft("two records"), [first, second])
+
+    assert (event.seq, event.prev_hash) == (1, GENESIS_HASH)
+    assert [(r.kind, r.id, r.rev) for r in event.records] == [
+        ("finding", first.id, 1),
+        ("finding", second.id, 1),
+    ]
+    assert first.rev == second.rev == 1
+    assert store.get(first.id) == first
+    assert store.get(second.id) == second
+    for ref in event.records:
+        assert ref.digest == sha256_text(record_text(store.get(ref.id)))
+    stored = list(store.stored_events())
+    assert len(stored) == 1
+    assert store.head() == (1, stored[0].hash)
+    assert store.events() == [event]
+
+
+def test_commit_without_records_appends_an_event(store: Store) -> None:
+    event = store.commit(draft("note only"))
+
+    assert event.records == []
+    assert store.head()[0] == 1
+    assert store.query() == []
+
+
+def test_failed_commit_writes_nothing(store: Store) -> None:
+    existing = finding("kept")
+    store.commit(draft(), [existing])
+    head = store.head()
+    stale = store.get_as(existing.id, Finding)
+    existing.claim = "changed first"
+    store.commit(draft(), [existing])
+    head = store.head()
+    new = finding("never written")
+    stale.claim = "changed from a stale copy"
+
+    with pytest.raises(ConflictError):
+        store.commit(draft("fails"), [new, stale])
+
+    assert store.head() == head
+    assert len(store.events()) == 2
+    with pytest.raises(NotFoundError):
+        store.get(new.id)
+    assert store.get(existing.id) == existing
+    assert (new.rev, stale.rev) == (0, 1)
+    # The failed transaction left nothing open: the next commit goes through.
+    assert store.commit(draft("after"), [new]).seq == 3
+    assert verify(store).ok
+
+
+def test_sequences_are_gap_free_and_chained(store: Store) -> None:
+    fill(store, 20)
+
+    stored = list(store.stored_events())
+    events = store.events()
+    assert [s.seq for s in stored] == list(range(1, 21))
+    assert [e.seq for e in events] == list(range(1, 21))
+    previous = GENESIS_HASH
+    for row, event in zip(stored, events, strict=True):
+        assert event.prev_hash == previous
+        assert row.hash == sha256_text(row.text)
+        assert json.loads(row.text)["seq"] == row.seq
+        previous = row.hash
+    assert store.head() == (20, previous)
+
+
+def test_records_and_events_are_stored_as_canonical_json(store: Store) -> None:
+    fill(store, 5)
+
+    for row in store.stored_records():
+        record = store.get(row.id)
+        assert row.text == record_text(record)
+        assert json.loads(row.text)["id"] == row.id
+        assert (row.kind, row.rev) == (record.KIND, record.rev)
+    for event in store.stored_events():
+        assert isinstance(json.loads(event.text), dict)
+
+
+def test_events_after_offset_as_stored(store: Store) -> None:
+    fill(store, 6)
+
+    assert [s.seq for s in store.stored_events(after=4)] == [5, 6]
+
+
+# -- revisions ---------------------------------------------------------------------------------
+
+
+def test_new_record_must_have_revision_zero(store: Store) -> None:
+    ghost = finding("claims to exist")
+    ghost.rev = 3
+
+    with pytest.raises(ConflictError, match="does not exist"):
+        store.commit(draft(), [ghost])
+
+    assert store.head()[0] == 0
+    assert ghost.rev == 3
+
+
+def test_existing_record_written_as_new_conflicts(store: Store) -> None:
+    original = finding("original")
+    store.commit(draft(), [original])
+    twin = original.model_copy(update={"rev": 0, "claim": "twin"})
+
+    with pytest.raises(ConflictError, match="already exists"):
+        store.commit(draft(), [twin])
+
+    assert store.get_as(original.id, Finding).claim == "original"
+
+
+def test_stale_revision_conflicts(store: Store) -> None:
+    record = finding("v1")
+    store.commit(draft(), [record])
+    mine = store.get_as(record.id, Finding)
+    theirs = store.get_as(record.id, Finding)
+    theirs.claim = "theirs"
+    store.commit(draft(), [theirs])
+    mine.claim = "mine"
+
+    with pytest.raises(ConflictError, match="changed meanwhile"):
+        store.commit(draft(), [mine])
+
+    stored = store.get_as(record.id, Finding)
+    assert (stored.claim, stored.rev) == ("theirs", 2)
+    assert mine.rev == 1
+
+
+def test_revision_bumped_in_place_on_every_write(store: Store) -> None:
+    record = finding("v")
+    for expected in (1, 2, 3):
+        event = store.commit(draft(), [record])
+        assert record.rev == expected
+        assert event.records[0].rev == expected
+        record.claim += "+"
+
+    assert store.get(record.id).rev == 3
+
+
+def test_same_record_twice_in_one_commit_conflicts(store: Store) -> None:
+    record = finding()
+
+    with pytest.raises(ConflictError, match="twice"):
+        store.commit(draft(), [record, record])
+
+    assert store.head()[0] == 0
+
+
+def test_kind_of_a_record_cannot_change(store: Store) -> None:
+    experiment = Experiment(direction_id="dir-1")
+    store.commit(draft(), [experiment])
+    impostor = Finding(
+        id=experiment.id,
+        claim="x",
+        status=FindingStatus.SUPPORTED,
+        created_at=experiment.created_at,
+        rev=1,
+    )
+
+    with pytest.raises(ConflictError):
+        store.commit(draft(), [impostor])
+
+    assert isinstance(store.get(experiment.id), Experiment)
+
+
+# -- immutability ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "final", [ExperimentState.SUCCEEDED, ExperimentState.FAILED, ExperimentState.CANCELLED]
+)
+def test_finished_experiment_cannot_change(store: Store, final: ExperimentState) -> None:
+    experiment = Experiment(direction_id="dir-1", state=ExperimentState.RUNNING)
+    store.commit(draft(), [experiment])
+    experiment.state = final
+    store.commit(draft("finish"), [experiment])  # reaching a final state is allowed
+    head = store.head()
+    experiment.summary_text = "rewritten afterwards"
+
+    with pytest.raises(ConflictError, match="finished"):
+        store.commit(draft("edit"), [experiment])
+
+    stored = store.get_as(experiment.id, Experiment)
+    assert (stored.state, stored.summary_text, stored.rev) == (final, "", 2)
+    assert store.head() == head
+
+
+def test_finished_experiment_cannot_be_reopened(store: Store) -> None:
+    experiment = Experiment(direction_id="dir-1", state=ExperimentState.SUCCEEDED)
+    store.commit(draft(), [experiment])
+    experiment.state = ExperimentState.RUNNING
+
+    with pytest.raises(ConflictError):
+        store.commit(draft(), [experiment])
+
+    assert store.get_as(experiment.id, Experiment).state is ExperimentState.SUCCEEDED
+
+
+def test_artifact_notes_can_be_appended(store: Store) -> None:
+    record = artifact([ProvenanceNote(actor="a", text="made")])
+    store.commit(draft(), [record])
+    record.notes.append(ProvenanceNote(actor="b", text="used"))
+
+    store.commit(draft(), [record])
+
+    assert [n.text for n in store.get_as(record.id, Artifact).notes] == ["made", "used"]
+
+
+@pytest.mark.parametrize("change", ["rewrite", "remove", "reorder", "content"])
+def test_artifact_history_cannot_be_rewritten(store: Store, change: str) -> None:
+    record = artifact([ProvenanceNote(actor="a", text="one"), ProvenanceNote(actor="b", text="2")])
+    store.commit(draft(), [record])
+    before = store.get(record.id)
+    if change == "rewrite":
+        record.notes[0] = ProvenanceNote(actor="a", text="something else")
+    elif change == "remove":
+        record.notes.pop(0)
+    elif change == "reorder":
+        record.notes.reverse()
+    else:
+        record.sha256 = "cd" * 32
+
+    with pytest.raises(ConflictError):
+        store.commit(draft(), [record])
+
+    assert store.get(record.id) == before
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("campaign_id", "cmp-other"), ("created_at", "2000-01-01T00:00:00.000000Z")],
+)
+def test_identity_fields_are_immutable(store: Store, field: str, value: str) -> None:
+    record = finding("stable", campaign_id="cmp-first")
+    store.commit(draft(), [record])
+    changed = record.model_copy(update={field: value})
+
+    with pytest.raises(ConflictError, match=field):
+        store.commit(draft(), [changed])
+
+    assert store.get(record.id) == record
+
+
+def test_id_cannot_change(store: Store) -> None:
+    record = finding("stable")
+    store.commit(draft(), [record])
+    renamed = record.model_copy(update={"id": "fnd-000000000000"})
+
+    with pytest.raises(ConflictError):
+        store.commit(draft(), [renamed])
+
+    assert store.get(record.id) == record
+    with pytest.raises(NotFoundError):
+        store.get("fnd-000000000000")
+
+
+# -- reads -------------------------------------------------------------------------------------
+
+
+def test_get_missing_raises_not_found(store: Store) -> None:
+    with pytest.raises(NotFoundError) as info:
+        store.get("fnd-missing")
+    assert info.value.ident == "fnd-missing"
+
+
+def test_get_as_wrong_type_raises_not_found(store: Store) -> None:
+    record = finding()
+    store.commit(draft(), [record])
+
+    with pytest.raises(NotFoundError):
+        store.get_as(record.id, Experiment)
+    assert store.get_as(record.id, Finding) == record
+
+
+def test_reads_return_copies(store: Store) -> None:
+    record = finding("original")
+    store.commit(draft(), [record])
+
+    store.get_as(record.id, Finding).claim = "mutated"
+    store.query_as(Finding)[0].claim = "mutated"
+
+    assert store.get_as(record.id, Finding).claim == "original"
+
+
+def _populate_for_queries(store: Store) -> dict[str, str]:
+    """Records in creation order: f1, e1, f2, f3, f4 (then f1 is updated)."""
+    f1 = Finding(claim="Alpha result", status=FindingStatus.SUPPORTED, campaign_id="cmp-a")
+    e1 = Experiment(direction_id="dir-1", campaign_id="cmp-a", description="alpha run")
+    f2 = Finding(claim="beta result", status=FindingStatus.UNRESOLVED, campaign_id="cmp-a")
+    f3 = Finding(claim="ALPHA again", status=FindingStatus.SUPPORTED, campaign_id="cmp-b")
+    f4 = Finding(claim="gamma", status=FindingStatus.SUPPORTED)
+    store.commit(draft(), [f1, e1])
+    store.commit(draft(), [f2])
+    store.commit(draft(), [f3, f4])
+    f1.uncertainty = "updated last, still oldest"
+    store.commit(draft(), [f1])
+    return {"f1": f1.id, "e1": e1.id, "f2": f2.id, "f3": f3.id, "f4": f4.id}
+
+
+def test_query_filters(store: Store) -> None:
+    ids = _populate_for_queries(store)
+
+    def names(**filters: object) -> list[str]:
+        by_id = {v: k for k, v in ids.items()}
+        return [by_id[r.id] for r in store.query(**filters)]  # type: ignore[arg-type]
+
+    assert names() == ["f1", "e1", "f2", "f3", "f4"]
+    assert names(kind="finding") == ["f1", "f2", "f3", "f4"]
+    assert names(kind="experiment") == ["e1"]
+    assert names(kind="review") == []
+    assert names(campaign_id="cmp-a") == ["f1", "e1", "f2"]
+    assert names(kind="finding", campaign_id="cmp-a") == ["f1", "f2"]
+    assert names(fields={"status": "supported"}) == ["f1", "f3", "f4"]
+    assert names(fields={"status": "supported", "campaign_id": "cmp-b"}) == ["f3"]
+    assert names(fields={"claim": "gamma"}) == ["f4"]
+    assert names(fields={"no_such_field": 1}) == []
+    assert names(text="alpha") == ["f1", "e1", "f3"]
+    assert names(text="ALPHA", kind="finding") == ["f1", "f3"]
+    assert names(text="nothing like it") == []
+    assert names(limit=2) == ["f1", "e1"]
+    assert names(kind="finding", fields={"status": "supported"}, limit=2) == ["f1", "f3"]
+    assert [type(r) for r in store.query_as(Experiment)] == [Experiment]
+
+
+def test_query_limit_zero_returns_nothing(store: Store) -> None:
+    _populate_for_queries(store)
+
+    assert store.query(limit=0) == []
+    assert store.query(kind="finding", limit=0) == []
+
+
+def test_query_text_is_literal_and_case_insensitive_beyond_ascii(store: Store) -> None:
+    plain = finding("a_b 100% sure")
+    other = finding("axb 1000 sure")
+    accented = finding("Résultat ÉCOLE")
+    store.commit(draft(), [plain, other, accented])
+
+    assert [r.id for r in store.query(text="a_b")] == [plain.id]
+    assert [r.id for r in store.query(text="0% s")] == [plain.id]
+    assert [r.id for r in store.query(text="école")] == [accented.id]
+    assert [r.id for r in store.query(text="RÉSULTAT")] == [accented.id]
+
+
+def test_events_filters(store: Store) -> None:
+    a, b = finding("a", campaign_id="cmp-a"), finding("b", campaign_id="cmp-b")
+    store.commit(draft("1", campaign_id="cmp-a"), [a])  # 1
+    store.commit(draft("2", campaign_id="cmp-b"), [b])  # 2
+    store.commit(draft("3"))  # 3
+    a.claim = "a2"
+    store.commit(draft("4", campaign_id="cmp-a"), [a])  # 4
+    store.commit(draft("5", campaign_id="cmp-b"), [a, b])  # 5
+
+    def seqs(**filters: object) -> list[int]:
+        return [e.seq for e in store.events(**filters)]  # type: ignore[arg-type]
+
+    assert seqs() == [1, 2, 3, 4, 5]
+    assert seqs(after=3) == [4, 5]
+    assert seqs(after=5) == []
+    assert seqs(campaign_id="cmp-a") == [1, 4]
+    assert seqs(campaign_id="cmp-b", after=2) == [5]
+    assert seqs(record_id=a.id) == [1, 4, 5]
+    assert seqs(record_id=b.id) == [2, 5]
+    assert seqs(record_id="fnd-missing") == []
+    assert seqs(record_id=a.id, after=1, limit=1) == [4]
+    assert seqs(limit=2) == [1, 2]
+    assert seqs(after=1, limit=2) == [2, 3]
+    assert seqs(limit=0) == []
+    assert [e.detail for e in store.events(campaign_id="cmp-b")] == ["2", "5"]
+
+
+# -- concurrency -------------------------------------------------------------------------------
+
+
+def test_concurrent_commits_from_threads_stay_serialised(store: Store) -> None:
+    threads_n, per_thread = 8, 50
+    barrier = threading.Barrier(threads_n)
+    errors: list[BaseException] = []
+
+    def work(worker: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            for i in range(per_thread):
+                store.commit(draft(f"w{worker} {i}"), [finding(f"w{worker} {i}")])
+                if i % 10 == 0:
+                    store.query(kind="finding", limit=5)
+                    store.head()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(threads_n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    total = threads_n * per_thread
+    assert [s.seq for s in store.stored_events()] == list(range(1, total + 1))
+    assert len(store.query(kind="finding")) == total
+    assert [cp.seq for cp in store.checkpoints()] == list(
+        range(CHECKPOINT_INTERVAL, total + 1, CHECKPOINT_INTERVAL)
+    )
+    report = verify(store)
+    assert report.ok, report.problems
+    assert (report.events, report.records_checked) == (total, total)
+
+
+# -- checkpoints and verification --------------------------------------------------------------
+
+
+def test_signed_checkpoint_every_interval(store: Store) -> None:
+    fill(store, CHECKPOINT_INTERVAL + 1, with_records=False)
+
+    checkpoints = store.checkpoints()
+    assert [cp.seq for cp in checkpoints] == [CHECKPOINT_INTERVAL]
+    hashes = {s.seq: s.hash for s in store.stored_events()}
+    assert checkpoints[0].head_hash == hashes[CHECKPOINT_INTERVAL]
+    report = verify(store)
+    assert report.ok, report.problems
+    assert report.checkpoints_checked >= 1
+
+
+def test_checkpoint_now_signs_the_head(store: Store) -> None:
+    fill(store, 3)
+
+    checkpoint = store.checkpoint_now()
+
+    assert checkpoint is not None
+    assert (checkpoint.seq, checkpoint.head_hash) == store.head()
+    assert checkpoint in store.checkpoints()
+    assert verify(store).checkpoints_checked >= 1
+
+
+def test_verify_store_ok_on_a_normal_store(store: Store) -> None:
+    fill(store, 12)
+    experiment = Experiment(direction_id="dir-1")
+    store.commit(draft(), [experiment])
+    experiment.state = ExperimentState.SUCCEEDED
+    store.commit(draft(), [experiment])
+
+    report = verify(store)
+
+    assert report.ok, report.problems
+    assert report.first_bad_seq is None
+    assert report.events == 14
+    assert report.head_hash == store.head()[1]
+    assert report.records_checked == len(store.query())
+
+
+def test_verify_store_ok_on_an_empty_store(store: Store) -> None:
+    report = verify(store)
+
+    assert report.ok
+    assert (report.events, report.head_hash) == (0, GENESIS_HASH)
+
+
+# -- derived helpers ---------------------------------------------------------------------------
+
+
+def test_resolve_campaign(store: Store) -> None:
+    with pytest.raises(NotFoundError):
+        store.resolve_campaign("latest")
+    newer = campaign("newer", created_at="2025-06-01T00:00:00.000000Z")
+    older = campaign("older", created_at="2024-06-01T00:00:00.000000Z")
+    store.commit(draft(), [newer])
+    store.commit(draft(), [older])  # committed last, yet created first
+    other = finding()
+    store.commit(draft(), [other])
+
+    assert store.resolve_campaign("latest") == newer
+    assert store.resolve_campaign(older.id) == older
+    with pytest.raises(NotFoundError):
+        store.resolve_campaign(other.id)
+    with pytest.raises(NotFoundError):
+        store.resolve_campaign("cmp-missing")

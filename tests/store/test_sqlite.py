@@ -1,0 +1,461 @@
+"""SQLite-specific behaviour: WAL, several processes, migrations, and bad or failing databases."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from rsilab.errors import LabError, NotFoundError
+from rsilab.records import SCHEMA_VERSION, EventDraft, RecordRef, utc_now
+from rsilab.store import SQLiteStore, keys, verify_store
+from rsilab.store._sqlite_schema import migrate
+from rsilab.store.ledger import (
+    GENESIS_HASH,
+    build_event,
+    make_checkpoint,
+    record_text,
+    sha256_text,
+)
+from tests.store.helpers import draft, fill, finding
+
+
+def read_meta(path: Path) -> dict[str, str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return dict(conn.execute("SELECT key, value FROM meta").fetchall())
+
+
+def tables(path: Path) -> set[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def new_lab(path: Path, events: int = 3) -> Path:
+    with SQLiteStore.open(path, create=True) as store:
+        fill(store, events)
+    return path
+
+
+def test_wal_mode_is_on(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    with SQLiteStore.open(path, create=True) as store:
+        assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert store.path == path
+    with closing(sqlite3.connect(path)) as conn:  # persistent in the file
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_reopened_lab_keeps_everything(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    with SQLiteStore.open(path, create=True) as store:
+        written = fill(store, 5)
+        lab_id, head = store.lab_id, store.head()
+
+    with SQLiteStore.open(path) as store:
+        assert (store.lab_id, store.head()) == (lab_id, head)
+        assert [r.id for r in store.query()] == [r.id for r in written]
+        assert verify_store(store).ok
+
+
+# -- several processes -------------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from rsilab.records import EventDraft, Finding, FindingStatus
+    from rsilab.store import SQLiteStore
+
+    path, name, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+    with SQLiteStore.open(path) as store:
+        (go.parent / f"ready-{name}").touch()
+        deadline = time.monotonic() + 60
+        while not go.exists():
+            if time.monotonic() > deadline:
+                sys.exit("never told to start")
+            time.sleep(0.002)
+        for i in range(count):
+            store.commit(
+                EventDraft(actor=name, role="worker", action="test", detail=str(i)),
+                [Finding(claim=f"{name} {i}", status=FindingStatus.UNRESOLVED)],
+            )
+    print("done", name)
+    """
+)
+
+
+def wait_for(paths: list[Path], procs: list[subprocess.Popen[str]], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not all(p.exists() for p in paths):
+        for proc in procs:
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                pytest.fail(f"writer exited early ({proc.returncode}): {out}{err}")
+        if time.monotonic() > deadline:
+            pytest.fail("writers did not get ready in time")
+        time.sleep(0.005)
+
+
+def test_two_processes_commit_into_one_lab(tmp_path: Path) -> None:
+    path = new_lab(tmp_path / "lab.db", events=1)
+    go, per_process = tmp_path / "go", 300
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(path), name, str(per_process), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for name in ("alpha", "beta")
+    ]
+    try:
+        wait_for([tmp_path / "ready-alpha", tmp_path / "ready-beta"], procs, 60)
+        go.touch()
+        results = [proc.communicate(timeout=120) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+    assert [p.returncode for p in procs] == [0, 0], results
+    total = 1 + 2 * per_process
+    with SQLiteStore.open(path) as store:
+        events = store.events()
+        assert [e.seq for e in events] == list(range(1, total + 1))
+        for name in ("alpha", "beta"):
+            mine = [int(e.detail) for e in events if e.actor == name]
+            assert mine == list(range(per_process))  # each process's commits in its own order
+        assert len(store.query(kind="finding")) == total
+        report = verify_store(store)
+    assert report.ok, report.problems
+    assert report.checkpoints_checked >= total // 64
+
+
+# -- migrations --------------------------------------------------------------------------------
+
+
+def build_v1_lab(path: Path) -> tuple[str, list[str]]:
+    """A schema-1 lab written by hand: three events (the third updates the first record)."""
+    lab_id = "lab-00000000000000v1"
+    key = keys.create_key(lab_id)
+    first, second = finding("first"), finding("second")
+    writes = [[first], [second], [first]]
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        migrate(conn, 0, 1)
+        conn.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [("app", "rsilab"), ("lab_id", lab_id), ("created_at", utc_now())],
+        )
+        prev = GENESIS_HASH
+        for seq, records in enumerate(writes, start=1):
+            refs = []
+            for record in records:
+                record.rev += 1
+                record.claim += " (v1)" if record.rev > 1 else ""
+                text = record_text(record)
+                refs.append(
+                    RecordRef(kind=record.KIND, id=record.id, rev=record.rev, digest=sha256_text(text))
+                )
+                conn.execute(
+                    "INSERT OR REPLACE INTO records VALUES (?, ?, NULL, ?, ?)",
+                    (record.id, record.KIND, record.rev, text),
+                )
+            _, stored = build_event(draft(f"event {seq}"), seq, prev, refs)
+            conn.execute(
+                "INSERT INTO events VALUES (?, ?, NULL, ?)", (seq, stored.hash, stored.text)
+            )
+            prev = stored.hash
+        cp = make_checkpoint(key, lab_id, len(writes), prev)
+        conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (cp.seq, cp.head_hash, cp.mac, cp.at))
+        conn.execute("COMMIT")
+    return lab_id, [first.id, second.id]
+
+
+def test_schema_1_lab_is_upgraded_with_a_backup(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    lab_id, (first_id, second_id) = build_v1_lab(path)
+    assert read_meta(path)["schema_version"] == "1"
+    assert "event_records" not in tables(path)
+
+    with SQLiteStore.open(path) as store:
+        assert store.lab_id == lab_id
+        assert [e.seq for e in store.events(record_id=first_id)] == [1, 3]
+        assert [e.seq for e in store.events(record_id=second_id)] == [2]
+        report = verify_store(store)
+        assert report.ok, report.problems
+        assert report.checkpoints_checked == 1
+        updated = store.get(first_id)
+        assert updated.rev == 2
+        store.commit(draft("after upgrade"), [updated])
+        assert [e.seq for e in store.events(record_id=first_id)] == [1, 3, 4]
+
+    backup = tmp_path / "lab.db.v1.bak"
+    assert backup.is_file()
+    assert read_meta(backup)["schema_version"] == "1"
+    assert "event_records" not in tables(backup)
+    assert read_meta(path)["schema_version"] == str(SCHEMA_VERSION) == "2"
+
+
+# -- bad input ---------------------------------------------------------------------------------
+
+
+def test_missing_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+
+    with pytest.raises(LabError) as info:
+        SQLiteStore.open(path)
+
+    assert "no lab database" in info.value.message
+    assert "rsilab init" in info.value.hint
+    assert not path.exists()
+
+
+def test_existing_lab_is_not_created_again(tmp_path: Path) -> None:
+    path = new_lab(tmp_path / "lab.db")
+    before = path.read_bytes()
+
+    with pytest.raises(LabError, match="already exists"):
+        SQLiteStore.open(path, create=True)
+
+    assert path.read_bytes() == before
+
+
+def _corrupt(path: Path) -> None:
+    path.write_bytes(random.Random(0).randbytes(16384))
+
+
+def _empty(path: Path) -> None:
+    path.write_bytes(b"")
+
+
+def _foreign(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE TABLE users (name TEXT)")
+        conn.execute("INSERT INTO users VALUES ('ada')")
+
+
+def _foreign_meta(path: Path) -> None:
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+        conn.executemany(
+            "INSERT INTO meta VALUES (?, ?)", [("app", "otherapp"), ("lab_id", "lab-x")]
+        )
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (_corrupt, "corrupt or a foreign file"),
+        (_empty, "not an rsilab lab"),
+        (_foreign, "SQLite database but not an rsilab lab"),
+        (_foreign_meta, "not an rsilab lab (foreign metadata)"),
+    ],
+)
+def test_foreign_or_corrupt_files_are_refused_untouched(
+    tmp_path: Path, make: object, words: str
+) -> None:
+    path = tmp_path / "lab.db"
+    make(path)  # type: ignore[operator]
+    before = path.read_bytes()
+
+    with pytest.raises(LabError) as info:
+        SQLiteStore.open(path)
+
+    assert words in info.value.message
+    assert info.value.hint
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lab.db"]
+
+
+def test_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
+    path = new_lab(tmp_path / "lab.db")
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    before = path.read_bytes()
+
+    with pytest.raises(LabError) as info:
+        SQLiteStore.open(path)
+
+    assert "schema version 99" in info.value.message
+    assert "upgrade rsilab" in info.value.hint
+    assert path.read_bytes() == before
+    assert not list(tmp_path.glob("*.bak"))
+    with closing(sqlite3.connect(path)) as conn, conn:  # data was intact all along
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+    with SQLiteStore.open(path) as store:
+        assert store.head()[0] == 3
+        assert verify_store(store).ok
+
+
+def test_full_database_gives_lab_error_and_keeps_what_was_recorded(tmp_path: Path) -> None:
+    with SQLiteStore.open(tmp_path / "lab.db", create=True) as store:
+        kept = fill(store, 5)
+        head = store.head()
+        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+        store._conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+        big = finding("x" * 200_000)
+
+        with pytest.raises(LabError) as info:
+            store.commit(draft("too big"), [big])
+
+        assert "full" in info.value.message
+        assert "nothing from this change was recorded" in info.value.message
+        assert store.head() == head
+        assert big.rev == 0
+        with pytest.raises(NotFoundError):
+            store.get(big.id)
+        assert [store.get(r.id) for r in kept] == kept
+        assert verify_store(store).ok
+        store._conn.execute("PRAGMA max_page_count = 1073741823")
+        assert store.commit(draft("room again"), [big]).seq == head[0] + 1
+        assert verify_store(store).ok
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder another local user can read (pytest's own temp root is private to us)."""
+    folder = Path(tempfile.mkdtemp(prefix="rsilab-test-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+WRITE_ONCE = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from rsilab.errors import LabError
+    from rsilab.records import EventDraft
+    from rsilab.store import SQLiteStore
+
+    try:
+        with SQLiteStore.open(Path(sys.argv[1])) as store:
+            store.commit(EventDraft(actor="x", role="human", action="write"))
+    except LabError as exc:
+        print("LabError:", exc)
+        sys.exit(3)
+    print("written")
+    """
+)
+
+
+def test_unwritable_lab_gives_lab_error(
+    shared_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RSILAB_KEY_DIR", str(shared_dir / "keys"))
+    lab = shared_dir / "lab"
+    lab.mkdir(mode=0o755)
+    path = new_lab(lab / "lab.db")
+    (shared_dir / "keys").chmod(0o755)
+
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root and setpriv is missing: cannot drop to a user that "
+                        "file permissions bind")
+        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+        proc = subprocess.run(
+            [*cmd, "-c", WRITE_ONCE, str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            check=False,
+        )
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 3, output
+        assert "read-only" in output
+    else:
+        lab.chmod(0o555)
+        path.chmod(0o444)
+        try:
+            with pytest.raises(LabError, match="read-only"):
+                with SQLiteStore.open(path) as store:
+                    store.commit(draft("write"))
+        finally:
+            lab.chmod(0o755)
+            path.chmod(0o644)
+
+    with SQLiteStore.open(path) as store:
+        assert store.head()[0] == 3
+        assert verify_store(store).ok
+
+
+# -- signing on close --------------------------------------------------------------------------
+
+
+def checkpoint_seqs(path: Path) -> list[int]:
+    with closing(sqlite3.connect(path)) as conn:
+        return [r[0] for r in conn.execute("SELECT seq FROM checkpoints ORDER BY seq")]
+
+
+def test_close_signs_the_head(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    store = SQLiteStore.open(path, create=True)
+    fill(store, 3)
+    assert store.checkpoints() == []
+
+    store.close()
+
+    assert checkpoint_seqs(path) == [3]
+    watermark = keys.load_watermark(read_meta(path)["lab_id"])
+    assert watermark is not None and watermark.seq == 3
+
+
+def test_close_without_new_commits_signs_nothing(tmp_path: Path) -> None:
+    path = new_lab(tmp_path / "lab.db")
+    assert checkpoint_seqs(path) == [3]
+    SQLiteStore.open(path).close()
+
+    assert checkpoint_seqs(path) == [3]
+
+
+def test_close_after_a_signed_commit_adds_no_checkpoint(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    with SQLiteStore.open(path, create=True) as store:
+        fill(store, 64, with_records=False)
+
+    assert checkpoint_seqs(path) == [64]
+
+
+def test_commits_without_a_key_are_not_signed(
+    tmp_path: Path, isolated_environment: Path
+) -> None:
+    path = new_lab(tmp_path / "lab.db")
+    (isolated_environment / f"{read_meta(path)['lab_id']}.key").unlink()
+
+    with SQLiteStore.open(path) as store:
+        fill(store, 64, with_records=False)
+        assert store.checkpoint_now() is None
+
+    assert checkpoint_seqs(path) == [3]
+    with SQLiteStore.open(path) as store:
+        report = verify_store(store)
+    assert report.ok and report.warnings
+
+
+def test_event_draft_round_trips_through_sqlite(tmp_path: Path) -> None:
+    with SQLiteStore.open(tmp_path / "lab.db", create=True) as store:
+        sent = EventDraft(
+            actor="w1", role="worker", action="tool_call", tool="run", detail="é ✓ \"quoted\""
+        )
+        event = store.commit(sent)
+        assert store.events() == [event]
+        assert event.model_dump(include=set(EventDraft.model_fields)) == sent.model_dump()

@@ -1,0 +1,402 @@
+"""verify_store catches tampering: SQLite edited with the sqlite3 module, MemoryStore via its hooks.
+
+Every SQLite scenario builds a lab, closes it (which signs the head), edits the file the way an
+attacker with write access to the lab folder but not to the key folder would, then reopens it
+and verifies.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import pytest
+
+from rsilab.records import Event, EventDraft, RecordRef
+from rsilab.store import MemoryStore, SQLiteStore, VerifyReport, verify_store
+from rsilab.store import keys
+from rsilab.store.ledger import (
+    GENESIS_HASH,
+    StoredEvent,
+    StoredRecord,
+    build_event,
+    make_checkpoint,
+    record_text,
+    sha256_text,
+)
+from tests.store.helpers import fill, finding
+
+EVENTS = 10
+
+
+@contextmanager
+def raw(path: Path) -> Iterator[sqlite3.Connection]:
+    """The attacker's connection: plain sqlite3, autocommit."""
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        yield conn
+
+
+def make_lab(folder: Path, events: int = EVENTS, *, plain_tail: int = 0) -> Path:
+    """A closed lab with ``events`` events that write records, then ``plain_tail`` that don't."""
+    path = folder / "lab.db"
+    with SQLiteStore.open(path, create=True) as store:
+        fill(store, events)
+        fill(store, plain_tail, with_records=False)
+    return path
+
+
+def verify_lab(path: Path) -> VerifyReport:
+    with SQLiteStore.open(path) as store:
+        return verify_store(store)
+
+
+def lab_id(path: Path) -> str:
+    with raw(path) as conn:
+        return str(conn.execute("SELECT value FROM meta WHERE key = 'lab_id'").fetchone()[0])
+
+
+def event_body(conn: sqlite3.Connection, seq: int) -> tuple[str, str]:
+    body, digest = conn.execute("SELECT body, hash FROM events WHERE seq = ?", (seq,)).fetchone()
+    return str(body), str(digest)
+
+
+def edited(body: str, seq: int) -> str:
+    new = body.replace(f'"detail":"event {seq}"', f'"detail":"event {seq}, as I recall it"')
+    assert new != body
+    return new
+
+
+def rebuilt_chain(rows: list[StoredEvent]) -> list[StoredEvent]:
+    """The whole chain rebuilt with valid hashes, each event's detail changed, same records."""
+    out: list[StoredEvent] = []
+    prev = GENESIS_HASH
+    for row in rows:
+        event = Event.model_validate_json(row.text)
+        fields = event.model_dump(exclude={"seq", "at", "records", "prev_hash"})
+        fields["detail"] = f"{event.detail} (rewritten)"
+        _, stored = build_event(EventDraft(**fields), row.seq, prev, event.records)
+        out.append(stored)
+        prev = stored.hash
+    return out
+
+
+def assert_caught(report: VerifyReport, first_bad_seq: int | None, words: str) -> None:
+    assert not report.ok
+    assert report.first_bad_seq == first_bad_seq, report.problems
+    assert words in report.problems[0], report.problems
+
+
+def test_untampered_lab_verifies(tmp_path: Path) -> None:
+    report = verify_lab(make_lab(tmp_path))
+
+    assert report.ok, report.problems
+    assert report.events == EVENTS
+    assert report.checkpoints_checked >= 1
+    assert report.warnings == []
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+def test_sqlite_edited_event_body_names_that_event(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        body, _ = event_body(conn, 4)
+        conn.execute("UPDATE events SET body = ? WHERE seq = 4", (edited(body, 4),))
+
+    assert_caught(verify_lab(path), 4, "event 4: content does not match its hash")
+
+
+def test_sqlite_edited_event_with_recomputed_hash_names_the_next_event(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        body, _ = event_body(conn, 4)
+        new = edited(body, 4)
+        conn.execute(
+            "UPDATE events SET body = ?, hash = ? WHERE seq = 4", (new, sha256_text(new))
+        )
+
+    assert_caught(verify_lab(path), 5, "event 5: does not follow event 4")
+
+
+def test_sqlite_last_event_rehashed_is_caught_by_the_signed_head(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        body, _ = event_body(conn, EVENTS)
+        new = edited(body, EVENTS)
+        conn.execute(
+            "UPDATE events SET body = ?, hash = ? WHERE seq = ?", (new, sha256_text(new), EVENTS)
+        )
+
+    assert_caught(verify_lab(path), EVENTS, "differs from the signed checkpoint")
+
+
+def test_sqlite_event_deleted_from_the_middle(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        conn.execute("DELETE FROM events WHERE seq = 4")
+
+    assert_caught(verify_lab(path), 4, "events removed")
+
+
+def test_sqlite_event_inserted_in_the_middle(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        _, prev = event_body(conn, 3)
+        # Make room at seq 4 (negating first avoids primary-key clashes), then forge event 4.
+        conn.execute("UPDATE events SET seq = -seq WHERE seq >= 4")
+        conn.execute("UPDATE events SET seq = 1 - seq WHERE seq < 0")
+        forged = EventDraft(actor="intruder", role="worker", action="tool_call")
+        _, stored = build_event(forged, 4, prev, [])
+        conn.execute(
+            "INSERT INTO events (seq, hash, campaign_id, body) VALUES (?, ?, NULL, ?)",
+            (stored.seq, stored.hash, stored.text),
+        )
+
+    assert_caught(verify_lab(path), 5, "event 5: does not follow event 4")
+
+
+def test_sqlite_tail_cut_with_its_checkpoints_is_caught_by_the_watermark(
+    tmp_path: Path,
+) -> None:
+    # 64 < total, so a checkpoint was written inside the lab and a watermark beside the key.
+    path = make_lab(tmp_path, 60, plain_tail=10)
+    with raw(path) as conn:
+        assert [r[0] for r in conn.execute("SELECT seq FROM checkpoints")] == [64, 70]
+        conn.execute("DELETE FROM events WHERE seq > 60")
+        conn.execute("DELETE FROM checkpoints WHERE seq > 60")
+    watermark = keys.load_watermark(lab_id(path))
+    assert watermark is not None and watermark.seq == 70
+
+    report = verify_lab(path)
+
+    assert_caught(report, 61, "ledger ends at event 60")
+    assert "signed checkpoint records event 70" in report.problems[0]
+
+
+def test_sqlite_tail_cut_keeping_checkpoints_is_caught(tmp_path: Path) -> None:
+    path = make_lab(tmp_path, EVENTS, plain_tail=3)
+    with raw(path) as conn:
+        conn.execute("DELETE FROM events WHERE seq > ?", (EVENTS,))
+
+    assert_caught(verify_lab(path), EVENTS + 1, f"ledger ends at event {EVENTS}")
+
+
+@pytest.mark.parametrize("checkpoints", ["kept", "deleted", "forged"])
+def test_sqlite_chain_rewritten_without_the_key(tmp_path: Path, checkpoints: str) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        rows = [
+            StoredEvent(int(s), str(h), str(b))
+            for s, h, b in conn.execute("SELECT seq, hash, body FROM events ORDER BY seq")
+        ]
+        for row in rebuilt_chain(rows):
+            conn.execute(
+                "UPDATE events SET hash = ?, body = ? WHERE seq = ?", (row.hash, row.text, row.seq)
+            )
+        head = rebuilt_chain(rows)[-1]
+        if checkpoints != "kept":
+            conn.execute("DELETE FROM checkpoints")
+        if checkpoints == "forged":
+            fake = make_checkpoint(secrets.token_bytes(32), lab_id(path), head.seq, head.hash)
+            conn.execute(
+                "INSERT INTO checkpoints VALUES (?, ?, ?, ?)",
+                (fake.seq, fake.head_hash, fake.mac, fake.at),
+            )
+
+    report = verify_lab(path)
+
+    if checkpoints == "forged":
+        assert_caught(report, EVENTS, "signature invalid (forged)")
+    else:
+        assert_caught(report, EVENTS, "differs from the signed checkpoint (chain rewritten)")
+
+
+# -- records -----------------------------------------------------------------------------------
+
+
+def test_sqlite_record_body_edited(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        rid, body = conn.execute("SELECT id, body FROM records ORDER BY rowid LIMIT 1").fetchone()
+        data = json.loads(body)
+        data["status"] = "supported"
+        conn.execute(
+            "UPDATE records SET body = ? WHERE id = ?",
+            (json.dumps(data, sort_keys=True, separators=(",", ":")), rid),
+        )
+
+    assert_caught(verify_lab(path), None, f"record {rid}: differs from")
+
+
+def test_sqlite_record_revision_edited(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        rid = conn.execute("SELECT id FROM records ORDER BY rowid LIMIT 1").fetchone()[0]
+        conn.execute("UPDATE records SET rev = rev + 1 WHERE id = ?", (rid,))
+
+    assert_caught(verify_lab(path), None, f"record {rid}: differs from")
+
+
+def test_sqlite_record_inserted_without_an_event(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    planted = finding("planted")
+    planted.rev = 1
+    with raw(path) as conn:
+        conn.execute(
+            "INSERT INTO records (id, kind, campaign_id, rev, body) VALUES (?, ?, NULL, 1, ?)",
+            (planted.id, planted.KIND, record_text(planted)),
+        )
+
+    assert_caught(verify_lab(path), None, f"record {planted.id}: no event in the ledger wrote it")
+
+
+def test_sqlite_record_deleted(tmp_path: Path) -> None:
+    path = make_lab(tmp_path)
+    with raw(path) as conn:
+        rid = conn.execute("SELECT id FROM records ORDER BY rowid LIMIT 1").fetchone()[0]
+        conn.execute("DELETE FROM records WHERE id = ?", (rid,))
+
+    assert_caught(verify_lab(path), None, f"record {rid}: written by the ledger but missing")
+
+
+# -- keys --------------------------------------------------------------------------------------
+
+
+def test_missing_key_gives_a_warning_not_a_failure(
+    tmp_path: Path, isolated_environment: Path
+) -> None:
+    path = make_lab(tmp_path)
+    key_file = isolated_environment / f"{lab_id(path)}.key"
+    assert key_file.is_file()
+    key_file.unlink()
+
+    report = verify_lab(path)
+
+    assert report.ok, report.problems
+    assert report.checkpoints_checked == 0
+    assert any("not checked" in w and "key was not found" in w for w in report.warnings)
+
+
+def test_wrong_key_fails_the_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = make_lab(tmp_path)
+    monkeypatch.setenv("RSILAB_LEDGER_KEY", "not the lab's key")
+
+    assert_caught(verify_lab(path), EVENTS, "signature invalid")
+
+
+# -- MemoryStore through its tamper hooks ------------------------------------------------------
+
+MEMORY_KEY = bytes(range(32))
+
+
+def memory_store(events: int = EVENTS, *, plain_tail: int = 0) -> MemoryStore:
+    store = MemoryStore(key=MEMORY_KEY)
+    fill(store, events)
+    fill(store, plain_tail, with_records=False)
+    store.checkpoint_now()
+    return store
+
+
+def verify_memory(store: MemoryStore) -> VerifyReport:
+    return verify_store(store, key=MEMORY_KEY)
+
+
+def test_memory_untampered_verifies() -> None:
+    report = verify_memory(memory_store())
+
+    assert report.ok, report.problems
+    assert report.checkpoints_checked == 1
+
+
+def test_memory_edited_event_body() -> None:
+    store = memory_store()
+    rows = list(store.stored_events())
+    rows[3] = StoredEvent(4, rows[3].hash, edited(rows[3].text, 4))
+    store._tamper_events(rows)
+
+    assert_caught(verify_memory(store), 4, "event 4: content does not match its hash")
+
+
+def test_memory_edited_event_with_recomputed_hash() -> None:
+    store = memory_store()
+    rows = list(store.stored_events())
+    text = edited(rows[3].text, 4)
+    rows[3] = StoredEvent(4, sha256_text(text), text)
+    store._tamper_events(rows)
+
+    assert_caught(verify_memory(store), 5, "event 5: does not follow event 4")
+
+
+def test_memory_event_deleted() -> None:
+    store = memory_store()
+    rows = list(store.stored_events())
+    del rows[3]
+    store._tamper_events(rows)
+
+    assert_caught(verify_memory(store), 4, "events removed")
+
+
+def test_memory_event_inserted() -> None:
+    store = memory_store()
+    rows = list(store.stored_events())
+    _, forged = build_event(
+        EventDraft(actor="intruder", role="worker", action="tool_call"), 4, rows[2].hash, []
+    )
+    rows.insert(3, forged)
+    store._tamper_events(rows)
+
+    assert_caught(verify_memory(store), 4, "inserted or duplicated")
+
+
+def test_memory_tail_cut() -> None:
+    store = memory_store(60, plain_tail=10)
+    store._tamper_events(list(store.stored_events())[:60])
+
+    assert_caught(verify_memory(store), 61, "ledger ends at event 60")
+
+
+def test_memory_chain_rewritten_without_the_key() -> None:
+    store = memory_store()
+    store._tamper_events(rebuilt_chain(list(store.stored_events())))
+
+    assert_caught(verify_memory(store), EVENTS, "chain rewritten")
+
+
+def test_memory_record_edited() -> None:
+    store = memory_store()
+    row = next(store.stored_records())
+    store._tamper_record(StoredRecord(row.id, row.kind, row.rev, row.text.replace("claim", "Claim")))
+
+    assert_caught(verify_memory(store), None, f"record {row.id}: differs from")
+
+
+def test_memory_record_inserted() -> None:
+    store = memory_store()
+    planted = finding("planted")
+    planted.rev = 1
+    store._tamper_record(StoredRecord(planted.id, planted.KIND, 1, record_text(planted)))
+
+    assert_caught(verify_memory(store), None, "no event in the ledger wrote it")
+
+
+def test_memory_record_rewritten_with_a_consistent_ref_is_still_caught() -> None:
+    """Editing a record and its event's digest breaks that event's hash."""
+    store = memory_store()
+    rows = list(store.stored_events())
+    event = Event.model_validate_json(rows[0].text)
+    record = store.get(event.records[0].id)
+    forged_text = record_text(record).replace("claim 1", "claim one")
+    assert forged_text != record_text(record)
+    ref = RecordRef(kind=record.KIND, id=record.id, rev=1, digest=sha256_text(forged_text))
+    body = json.loads(rows[0].text)
+    body["records"] = [ref.model_dump()]
+    rows[0] = StoredEvent(1, rows[0].hash, json.dumps(body))
+    store._tamper_events(rows)
+    store._tamper_record(StoredRecord(record.id, record.KIND, 1, forged_text))
+
+    assert_caught(verify_memory(store), 1, "event 1: content does not match its hash")
