@@ -6,9 +6,7 @@ from rsilab.records import EventDraft, Finding, FindingStatus
 from rsilab.store.base import Store
 
 
-def draft(
-    detail: str = "", *, campaign_id: str | None = None, action: str = "test"
-) -> EventDraft:
+def draft(detail: str = "", *, campaign_id: str | None = None, action: str = "test") -> EventDraft:
     """An event draft from a test actor."""
     return EventDraft(
         actor="tester", role="human", action=action, campaign_id=campaign_id, detail=detail

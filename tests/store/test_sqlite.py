@@ -11,7 +11,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 
@@ -49,7 +49,7 @@ def new_lab(path: Path, events: int = 3) -> Path:
 
 def test_wal_mode_is_on(tmp_path: Path) -> None:
     path = tmp_path / "lab.db"
-    with SQLiteStore.open(path, create=True) as store:
+    with closing(SQLiteStore.open(path, create=True)) as store:
         assert store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert store.path == path
     with closing(sqlite3.connect(path)) as conn:  # persistent in the file
@@ -169,7 +169,9 @@ def build_v1_lab(path: Path) -> tuple[str, list[str]]:
                 record.claim += " (v1)" if record.rev > 1 else ""
                 text = record_text(record)
                 refs.append(
-                    RecordRef(kind=record.KIND, id=record.id, rev=record.rev, digest=sha256_text(text))
+                    RecordRef(
+                        kind=record.KIND, id=record.id, rev=record.rev, digest=sha256_text(text)
+                    )
                 )
                 conn.execute(
                     "INSERT OR REPLACE INTO records VALUES (?, ?, NULL, ?, ?)",
@@ -181,7 +183,9 @@ def build_v1_lab(path: Path) -> tuple[str, list[str]]:
             )
             prev = stored.hash
         cp = make_checkpoint(key, lab_id, len(writes), prev)
-        conn.execute("INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (cp.seq, cp.head_hash, cp.mac, cp.at))
+        conn.execute(
+            "INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (cp.seq, cp.head_hash, cp.mac, cp.at)
+        )
         conn.execute("COMMIT")
     return lab_id, [first.id, second.id]
 
@@ -209,6 +213,25 @@ def test_schema_1_lab_is_upgraded_with_a_backup(tmp_path: Path) -> None:
     assert read_meta(backup)["schema_version"] == "1"
     assert "event_records" not in tables(backup)
     assert read_meta(path)["schema_version"] == str(SCHEMA_VERSION) == "2"
+
+
+def test_upgrade_raced_by_another_process_is_harmless(tmp_path: Path) -> None:
+    """Two processes open an old lab at once; the one that reads the version first loses."""
+    path = tmp_path / "lab.db"
+    _, (first_id, _) = build_v1_lab(path)
+    with closing(sqlite3.connect(path, isolation_level=None)) as late:
+        # ``late`` has read schema version 1; meanwhile another process upgrades and writes.
+        with SQLiteStore.open(path) as store:
+            store.commit(draft("after the upgrade"))
+
+        SQLiteStore._upgrade(late, path, 1)
+
+    assert read_meta(path)["schema_version"] == "2"
+    assert read_meta(tmp_path / "lab.db.v1.bak")["schema_version"] == "1"
+    with SQLiteStore.open(path) as store:
+        assert [e.seq for e in store.events(record_id=first_id)] == [1, 3]
+        assert store.head()[0] == 4
+        assert verify_store(store).ok
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -267,10 +290,10 @@ def _foreign_meta(path: Path) -> None:
     ],
 )
 def test_foreign_or_corrupt_files_are_refused_untouched(
-    tmp_path: Path, make: object, words: str
+    tmp_path: Path, make: Callable[[Path], None], words: str
 ) -> None:
     path = tmp_path / "lab.db"
-    make(path)  # type: ignore[operator]
+    make(path)
     before = path.read_bytes()
 
     with pytest.raises(LabError) as info:
@@ -296,14 +319,16 @@ def test_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
     assert path.read_bytes() == before
     assert not list(tmp_path.glob("*.bak"))
     with closing(sqlite3.connect(path)) as conn, conn:  # data was intact all along
-        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+        )
     with SQLiteStore.open(path) as store:
         assert store.head()[0] == 3
         assert verify_store(store).ok
 
 
 def test_full_database_gives_lab_error_and_keeps_what_was_recorded(tmp_path: Path) -> None:
-    with SQLiteStore.open(tmp_path / "lab.db", create=True) as store:
+    with closing(SQLiteStore.open(tmp_path / "lab.db", create=True)) as store:
         kept = fill(store, 5)
         head = store.head()
         pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
@@ -356,9 +381,31 @@ WRITE_ONCE = textwrap.dedent(
 )
 
 
-def test_unwritable_lab_gives_lab_error(
-    shared_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def run_as_nobody(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run Python code as user 65534, whom file permissions bind (they do not bind root)."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root and setpriv is missing: cannot drop to an unprivileged user")
+    drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+
+    def run(source: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*drop, "-c", source, *argv],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+
+    probe = run("import rsilab.store")
+    if probe.returncode != 0:
+        pytest.skip(f"user 65534 cannot run this Python with rsilab: {probe.stderr[-300:]}")
+    return run(code, *args)
+
+
+def test_unwritable_lab_gives_lab_error(shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RSILAB_KEY_DIR", str(shared_dir / "keys"))
     lab = shared_dir / "lab"
     lab.mkdir(mode=0o755)
@@ -366,29 +413,17 @@ def test_unwritable_lab_gives_lab_error(
     (shared_dir / "keys").chmod(0o755)
 
     if os.geteuid() == 0:
-        setpriv = shutil.which("setpriv")
-        if setpriv is None:
-            pytest.skip("running as root and setpriv is missing: cannot drop to a user that "
-                        "file permissions bind")
-        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
-        proc = subprocess.run(
-            [*cmd, "-c", WRITE_ONCE, str(path)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-            check=False,
-        )
+        proc = run_as_nobody(WRITE_ONCE, str(path))
         output = proc.stdout + proc.stderr
         assert proc.returncode == 3, output
+        assert "LabError" in output
         assert "read-only" in output
     else:
         lab.chmod(0o555)
         path.chmod(0o444)
         try:
-            with pytest.raises(LabError, match="read-only"):
-                with SQLiteStore.open(path) as store:
-                    store.commit(draft("write"))
+            with pytest.raises(LabError, match="read-only"), SQLiteStore.open(path) as store:
+                store.commit(draft("write"))
         finally:
             lab.chmod(0o755)
             path.chmod(0o644)
@@ -435,9 +470,7 @@ def test_close_after_a_signed_commit_adds_no_checkpoint(tmp_path: Path) -> None:
     assert checkpoint_seqs(path) == [64]
 
 
-def test_commits_without_a_key_are_not_signed(
-    tmp_path: Path, isolated_environment: Path
-) -> None:
+def test_commits_without_a_key_are_not_signed(tmp_path: Path, isolated_environment: Path) -> None:
     path = new_lab(tmp_path / "lab.db")
     (isolated_environment / f"{read_meta(path)['lab_id']}.key").unlink()
 
@@ -454,7 +487,7 @@ def test_commits_without_a_key_are_not_signed(
 def test_event_draft_round_trips_through_sqlite(tmp_path: Path) -> None:
     with SQLiteStore.open(tmp_path / "lab.db", create=True) as store:
         sent = EventDraft(
-            actor="w1", role="worker", action="tool_call", tool="run", detail="é ✓ \"quoted\""
+            actor="w1", role="worker", action="tool_call", tool="run", detail='é ✓ "quoted"'
         )
         event = store.commit(sent)
         assert store.events() == [event]

@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from rsilab.records import Event, EventDraft, RecordRef
-from rsilab.store import MemoryStore, SQLiteStore, VerifyReport, verify_store
-from rsilab.store import keys
+from rsilab.store import MemoryStore, SQLiteStore, VerifyReport, keys, verify_store
 from rsilab.store.ledger import (
     GENESIS_HASH,
     StoredEvent,
@@ -116,9 +115,7 @@ def test_sqlite_edited_event_with_recomputed_hash_names_the_next_event(tmp_path:
     with raw(path) as conn:
         body, _ = event_body(conn, 4)
         new = edited(body, 4)
-        conn.execute(
-            "UPDATE events SET body = ?, hash = ? WHERE seq = 4", (new, sha256_text(new))
-        )
+        conn.execute("UPDATE events SET body = ?, hash = ? WHERE seq = 4", (new, sha256_text(new)))
 
     assert_caught(verify_lab(path), 5, "event 5: does not follow event 4")
 
@@ -370,7 +367,9 @@ def test_memory_chain_rewritten_without_the_key() -> None:
 def test_memory_record_edited() -> None:
     store = memory_store()
     row = next(store.stored_records())
-    store._tamper_record(StoredRecord(row.id, row.kind, row.rev, row.text.replace("claim", "Claim")))
+    store._tamper_record(
+        StoredRecord(row.id, row.kind, row.rev, row.text.replace("claim", "Claim"))
+    )
 
     assert_caught(verify_memory(store), None, f"record {row.id}: differs from")
 

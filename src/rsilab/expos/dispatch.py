@@ -12,6 +12,8 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import math
+import reprlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +31,44 @@ from rsilab.store.base import Store
 from rsilab.store.ledger import args_digest
 
 log = logging.getLogger(__name__)
+
+MAX_ARG_DEPTH = 64
+"""How deeply argument values may nest (records are serialised with a bounded depth)."""
+_MAX_JSON_INT = 2**53 - 1  # beyond this, canonical JSON (RFC 8785) cannot represent an integer
+
+
+def _json_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be kept as canonical JSON in a record or event; None if it can."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_ARG_DEPTH:
+            return f"it nests deeper than {MAX_ARG_DEPTH} levels"
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "it holds text that is not valid Unicode (a lone surrogate)"
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int) and abs(item) > _MAX_JSON_INT:
+            return f"it holds an integer beyond +/-{_MAX_JSON_INT}"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return "it holds NaN or infinity"
+        elif isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                return "it has an object key that is not text"
+            stack.extend((x, depth + 1) for x in (*item.keys(), *item.values()))
+        elif isinstance(item, list | tuple):
+            stack.extend((x, depth + 1) for x in item)
+    return None
+
+
+def _label(name: Any) -> str:
+    """A tool name as messages and the ledger show it: valid, bounded text, whatever was sent."""
+    if isinstance(name, str) and _json_problem(name) is None:
+        return name
+    return reprlib.repr(name)
 
 
 @dataclass(frozen=True)
@@ -134,11 +174,11 @@ class ExperimentOS:
     def _lookup(self, name: Any) -> Tool:
         tool = self.registry.get(name) if isinstance(name, str) else None
         if tool is None:
-            close = difflib.get_close_matches(str(name), self.registry.names(), n=3)
+            close = difflib.get_close_matches(_label(name), self.registry.names(), n=3)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise ToolError(
                 "unknown_tool",
-                f"there is no tool {name!r}{hint}",
+                f"there is no tool {_label(name)!r}{hint}",
                 field="name",
                 expected="one of the listed tool names",
             )
@@ -150,10 +190,10 @@ class ExperimentOS:
         if isinstance(args, str | bytes):
             try:  # LLMs often send the arguments object as a JSON string
                 args = json.loads(args or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise ToolError(
                     "invalid_arguments",
-                    "arguments are not valid JSON",
+                    "arguments are not valid JSON (or nest too deeply)",
                     expected="a JSON object of named arguments",
                 ) from None
         if not isinstance(args, dict):
@@ -167,6 +207,16 @@ class ExperimentOS:
         except ValidationError as exc:
             raise validation_error(tool.args_model, exc) from None
         kwargs = {name: getattr(parsed, name) for name in tool.args_model.model_fields}
+        for name, value in kwargs.items():
+            problem = _json_problem(value)
+            if problem is not None:  # it would fail to be stored, after the tool had run
+                raise ToolError(
+                    "invalid_arguments",
+                    f"argument {name!r}: {problem}",
+                    field=name,
+                    expected="JSON values: valid text, finite numbers, integers within 2^53, "
+                    f"nested at most {MAX_ARG_DEPTH} levels",
+                )
         for name, marker in tool.path_args:
             if kwargs.get(name) is not None:
                 kwargs[name] = resolve_workspace_path(
@@ -222,7 +272,7 @@ class ExperimentOS:
             role=str(ctx.role),
             action="tool_call",
             campaign_id=ctx.campaign_id,
-            tool=name if isinstance(name, str) else repr(name)[:100],
+            tool=_label(name),
             args_digest=args_digest(args),
             outcome=outcome,
             error=error.to_dict() if error is not None else None,
@@ -233,10 +283,10 @@ class ExperimentOS:
         except ConflictError as exc:  # a concurrent writer won the race: report, record
             failure = ToolError("conflict", str(exc))
             draft = draft.model_copy(update={"outcome": Outcome.ERROR, "error": failure.to_dict()})
-            return self._record_failure(draft, str(name), failure)
+            return self._record_failure(draft, _label(name), failure)
         except RsilabError as exc:
-            return ToolResult(str(name), None, ToolError("lab_unavailable", str(exc)), None)
-        return ToolResult(str(name), value, error, event.seq)
+            return ToolResult(_label(name), None, ToolError("lab_unavailable", str(exc)), None)
+        return ToolResult(_label(name), value, error, event.seq)
 
     def _record_failure(self, draft: EventDraft, name: str, failure: ToolError) -> ToolResult:
         try:

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import inspect
 import re
+import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
@@ -93,6 +94,19 @@ def parse_docstring(doc: str) -> tuple[str, str, dict[str, str]]:
     return summary, description, args
 
 
+def _path_marker(annotation: Any) -> PathArg | None:
+    """The PathArg on a parameter's type, also inside ``X | None`` (a guard is never skipped)."""
+    for meta in getattr(annotation, "__metadata__", ()):
+        if isinstance(meta, PathArg):
+            return meta
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        for arm in typing.get_args(annotation):
+            found = _path_marker(arm)
+            if found is not None:
+                return found
+    return None
+
+
 def _build_args_model(
     fn: Callable[..., Any], arg_docs: dict[str, str]
 ) -> tuple[type[BaseModel], tuple[tuple[str, PathArg], ...]]:
@@ -102,14 +116,17 @@ def _build_args_model(
     path_args: list[tuple[str, PathArg]] = []
     for param in params:
         annotation = hints[param.name]
-        for meta in getattr(annotation, "__metadata__", ()):
-            if isinstance(meta, PathArg):
-                path_args.append((param.name, meta))
+        marker = _path_marker(annotation)
+        if marker is not None:
+            path_args.append((param.name, marker))
         default = ... if param.default is inspect.Parameter.empty else param.default
         if isinstance(default, FieldInfo):  # `x: T = Field(...)` carries its own constraints
             info = default
-            if info.description is None:
-                info.description = arg_docs.get(param.name)
+            doc = arg_docs.get(param.name)
+            if info.description is None and doc is not None:
+                # pydantic rebuilds the field and drops a description set on `info` afterwards;
+                # carried on the annotation it survives (a description in the Field wins).
+                annotation = Annotated[annotation, Field(description=doc)]
         else:
             info = Field(default=default, description=arg_docs.get(param.name))
         fields[param.name] = (annotation, info)

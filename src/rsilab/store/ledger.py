@@ -44,7 +44,10 @@ def args_digest(args: Any) -> str:
     try:
         return sha256_text(canonical_json(args))
     except Exception:  # arguments from an LLM can be anything; the digest must never fail
-        return sha256_text(repr(args))
+        try:
+            return sha256_text(repr(args))
+        except Exception:  # repr fails too on values nested past the recursion limit
+            return sha256_text(f"<unrepresentable {type(args).__name__}>")
 
 
 @dataclass(frozen=True)

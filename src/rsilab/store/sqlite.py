@@ -145,12 +145,20 @@ class SQLiteStore(Store):
 
     @staticmethod
     def _upgrade(conn: sqlite3.Connection, path: Path, version: int) -> None:
-        backup_path = path.with_name(f"{path.name}.v{version}.bak")
-        with contextlib.closing(sqlite3.connect(backup_path)) as backup:
-            conn.backup(backup)
         conn.execute("BEGIN IMMEDIATE")
         try:
-            migrate(conn, version, SCHEMA_VERSION)
+            # Under the write lock: another process may have upgraded since ``version`` was read.
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else version
+            if version < SCHEMA_VERSION:
+                backup_path = path.with_name(f"{path.name}.v{version}.bak")
+                # A second connection reads the committed state; ``conn`` holds the write lock.
+                with (
+                    contextlib.closing(sqlite3.connect(path)) as source,
+                    contextlib.closing(sqlite3.connect(backup_path)) as backup,
+                ):
+                    source.backup(backup)
+                migrate(conn, version, SCHEMA_VERSION)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

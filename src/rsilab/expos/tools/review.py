@@ -59,13 +59,24 @@ def compute_comparison(
             f"(found {len(a)} and {len(b)}) to compute an interval",
             field="metric",
         )
+    try:
+        a_mean, b_mean, effect = statistics.fmean(a), statistics.fmean(b), welch_interval(a, b)
+        finite = all(math.isfinite(x) for x in (a_mean, b_mean, effect.low, effect.high))
+    except OverflowError:
+        finite = False
+    if not finite:  # a non-finite number would be stored as null and break the review record
+        raise ToolError(
+            "invalid_arguments",
+            f"metric {metric!r}: the recorded values are too large to compare",
+            field="metric",
+        )
     return Comparison(
         metric=metric,
         a_ids=[e.id for e in group_a],
         b_ids=[e.id for e in group_b],
-        a_mean=statistics.fmean(a),
-        b_mean=statistics.fmean(b),
-        effect=welch_interval(a, b),
+        a_mean=a_mean,
+        b_mean=b_mean,
+        effect=effect,
         n_a=len(a),
         n_b=len(b),
     )

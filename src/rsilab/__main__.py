@@ -1,0 +1,6 @@
+"""``python -m rsilab``: the command line."""
+
+from rsilab.cli import main
+
+if __name__ == "__main__":
+    main()

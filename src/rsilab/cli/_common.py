@@ -1,0 +1,81 @@
+"""What every command shares: exit codes, the ``--lab`` option, consoles and error output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from rsilab.errors import UserError
+
+EXIT_OK = 0
+EXIT_USER_ERROR = 1
+EXIT_USAGE = 2
+EXIT_VERIFY_FAILED = 3
+EXIT_TOOL_ERROR = 4
+
+EXIT_CODES_HELP = """Exit codes:
+
+* 0: ok
+* 1: user error (a message and a hint on stderr)
+* 2: bad command line
+* 3: ledger verification failed
+* 4: the called tool returned an error"""
+"""The exit codes, as markdown for the app's help."""
+
+MARKUP: Literal["markdown"] = "markdown"
+"""Help text is markdown: single newlines inside a paragraph are joined."""
+
+_LAB_HELP = "Lab folder. Default: $RSILAB_LAB, else ./.rsilab."
+
+LabOption = Annotated[
+    Path | None,
+    typer.Option("--lab", metavar="DIR", help=_LAB_HELP, show_default=False),
+]
+"""``--lab DIR`` for commands that open a lab; ``None`` means resolve_lab_path's default."""
+
+UnusedLabOption = Annotated[
+    Path | None,
+    typer.Option("--lab", metavar="DIR", hidden=True, help="Accepted for uniformity; unused."),
+]
+"""``--lab`` on commands that need no lab, so scripts may pass it to every command."""
+
+CampaignOption = Annotated[
+    str | None,
+    typer.Option(
+        "--campaign", metavar="ID|latest", help="Campaign id, or 'latest'.", show_default=False
+    ),
+]
+
+# Wide enough that ids and hashes in tables are never cut when output goes to a file or pipe.
+_PIPE_WIDTH = 200
+
+
+def stdout_console() -> Console:
+    """A Rich console on the current stdout (looked up now, so test runners can capture it)."""
+    width = None if sys.stdout.isatty() else _PIPE_WIDTH
+    return Console(file=sys.stdout, width=width, highlight=False)
+
+
+def stderr_console() -> Console:
+    """A Rich console on the current stderr."""
+    return Console(file=sys.stderr, highlight=False)
+
+
+def print_json(value: Any) -> None:
+    """Plain JSON (2-space indent, no Rich markup) on stdout, so it always parses."""
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def report_user_error(exc: UserError) -> None:
+    """``error: ...`` in red and ``hint: ...`` on stderr, one line each, no traceback."""
+    console = stderr_console()
+    console.print(Text(f"error: {exc.message}", style="bold red"), soft_wrap=True)
+    if exc.hint:
+        console.print(Text(f"hint: {exc.hint}", style="yellow"), soft_wrap=True)

@@ -1,0 +1,167 @@
+"""``rsilab log``, ``show`` and ``verify``: read the ledger, look up records, check the chain."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+import time
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from rsilab.cli._common import (
+    EXIT_VERIFY_FAILED,
+    CampaignOption,
+    LabOption,
+    print_json,
+    stdout_console,
+)
+from rsilab.cli._render import event_panel, event_table, record_panel
+from rsilab.errors import NotFoundError, UserError
+from rsilab.expos import find_campaign
+from rsilab.records import Event, kind_of_id
+from rsilab.store import Lab, Store, VerifyReport, verify_store
+
+FOLLOW_INTERVAL_S = 0.5
+_EVENT_REF = re.compile(r"^(?:event:)?(\d+)$")
+
+
+def log(
+    campaign: CampaignOption = None,
+    limit: Annotated[
+        int, typer.Option("--limit", min=0, help="Show the last N events; 0 for all.")
+    ] = 50,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new events until Ctrl-C.")
+    ] = False,
+    lab: LabOption = None,
+) -> None:
+    """Show ledger events, newest last."""
+    console = stdout_console()
+    with Lab.open(lab) as opened:
+        campaign_id = find_campaign(opened.store, campaign).id if campaign else None
+        events = last_events(opened.store, campaign_id, limit)
+        if events or not follow:
+            console.print(event_table(events))
+        if not events and not follow:
+            console.print("no events" + (f" in campaign {campaign_id}" if campaign_id else ""))
+        if follow:
+            last_seq = events[-1].seq if events else opened.store.head()[0]
+            _follow(opened.store, console, campaign_id, last_seq, header=not events)
+
+
+def last_events(store: Store, campaign_id: str | None, limit: int) -> list[Event]:
+    """The last ``limit`` events (all for 0), optionally of one campaign, oldest first."""
+    if campaign_id is not None:
+        events = store.events(campaign_id=campaign_id)
+        return events[-limit:] if limit else events
+    if not limit:
+        return store.events()
+    head, _ = store.head()  # sequence numbers have no gaps, so the tail starts here
+    return store.events(after=max(0, head - limit))
+
+
+def _follow(
+    store: Store, console: Console, campaign_id: str | None, last_seq: int, *, header: bool
+) -> None:
+    """Poll for events after ``last_seq`` until interrupted; Ctrl-C ends it cleanly (exit 0)."""
+    try:
+        while True:
+            new = store.events(after=last_seq, campaign_id=campaign_id)
+            if new:
+                console.print(event_table(new, header=header))
+                sys.stdout.flush()
+                header, last_seq = False, new[-1].seq
+            time.sleep(FOLLOW_INTERVAL_S)
+    except KeyboardInterrupt:
+        return
+
+
+def show(
+    ident: Annotated[
+        str,
+        typer.Argument(metavar="ID", help="A record id, or an event number (42 or event:42)."),
+    ],
+    lab: LabOption = None,
+) -> None:
+    """Show a record and the events that wrote it, or one ledger event in full."""
+    console = stdout_console()
+    with Lab.open(lab) as opened:
+        match = _EVENT_REF.match(ident)
+        if match:
+            console.print(event_panel(_event(opened.store, int(match.group(1)))))
+            return
+        try:
+            record = opened.store.get(ident)
+        except NotFoundError:
+            raise _unknown_id(ident) from None
+        history = opened.store.events(record_id=record.id)
+    console.print(record_panel(record))
+    count = f"{len(history)} event" + ("" if len(history) == 1 else "s")
+    console.print(Text(f"history ({count})", style="bold"))
+    console.print(event_table(history))
+
+
+def _event(store: Store, seq: int) -> Event:
+    found = store.events(after=seq - 1, limit=1) if seq > 0 else []
+    if not found or found[0].seq != seq:
+        head, _ = store.head()
+        raise UserError(
+            f"no event {seq} in this lab (the ledger has events 1 to {head})",
+            "list events with `rsilab log`",
+        )
+    return found[0]
+
+
+def _unknown_id(ident: str) -> UserError:
+    if kind_of_id(ident) is None:
+        return UserError(
+            f"{ident!r} is neither a record id nor an event number",
+            "record ids look like exp-3fa9c2d1b07e; find them with `rsilab log`",
+        )
+    return UserError(f"no record {ident!r} in this lab", "find ids with `rsilab log`")
+
+
+def verify(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    lab: LabOption = None,
+) -> None:
+    """Check the ledger's hash chain, every record, and the signed checkpoints. Exit 3 if bad."""
+    with Lab.open(lab) as opened:
+        report = verify_store(opened.store)
+    if as_json:
+        print_json({"ok": report.ok, **dataclasses.asdict(report)})
+    else:
+        _print_report(stdout_console(), report)
+    if not report.ok:
+        raise typer.Exit(EXIT_VERIFY_FAILED)
+
+
+def _print_report(console: Console, report: VerifyReport) -> None:
+    for warning in report.warnings:
+        console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+    if report.ok:
+        console.print(
+            Text(
+                f"ledger ok: {report.events} events, {report.records_checked} records, "
+                f"{report.checkpoints_checked} checkpoints checked",
+                style="green",
+            )
+        )
+        console.print(Text(f"head hash: {report.head_hash}"), soft_wrap=True)
+        return
+    console.print(Text("ledger verification FAILED", style="bold red"))
+    if report.first_bad_seq is not None:
+        console.print(Text(f"first bad event: {report.first_bad_seq}", style="red"))
+    for problem in report.problems:
+        console.print(Text(f"- {problem}", style="red"), soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``log``, ``show`` and ``verify`` to ``app``."""
+    app.command("log")(log)
+    app.command("show")(show)
+    app.command("verify")(verify)

@@ -1,0 +1,174 @@
+"""The Experiment OS served over MCP with the official ``mcp`` SDK (low-level ``Server``).
+
+Why the low-level server: our tools already carry their JSON schemas (``Tool.input_schema()``,
+built once from their signatures) and their own dispatcher (``ExperimentOS.call``). The
+decorator-style ``MCPServer`` rebuilds a schema from each Python function and validates
+arguments itself, so a bad call would be refused before our dispatcher saw it (and never
+reach the ledger), and an unknown or forbidden tool would be answered by the SDK, not by our
+policy. The low-level ``Server`` takes a ``tools/list`` handler and a ``tools/call`` handler
+instead: the listing hands out our schemas unchanged, and every call, whatever its name or
+arguments, goes through ``ExperimentOS.call`` -- role check, validation, guards, tool body and
+one ledger event -- exactly like an in-process call.
+
+What a client sees:
+
+- ``tools/list``: the tools the context's role may call (``ExperimentOS.tools_for``), each with
+  its name, description and input schema.
+- ``tools/call``: success is the tool's JSON value as text content and as structured
+  content; a failure is a result with ``isError`` true whose text (and structured content) is
+  the JSON error payload (``ToolResult.to_dict()``). A tool the role may not call is refused
+  by the dispatcher too, so the refusal is recorded with a protocol flag, not merely hidden.
+  ``_meta["rsilab/ledger_seq"]`` names the ledger event of the call.
+
+Limits, said plainly: an agent that connects to ``rsilab mcp`` from the host is limited in
+which tools it calls, not in what else its own process can read. Its process can still open
+the lab's files, the private test data and anything else the user can read; only an agent
+that rsilab starts inside the sandbox (``rsilab agent -- CMD``) is held to the full rules.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+from rsilab.errors import UserError
+from rsilab.expos import (
+    CallContext,
+    ExperimentOS,
+    ToolResult,
+    default_registry,
+    find_campaign,
+)
+from rsilab.records import Role
+from rsilab.store.lab import Lab
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "rsilab"
+LEDGER_SEQ_META = "rsilab/ledger_seq"
+"""Result ``_meta`` key holding the sequence number of the call's ledger event."""
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("rsilab")
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+
+
+def _instructions(ctx: CallContext) -> str:
+    campaign = f" on campaign {ctx.campaign_id}" if ctx.campaign_id else ""
+    return (
+        f"rsilab Experiment OS. You act as {ctx.actor!r} in the {ctx.role} role{campaign}. "
+        "Every tool call is role-checked, validated and recorded in the lab's ledger; a failed "
+        "call returns a JSON error naming the argument at fault. Numbers you log are marked "
+        "agent-reported and never count: only the controller's private evaluations do."
+    )
+
+
+def tool_listing(expos: ExperimentOS, role: Role) -> types.ListToolsResult:
+    """The ``tools/list`` answer for ``role``: exactly the tools policy lets it call."""
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(name=t.name, description=t.description, input_schema=t.input_schema())
+            for t in expos.tools_for(role)
+        ]
+    )
+
+
+def call_result(result: ToolResult) -> types.CallToolResult:
+    """A dispatcher result as an MCP tool result (``isError`` for a ToolError)."""
+    payload = result.to_dict()
+    return types.CallToolResult(
+        content=[types.TextContent(text=json.dumps(payload, ensure_ascii=False))],
+        structured_content=payload,
+        is_error=not result.ok,
+        _meta={LEDGER_SEQ_META: result.seq},
+    )
+
+
+def build_server(expos: ExperimentOS, ctx: CallContext) -> Server[Any]:
+    """An MCP server exposing the tools ``ctx.role`` may call; every call goes through ``expos``.
+
+    Calls run in a worker thread (the store is thread-safe), so a slow store write does not
+    stall the event loop; a cancelled request still finishes and records its event.
+    """
+    listing = tool_listing(expos, ctx.role)
+
+    async def list_tools(
+        _rctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return listing
+
+    async def call_tool(
+        _rctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        result = await anyio.to_thread.run_sync(expos.call, ctx, params.name, params.arguments)
+        return call_result(result)
+
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        instructions=_instructions(ctx),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _require_campaign(role: Role, campaign_ref: str | None) -> None:
+    if campaign_ref is None and role.is_agent:
+        raise UserError(
+            f"the {role} role works inside a campaign, and none was given",
+            "pass --campaign ID (or --campaign latest); list them with `rsilab campaign list`",
+        )
+
+
+def _workspace(workspace: Path | None) -> Path | None:
+    if workspace is None:
+        return None
+    if not workspace.is_dir():
+        raise UserError(
+            f"workspace {workspace} is not a folder", "create it first, or leave --workspace out"
+        )
+    return workspace.resolve()
+
+
+async def _serve_stdio(server: Server[Any]) -> None:
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def run_stdio_server(
+    lab_path: Path | None,
+    role: Role,
+    campaign_ref: str | None,
+    workspace: Path | None,
+    actor: str,
+) -> None:
+    """Serve the Experiment OS on stdin/stdout until the client disconnects.
+
+    Opens the lab (``Lab.open``: ``lab_path``, else ``$RSILAB_LAB``, else ``./.rsilab``),
+    resolves the campaign (agent roles need one) and closes the lab at the end. Only MCP
+    messages go to stdout; logs go to stderr.
+
+    Raises:
+        UserError: no lab there, no such campaign, an agent role without a campaign, or a
+            workspace that is not a folder -- all before anything is served.
+    """
+    _require_campaign(role, campaign_ref)
+    ws = _workspace(workspace)
+    with Lab.open(lab_path) as lab:
+        campaign_id = find_campaign(lab.store, campaign_ref).id if campaign_ref else None
+        ctx = CallContext(actor=actor, role=role, campaign_id=campaign_id, workspace=ws)
+        expos = ExperimentOS(lab.store, lab.artifacts, default_registry())
+        log.info("serving %s tools to %s (%s) over stdio", len(expos.tools_for(role)), actor, role)
+        anyio.run(_serve_stdio, build_server(expos, ctx))

@@ -1,0 +1,316 @@
+"""Execution and state tools: the research DAG, experiments, metrics and immutability."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rsilab.records import (
+    Dataset,
+    Direction,
+    DirectionState,
+    Experiment,
+    ExperimentState,
+    MetricSource,
+    ProtocolFlag,
+    Role,
+)
+from rsilab.store import ArtifactStore
+from tests.expos.helpers import Bench
+
+
+def test_create_direction_with_parents(any_bench: Bench) -> None:
+    bench = any_bench
+    root = bench.direction("root")
+    other = bench.direction("other")
+    parents = [
+        {"parent_id": root, "relation": "continue"},
+        {"parent_id": other, "relation": "branch"},
+    ]
+    child = bench.direction("child", plan="do it", parents=parents)
+    record = bench.get_direction(child)
+    assert record.campaign_id == bench.campaign.id
+    assert record.created_by == "main-1" and record.plan == "do it"
+    assert record.state == DirectionState.OPEN
+    assert [(e.parent_id, str(e.relation)) for e in record.parents] == [
+        (root, "continue"),
+        (other, "branch"),
+    ]
+
+
+def test_create_direction_with_an_unknown_parent(any_bench: Bench) -> None:
+    bench = any_bench
+    parents = [{"parent_id": "dir-000000000000", "relation": "verify"}]
+    error = bench.fail(
+        Role.MAIN,
+        "create_direction",
+        {"title": "t", "hypothesis": "h", "parents": parents},
+        code="not_found",
+    )
+    assert error.field == "parents.0.parent_id"
+    assert bench.store.query(Direction.KIND) == []
+
+
+def test_create_direction_with_a_bad_relation(any_bench: Bench) -> None:
+    bench = any_bench
+    parents = [{"parent_id": bench.direction(), "relation": "merge"}]
+    error = bench.fail(
+        Role.MAIN,
+        "create_direction",
+        {"title": "t", "hypothesis": "h", "parents": parents},
+        code="invalid_arguments",
+    )
+    assert error.field == "parents.0.relation"
+
+
+def test_create_direction_with_a_parent_of_another_kind(any_bench: Bench) -> None:
+    bench = any_bench
+    exp = bench.experiment(bench.direction())
+    parents = [{"parent_id": exp, "relation": "continue"}]
+    error = bench.fail(
+        Role.MAIN,
+        "create_direction",
+        {"title": "t", "hypothesis": "h", "parents": parents},
+        code="not_found",
+    )
+    assert error.field == "parents.0.parent_id"
+    assert error.expected == "the id of a direction"
+
+
+def test_blank_title_is_refused(any_bench: Bench) -> None:
+    error = any_bench.fail(
+        Role.MAIN,
+        "create_direction",
+        {"title": "   ", "hypothesis": "h"},
+        code="invalid_arguments",
+    )
+    assert error.field == "title"
+
+
+def _conclude(bench: Bench, direction_id: str) -> None:
+    record = bench.get_direction(direction_id)
+    bench.put(record.model_copy(update={"state": DirectionState.CONCLUDED}))
+
+
+def test_list_directions_with_counts_and_state_filter(any_bench: Bench) -> None:
+    bench = any_bench
+    a = bench.direction("a")
+    b = bench.direction("b", parents=[{"parent_id": a, "relation": "revise"}])
+    bench.experiment(a)
+    bench.experiment(a)
+    bench.experiment(b)
+    _conclude(bench, a)
+    listed = bench.ok(Role.WORKER, "list_directions")["directions"]
+    assert [(d["id"], d["experiments"], d["state"]) for d in listed] == [
+        (a, 2, "concluded"),
+        (b, 1, "open"),
+    ]
+    assert listed[1]["parents"] == [{"parent_id": a, "relation": "revise"}]
+    assert listed[0]["hypothesis"] == "a helps"
+    open_only = bench.ok(Role.MAIN, "list_directions", {"state": "open"})["directions"]
+    assert [d["id"] for d in open_only] == [b]
+    concluded = bench.ok(Role.REVIEWER, "list_directions", {"state": "concluded"})["directions"]
+    assert [d["id"] for d in concluded] == [a]
+    bench.fail(Role.MAIN, "list_directions", {"state": "closed"}, code="invalid_arguments")
+
+
+def test_list_directions_only_of_the_callers_campaign(any_bench: Bench) -> None:
+    bench = any_bench
+    bench.direction("mine")
+    other = bench.ctx(Role.MAIN, campaign_id=bench.other_campaign().id)
+    bench.ok(other, "create_direction", {"title": "theirs", "hypothesis": "h"})
+    listed = bench.ok(Role.MAIN, "list_directions")["directions"]
+    assert [d["title"] for d in listed] == ["mine"]
+
+
+def test_create_experiment(any_bench: Bench) -> None:
+    bench = any_bench
+    (bench.workspace / "a.txt").write_text("a")
+    data = bench.ok(Role.WORKER, "add_data", {"path": "a.txt", "name": "d"})
+    direction = bench.direction()
+    parent = bench.experiment(direction)
+    value = bench.ok(
+        Role.WORKER,
+        "create_experiment",
+        {
+            "direction_id": direction,
+            "description": "lr sweep",
+            "config": {"lr": 0.1, "layers": [1, 2]},
+            "parent_experiment_id": parent,
+            "data": ["d", data["id"]],
+        },
+    )
+    assert value["state"] == "created"
+    exp = bench.get_experiment(value["id"])
+    assert exp.direction_id == direction and exp.parent_experiment_id == parent
+    assert exp.config == {"lr": 0.1, "layers": [1, 2]}
+    assert exp.data_ids == [data["id"], data["id"]]
+    assert exp.created_by == "worker-1" and exp.campaign_id == bench.campaign.id
+
+
+def test_create_experiment_on_a_concluded_direction_conflicts(any_bench: Bench) -> None:
+    bench = any_bench
+    direction = bench.direction()
+    _conclude(bench, direction)
+    error = bench.fail(
+        Role.WORKER,
+        "create_experiment",
+        {"direction_id": direction, "description": "x"},
+        code="conflict",
+    )
+    assert error.field == "direction_id"
+
+
+def test_create_experiment_refuses_private_data(any_bench: Bench) -> None:
+    bench = any_bench
+    private = Dataset(
+        campaign_id=bench.campaign.id,
+        name="p",
+        artifact_sha256="0" * 64,
+        artifact_kind="file",
+        tier="final",
+    )
+    bench.put(private)
+    args = {"direction_id": bench.direction(), "description": "x", "data": [private.id]}
+    bench.fail(Role.WORKER, "create_experiment", args, code="guard_refused")
+    args["data"] = ["p"]
+    bench.fail(Role.WORKER, "create_experiment", args, code="not_found")
+    assert bench.store.query(Experiment.KIND) == []
+
+
+def test_create_experiment_with_a_malformed_id(any_bench: Bench) -> None:
+    error = any_bench.fail(
+        Role.WORKER,
+        "create_experiment",
+        {"direction_id": "DROP TABLE", "description": "x"},
+        code="invalid_arguments",
+    )
+    assert error.field == "direction_id"
+
+
+def test_log_metric_is_agent_reported_and_starts_the_experiment(any_bench: Bench) -> None:
+    bench = any_bench
+    exp = bench.experiment(bench.direction())
+    assert bench.get_experiment(exp).state == ExperimentState.CREATED
+    value = bench.ok(
+        Role.WORKER,
+        "log_metric",
+        {"experiment_id": exp, "name": "loss", "value": 0.5, "split": "train", "step": 3},
+    )
+    assert value == {"experiment_id": exp, "metrics": 1, "source": "agent-reported"}
+    bench.log(exp, 0.9)
+    record = bench.get_experiment(exp)
+    assert record.state == ExperimentState.RUNNING
+    assert [(m.name, m.value, m.split, m.step) for m in record.metrics] == [
+        ("loss", 0.5, "train", 3),
+        ("accuracy", 0.9, "dev", None),
+    ]
+    assert all(m.source == MetricSource.AGENT_REPORTED for m in record.metrics)
+
+
+def test_log_metric_refuses_a_negative_step(any_bench: Bench) -> None:
+    bench = any_bench
+    exp = bench.experiment(bench.direction())
+    args = {"experiment_id": exp, "name": "a", "value": 1.0, "step": -1}
+    assert bench.fail(Role.WORKER, "log_metric", args, code="invalid_arguments").field == "step"
+
+
+def test_finish_makes_the_experiment_immutable(any_bench: Bench) -> None:
+    bench = any_bench
+    exp = bench.experiment(bench.direction())
+    bench.log(exp, 0.5)
+    value = bench.ok(
+        Role.WORKER,
+        "finish_experiment",
+        {"experiment_id": exp, "status": "failed", "summary": "diverged"},
+    )
+    assert value["id"] == exp and value["state"] == "failed"
+    record = bench.get_experiment(exp)
+    assert record.is_finished() and record.summary_text == "diverged"
+    assert record.finished_at is not None
+    error = bench.fail(
+        Role.WORKER,
+        "log_metric",
+        {"experiment_id": exp, "name": "a", "value": 1.0},
+        code="conflict",
+    )
+    assert error.field == "experiment_id"
+    bench.fail(
+        Role.WORKER,
+        "finish_experiment",
+        {"experiment_id": exp, "status": "succeeded"},
+        code="conflict",
+    )
+    assert bench.get_experiment(exp) == record
+    bench.fail(
+        Role.WORKER,
+        "finish_experiment",
+        {"experiment_id": exp, "status": "created"},
+        code="invalid_arguments",
+    )
+    bench.assert_verifies()
+
+
+def test_finish_snapshots_the_workspace(any_bench: Bench, tmp_path: Path) -> None:
+    bench = any_bench
+    (bench.workspace / "train.py").write_text("print('hi')\n")
+    (bench.workspace / "cfg").mkdir()
+    (bench.workspace / "cfg" / "a.json").write_text("{}")
+    exp = bench.experiment(bench.direction())
+    value = bench.finish(exp)
+    expected = ArtifactStore(tmp_path / "independent").put_tree(bench.workspace)
+    assert value["workspace_hash"] == expected.sha256
+    assert bench.get_experiment(exp).workspace_hash == expected.sha256
+    paths = [e["path"] for e in bench.artifacts.manifest(expected.sha256)]
+    assert paths == ["cfg/a.json", "train.py"]
+    # A later change to the workspace gives another hash for the next experiment.
+    (bench.workspace / "train.py").write_text("print('changed')\n")
+    second = bench.finish(bench.experiment(bench.direction("d2")))
+    assert second["workspace_hash"] != expected.sha256
+
+
+def test_finish_without_a_workspace_keeps_no_hash(any_bench: Bench) -> None:
+    bench = any_bench
+    exp = bench.experiment(bench.direction())
+    ctx = bench.ctx(Role.WORKER, workspace=None)
+    value = bench.ok(ctx, "finish_experiment", {"experiment_id": exp, "status": "cancelled"})
+    assert value["workspace_hash"] is None
+
+
+def test_get_experiment(any_bench: Bench) -> None:
+    bench = any_bench
+    exp = bench.experiment(bench.direction(), config={"lr": 1e-3})
+    bench.log(exp, 0.7)
+    for role in Role:
+        got = bench.ok(role, "get_experiment", {"experiment_id": exp})["experiment"]
+        assert got == bench.get_experiment(exp).model_dump(mode="json")
+    error = bench.fail(
+        Role.WORKER, "get_experiment", {"experiment_id": "exp-000000000000"}, code="not_found"
+    )
+    assert error.field == "experiment_id"
+    direction = bench.direction("d2")
+    error = bench.fail(
+        Role.WORKER, "get_experiment", {"experiment_id": direction}, code="not_found"
+    )
+    assert "is a direction" in error.message
+
+
+def test_experiments_belong_to_one_campaign(any_bench: Bench) -> None:
+    bench = any_bench
+    exp = bench.experiment(bench.direction())
+    other = bench.ctx(Role.WORKER, campaign_id=bench.other_campaign().id)
+    for tool, args in [
+        ("get_experiment", {"experiment_id": exp}),
+        ("log_metric", {"experiment_id": exp, "name": "a", "value": 1.0}),
+        ("finish_experiment", {"experiment_id": exp, "status": "succeeded"}),
+    ]:
+        result = bench.call(other, tool, args)
+        assert result.error is not None and result.error.code == "guard_refused"
+        assert "another campaign" in result.error.message
+        event = bench.last_event()
+        assert event.seq == result.seq and event.outcome == "denied"
+        [flag] = [bench.store.get(ref.id) for ref in event.records]
+        assert isinstance(flag, ProtocolFlag)
+        assert (flag.rule, flag.stage, flag.tool) == ("record_not_readable", "access", tool)
+        assert flag.campaign_id == other.campaign_id
+    assert bench.get_experiment(exp).state == ExperimentState.CREATED
+    assert bench.get_experiment(exp).metrics == []

@@ -1,0 +1,1 @@
+"""Tests of the Experiment OS served over MCP."""
