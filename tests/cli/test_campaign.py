@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.cli.conftest import explain, rsilab
+from tests.cli.helpers import explain, rsilab
 
 
 def test_new_prints_only_the_id(lab: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import explain, rsilab
+from tests.cli.helpers import explain, rsilab
 
 
 def test_init_creates_lab_and_names_key(tmp_path: Path, isolated_environment: Path) -> None:

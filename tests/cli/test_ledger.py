@@ -6,7 +6,9 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.cli.conftest import explain, rsilab
+import pytest
+
+from tests.cli.helpers import explain, rsilab
 
 
 def _create_direction(lab: Path, campaign_id: str) -> str:
@@ -105,3 +107,25 @@ def test_verify_names_the_tampered_event(lab: Path, campaign_id: str) -> None:
     report = json.loads(rsilab("verify", "--json", "--lab", lab).stdout)
     assert report["ok"] is False
     assert report["first_bad_seq"] == 2
+
+
+def test_log_of_an_unparseable_event_points_to_verify(lab: Path, campaign_id: str) -> None:
+    conn = sqlite3.connect(lab / "lab.db")
+    with conn:
+        conn.execute("UPDATE events SET body = '{not json' WHERE seq = 2")
+    conn.close()
+    result = rsilab("log", "--lab", lab)
+    assert result.exit_code == 1, explain(result)
+    assert "does not parse" in result.stderr
+    assert "rsilab verify" in result.stderr
+    assert rsilab("verify", "--lab", lab).exit_code == 3
+
+
+def test_verify_without_the_key_warns_but_passes(
+    lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RSILAB_KEY_DIR", str(tmp_path / "elsewhere"))
+    result = rsilab("verify", "--lab", lab)
+    assert result.exit_code == 0, explain(result)
+    assert "warning: " in result.stdout
+    assert "ledger key was not found" in result.stdout

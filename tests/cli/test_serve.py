@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from rsilab.records import Role
-from tests.cli.conftest import explain, rsilab
+from tests.cli.helpers import explain, rsilab
 
 
 def test_mcp_passes_its_options_to_the_server(

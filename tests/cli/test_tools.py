@@ -8,7 +8,7 @@ from pathlib import Path
 from rsilab.expos import default_registry
 from rsilab.expos.policy import TOOL_ROLES
 from rsilab.records import Role
-from tests.cli.conftest import explain, rsilab
+from tests.cli.helpers import explain, rsilab
 
 
 def _table_names(stdout: str) -> set[str]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
@@ -69,7 +72,8 @@ def stderr_console() -> Console:
 
 def print_json(value: Any) -> None:
     """Plain JSON (2-space indent, no Rich markup) on stdout, so it always parses."""
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    encoding = (sys.stdout.encoding or "").lower().replace("-", "")
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=encoding != "utf8") + "\n")
     sys.stdout.flush()
 
 
@@ -79,3 +83,16 @@ def report_user_error(exc: UserError) -> None:
     console.print(Text(f"error: {exc.message}", style="bold red"), soft_wrap=True)
     if exc.hint:
         console.print(Text(f"hint: {exc.hint}", style="yellow"), soft_wrap=True)
+
+
+@contextlib.contextmanager
+def reading_stored_data() -> Iterator[None]:
+    """Turn stored text that no longer parses (edited outside rsilab) into a UserError."""
+    try:
+        yield
+    except (ValidationError, json.JSONDecodeError) as exc:
+        raise UserError(
+            f"the lab holds an event or record that does not parse ({type(exc).__name__}); "
+            "it was probably edited outside rsilab",
+            "run `rsilab verify` to find the first bad event",
+        ) from exc

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from rsilab.cli._common import MARKUP, LabOption, stdout_console
+from rsilab.cli._common import MARKUP, LabOption, reading_stored_data, stdout_console
 from rsilab.expos import open_campaign
 from rsilab.records import Campaign, TaskRef
 from rsilab.store import Lab, Store
@@ -33,7 +33,7 @@ def new(
 @campaign_app.command("list")
 def list_campaigns(lab: LabOption = None) -> None:
     """List campaigns, oldest first, with how many ledger events each has."""
-    with Lab.open(lab) as opened:
+    with Lab.open(lab) as opened, reading_stored_data():
         campaigns = opened.store.query_as(Campaign)
         table = _campaign_table(opened.store, campaigns)
     console = stdout_console()

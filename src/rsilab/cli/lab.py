@@ -54,7 +54,7 @@ def schema(
         print_json(schemas)
         return
     try:
-        out.write_text(json.dumps(schemas, indent=2, ensure_ascii=False) + "\n")
+        out.write_text(json.dumps(schemas, indent=2, ensure_ascii=False) + "\n", "utf-8")
     except OSError as exc:
         raise UserError(
             f"cannot write {out}: {exc.strerror or exc}", "choose a writable path with --out"

@@ -17,6 +17,7 @@ from rsilab.cli._common import (
     CampaignOption,
     LabOption,
     print_json,
+    reading_stored_data,
     stdout_console,
 )
 from rsilab.cli._render import event_panel, event_table, record_panel
@@ -41,12 +42,12 @@ def log(
 ) -> None:
     """Show ledger events, newest last."""
     console = stdout_console()
-    with Lab.open(lab) as opened:
+    with Lab.open(lab) as opened, reading_stored_data():
         campaign_id = find_campaign(opened.store, campaign).id if campaign else None
         events = last_events(opened.store, campaign_id, limit)
-        if events or not follow:
+        if events:
             console.print(event_table(events))
-        if not events and not follow:
+        elif not follow:
             console.print("no events" + (f" in campaign {campaign_id}" if campaign_id else ""))
         if follow:
             last_seq = events[-1].seq if events else opened.store.head()[0]
@@ -89,7 +90,7 @@ def show(
 ) -> None:
     """Show a record and the events that wrote it, or one ledger event in full."""
     console = stdout_console()
-    with Lab.open(lab) as opened:
+    with Lab.open(lab) as opened, reading_stored_data():
         match = _EVENT_REF.match(ident)
         if match:
             console.print(event_panel(_event(opened.store, int(match.group(1)))))
