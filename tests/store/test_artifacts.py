@@ -371,3 +371,12 @@ def test_permission_error_is_explained(
 
     monkeypatch.undo()
     assert tmp_files(artifacts) == []
+
+
+def test_materialize_a_missing_blob_raises_not_found(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "lab")
+    store.ensure()
+    with pytest.raises(NotFoundError):
+        store.materialize("0" * 64, tmp_path / "out.bin", "file")
+    with pytest.raises(NotFoundError):
+        store.materialize("1" * 64, tmp_path / "out-tree", "tree")

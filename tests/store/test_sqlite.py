@@ -492,3 +492,33 @@ def test_event_draft_round_trips_through_sqlite(tmp_path: Path) -> None:
         event = store.commit(sent)
         assert store.events() == [event]
         assert event.model_dump(include=set(EventDraft.model_fields)) == sent.model_dump()
+
+
+def test_v1_lab_with_a_malformed_event_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    build_v1_lab(path)
+    with closing(sqlite3.connect(path, isolation_level=None)) as raw:
+        raw.execute("UPDATE events SET body = 'not json' WHERE seq = 2")
+    def dump() -> list[tuple[object, ...]]:
+        with closing(sqlite3.connect(path)) as raw:
+            return list(raw.execute("SELECT * FROM events ORDER BY seq")) + list(
+                raw.execute("SELECT * FROM records ORDER BY id")
+            )
+
+    before = dump()
+    with pytest.raises(LabError, match="could not be upgraded"):
+        SQLiteStore.open(path)
+    assert dump() == before  # the migration was rolled back
+    assert read_meta(path)["schema_version"] == "1"
+    assert "event_records" not in tables(path)
+
+
+def test_unwritable_key_folder_gives_lab_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("RSILAB_KEY_DIR", str(blocker / "keys"))
+    with pytest.raises(LabError, match="ledger key") as info:
+        SQLiteStore.open(tmp_path / "lab.db", create=True)
+    assert "RSILAB_KEY_DIR" in info.value.hint

@@ -172,6 +172,8 @@ class ArtifactStore:
     def materialize(self, sha256: str, dest: Path, kind: Literal["file", "tree"]) -> Path:
         """Copy a stored file or tree to ``dest`` (which must not exist); returns ``dest``."""
         dest = Path(dest)
+        if not self.has(sha256):
+            raise NotFoundError("artifact", sha256)
         if kind == "file":
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(self.blob_path(sha256), dest)
@@ -185,6 +187,8 @@ class ArtifactStore:
             if "link" in entry:
                 os.symlink(entry["link"], target)
             else:
+                if not self.has(entry["sha256"]):
+                    raise NotFoundError("artifact", entry["sha256"])
                 shutil.copyfile(self.blob_path(entry["sha256"]), target)
                 os.chmod(target, int(entry["mode"]))
         return dest

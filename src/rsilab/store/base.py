@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from rsilab.errors import NotFoundError
 from rsilab.records import Campaign, Event, EventDraft, Record
@@ -128,7 +128,7 @@ class Store(ABC):
             return max(campaigns, key=lambda c: c.created_at)
         return self.get_as(ref, Campaign)
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

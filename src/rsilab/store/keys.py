@@ -9,6 +9,7 @@ latest checkpoint, so that cutting both the ledger tail and its in-lab checkpoin
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -74,13 +75,16 @@ def raise_watermark(lab_id: str, checkpoint: Checkpoint) -> None:
     Written atomically (temporary file and rename); failures are ignored because the in-lab
     checkpoint was already committed and the watermark only adds protection.
     """
-    current = load_watermark(lab_id)
-    if current is not None and current.seq >= checkpoint.seq:
-        return
     folder = key_dir()
     with contextlib.suppress(OSError):
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".wm-")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(checkpoint.__dict__, handle)
-        os.replace(tmp, _watermark_path(lab_id))
+        # The lock makes read-compare-replace atomic across processes: never lower the mark.
+        with (folder / f"{lab_id}.lock").open("a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            current = load_watermark(lab_id)
+            if current is not None and current.seq >= checkpoint.seq:
+                return
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".wm-")
+            with os.fdopen(fd, "w") as handle:
+                json.dump(checkpoint.__dict__, handle)
+            os.replace(tmp, _watermark_path(lab_id))

@@ -107,7 +107,7 @@ class MemoryStore(Store):
         limit: int | None = None,
     ) -> list[Event]:
         with self._lock:
-            rows = self._events[after:]
+            rows = self._events[max(after, 0) :]
         out: list[Event] = []
         for row in rows:
             if limit is not None and len(out) >= limit:
@@ -129,7 +129,7 @@ class MemoryStore(Store):
 
     def stored_events(self, after: int = 0) -> Iterator[StoredEvent]:
         with self._lock:
-            rows = list(self._events[after:])
+            rows = list(self._events[max(after, 0) :])
         yield from rows
 
     def stored_records(self) -> Iterator[StoredRecord]:

@@ -98,11 +98,25 @@ class SQLiteStore(Store):
         except sqlite3.Error as exc:
             conn.close()
             raise _explain(exc, path) from exc
+        except (ValueError, KeyError, TypeError) as exc:  # unparseable rows met while migrating
+            conn.close()
+            raise LabError(
+                f"the lab at {path} could not be upgraded: a stored row is malformed ({exc}); "
+                "the database was left as it was",
+                "run `rsilab verify` with the rsilab that wrote it, or restore a backup",
+            ) from exc
         except BaseException:
             conn.close()
             raise
         if create:
-            keys.create_key(lab_id)
+            try:
+                keys.create_key(lab_id)
+            except OSError as exc:
+                conn.close()
+                raise LabError(
+                    f"cannot write the ledger key to {keys.key_dir()}: {exc.strerror or exc}",
+                    "set RSILAB_KEY_DIR to a writable folder outside the lab",
+                ) from exc
         return cls(path, conn, lab_id)
 
     @staticmethod

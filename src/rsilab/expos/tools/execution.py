@@ -182,7 +182,7 @@ def log_metric(
     )
     state = ExperimentState.RUNNING if exp.state == ExperimentState.CREATED else exp.state
     env.stage(exp.model_copy(update={"metrics": [*exp.metrics, metric], "state": state}))
-    return {"experiment_id": exp.id, "metrics": len(exp.metrics) + 1, "source": metric.source}
+    return {"experiment_id": exp.id, "metrics": len(exp.metrics) + 1, "source": str(metric.source)}
 
 
 @tool(Category.EXECUTION)
