@@ -111,9 +111,10 @@ def run_demo(lab_path: Path, console: Console) -> bool:
         refused = expos.call(worker, "add_data", {"path": "/etc/passwd", "name": "x"})
         console.print(f"refused as expected: {refused.to_dict()['message']}")
         _print_experiments(console, lab.store.query_as(Experiment, campaign_id=campaign.id))
-        report = verify_store(lab.store)
+        report = verify_store(lab.store, artifacts=lab.artifacts, deep=True)
         console.print(
-            f"ledger: {report.events} events, {report.records_checked} records checked, "
+            f"ledger: {report.events} events, {report.records_checked} records, "
+            f"{report.artifacts_checked} artifacts checked, "
             f"head {report.head_hash[:16]}… -> "
             + ("[green]verified[/]" if report.ok else f"[red]FAILED[/] {report.problems}")
         )

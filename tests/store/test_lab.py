@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from rsilab.errors import LabError
+from rsilab.records import Artifact, EventDraft
 from rsilab.store import Lab, SQLiteStore, keys, resolve_lab_path, verify_store
 from tests.store.helpers import draft
 
@@ -118,3 +119,27 @@ def test_default_lab_is_in_the_working_folder(
     with Lab.init() as lab:
         assert lab.path == Path(".rsilab")
     assert (tmp_path / ".rsilab" / "lab.db").is_file()
+
+
+def test_verify_with_artifacts_catches_missing_and_edited_blobs(tmp_path: Path) -> None:
+    with Lab.init(tmp_path / "lab") as lab:
+        folder = tmp_path / "tree"
+        (folder / "sub").mkdir(parents=True)
+        (folder / "sub" / "a.txt").write_text("alpha")
+        stored = lab.artifacts.put_tree(folder)
+        art = Artifact(sha256=stored.sha256, artifact_kind="tree", size=stored.size)
+        lab.store.commit(EventDraft(actor="t", role="human", action="test"), [art])
+        report = verify_store(lab.store, artifacts=lab.artifacts, deep=True)
+        assert report.ok and report.artifacts_checked == 2
+
+        file_sha = stored.manifest[0]["sha256"]
+        blob = lab.artifacts.blob_path(file_sha)
+        blob.chmod(0o644)
+        blob.write_text("tampered")
+        assert verify_store(lab.store, artifacts=lab.artifacts).ok  # shallow: present
+        deep = verify_store(lab.store, artifacts=lab.artifacts, deep=True)
+        assert not deep.ok and "edited" in deep.problems[0]
+
+        blob.unlink()
+        missing = verify_store(lab.store, artifacts=lab.artifacts)
+        assert not missing.ok and file_sha in missing.problems[0]

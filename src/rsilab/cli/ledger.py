@@ -128,11 +128,14 @@ def _unknown_id(ident: str) -> UserError:
 
 def verify(
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Also re-hash every stored artifact (slower).")
+    ] = False,
     lab: LabOption = None,
 ) -> None:
-    """Check the ledger's hash chain, every record, and the signed checkpoints. Exit 3 if bad."""
+    """Check the ledger's hash chain, records, signed checkpoints and artifacts. Exit 3 if bad."""
     with Lab.open(lab) as opened:
-        report = verify_store(opened.store)
+        report = verify_store(opened.store, artifacts=opened.artifacts, deep=deep)
     if as_json:
         print_json({"ok": report.ok, **dataclasses.asdict(report)})
     else:
@@ -148,7 +151,8 @@ def _print_report(console: Console, report: VerifyReport) -> None:
         console.print(
             Text(
                 f"ledger ok: {report.events} events, {report.records_checked} records, "
-                f"{report.checkpoints_checked} checkpoints checked",
+                f"{report.checkpoints_checked} checkpoints, {report.artifacts_checked} "
+                "artifacts checked",
                 style="green",
             )
         )

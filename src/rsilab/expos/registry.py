@@ -138,7 +138,7 @@ def _build_args_model(
 
 
 class ToolRegistry:
-    """Tools by name. Registration order is the listing order."""
+    """Tools by name; listed by category, then in registration order."""
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
@@ -167,9 +167,10 @@ class ToolRegistry:
         return self._tools.get(name)
 
     def names(self) -> list[str]:
-        """Every tool name, in registration order."""
-        return list(self._tools)
+        """Every tool name, in listing order (see :meth:`all`)."""
+        return [t.name for t in self.all()]
 
     def all(self) -> list[Tool]:
-        """Every tool, in registration order."""
-        return list(self._tools.values())
+        """Every tool, grouped by category in the design's order, then by registration."""
+        order = list(Category)
+        return sorted(self._tools.values(), key=lambda t: order.index(t.category))

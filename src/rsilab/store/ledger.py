@@ -113,6 +113,7 @@ class VerifyReport:
     head_hash: str = GENESIS_HASH
     records_checked: int = 0
     checkpoints_checked: int = 0
+    artifacts_checked: int = 0
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     first_bad_seq: int | None = None

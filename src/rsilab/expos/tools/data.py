@@ -61,6 +61,13 @@ def inspect_data(env: ToolEnv, dataset: Name, limit: Limit = 10) -> dict[str, An
         limit: how many lines (file) or entries (tree) to show.
     """
     ds = find_dataset(env, dataset)
+    if not env.artifacts.has(ds.artifact_sha256):
+        raise ToolError(
+            "tool_failed",
+            f"the content of dataset {ds.id} ({ds.artifact_sha256[:12]}) is missing from the "
+            "lab's artifact store; the lab is damaged, ask a person to run `rsilab verify`",
+            field="dataset",
+        )
     out: dict[str, Any] = {**_dataset_view(ds), "readme": ds.readme}
     if ds.artifact_kind == "tree":
         entries = env.artifacts.manifest(ds.artifact_sha256)

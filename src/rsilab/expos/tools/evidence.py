@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import Field
 
@@ -12,6 +13,8 @@ from rsilab.expos.context import ToolEnv
 from rsilab.expos.registry import Category
 from rsilab.expos.tools._base import Limit, Name, RecordId, brief, tool
 from rsilab.records import Direction, Experiment, Record, SystemVersion
+
+R = TypeVar("R", bound=Record)
 
 
 @tool(Category.EVIDENCE)
@@ -49,13 +52,19 @@ def _history(env: ToolEnv, record_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def _experiment_lineage(env: ToolEnv, exp: Experiment) -> dict[str, Any]:
-    chain: list[dict[str, Any]] = []
-    current, seen = exp, {exp.id}
-    while current.parent_experiment_id and current.parent_experiment_id not in seen:
-        current = env.read(current.parent_experiment_id, Experiment)
+def _parent_chain(env: ToolEnv, start: R, parent_of: Callable[[R], str | None]) -> list[R]:
+    """Follow single-parent links from ``start`` (not included), stopping at any cycle."""
+    chain: list[R] = []
+    current, seen = start, {start.id}
+    while (parent_id := parent_of(current)) and parent_id not in seen:
+        current = env.read(parent_id, type(start))
         seen.add(current.id)
-        chain.append(brief(current))
+        chain.append(current)
+    return chain
+
+
+def _experiment_lineage(env: ToolEnv, exp: Experiment) -> dict[str, Any]:
+    chain = [brief(e) for e in _parent_chain(env, exp, lambda e: e.parent_experiment_id)]
     children = env.readable_as(Experiment, fields={"parent_experiment_id": exp.id})
     return {
         "ancestors": chain,
@@ -90,13 +99,7 @@ def _direction_lineage(env: ToolEnv, direction: Direction) -> dict[str, Any]:
 
 
 def _version_lineage(env: ToolEnv, version: SystemVersion) -> dict[str, Any]:
-    chain: list[dict[str, Any]] = []
-    current, seen = version, {version.id}
-    while current.parent_id and current.parent_id not in seen:
-        current = env.read(current.parent_id, SystemVersion)
-        seen.add(current.id)
-        chain.append(brief(current))
-    return {"ancestors": chain}
+    return {"ancestors": [brief(v) for v in _parent_chain(env, version, lambda v: v.parent_id)]}
 
 
 @tool(Category.EVIDENCE)
