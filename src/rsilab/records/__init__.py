@@ -1,0 +1,145 @@
+"""The nouns of rsilab as pydantic models: what the store keeps and the ledger describes.
+
+Every stored record derives from :class:`Record`. Records are JSON only (never pickle); the
+store writes them as canonical JSON text and the ledger carries the sha256 of that text, so an
+edited record is caught by ``rsilab verify``. ``SCHEMA_VERSION`` names the shape of these
+models; the store refuses or migrates labs written with another version.
+
+Contracts a store enforces through :meth:`Record.check_update`:
+- a finished experiment (or any record whose state ``is_finished()``) cannot be changed;
+- artifact provenance notes can be appended, never rewritten;
+- ``id``, ``kind``, ``campaign_id`` and ``created_at`` never change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rsilab.records._base import SCHEMA_VERSION, Model, Record, Role, new_id, utc_now
+from rsilab.records._data import (
+    Artifact,
+    Dataset,
+    DataTier,
+    Evaluation,
+    Interval,
+    ProvenanceNote,
+    SampleScore,
+)
+from rsilab.records._evidence import (
+    Comparison,
+    Finding,
+    FindingStatus,
+    FlagStage,
+    Orientation,
+    ProtocolFlag,
+    Recommendation,
+    Review,
+    Skill,
+    SystemVersion,
+    Verdict,
+)
+from rsilab.records._ledger import Event, EventDraft, Outcome, RecordRef
+from rsilab.records._research import (
+    Campaign,
+    CampaignState,
+    Direction,
+    DirectionEdge,
+    DirectionState,
+    EdgeRelation,
+    Experiment,
+    ExperimentState,
+    Metric,
+    MetricSource,
+    Resources,
+    TaskRef,
+)
+
+RECORD_TYPES: dict[str, type[Record]] = {
+    cls.KIND: cls
+    for cls in (
+        Campaign,
+        Direction,
+        Experiment,
+        Artifact,
+        Dataset,
+        Evaluation,
+        Review,
+        Finding,
+        Skill,
+        Orientation,
+        SystemVersion,
+        ProtocolFlag,
+    )
+}
+"""Every stored record type by its ``KIND``."""
+
+
+def record_type(kind: str) -> type[Record]:
+    """The record class of a kind; raises ``KeyError`` naming the known kinds."""
+    try:
+        return RECORD_TYPES[kind]
+    except KeyError:
+        raise KeyError(f"unknown record kind {kind!r}; known: {sorted(RECORD_TYPES)}") from None
+
+
+def kind_of_id(record_id: str) -> str | None:
+    """The kind a record id belongs to, from its prefix, or None."""
+    prefix = record_id.split("-", 1)[0]
+    for cls in RECORD_TYPES.values():
+        if prefix == cls.PREFIX:
+            return cls.KIND
+    return None
+
+
+def json_schemas() -> dict[str, Any]:
+    """JSON Schema of every record type (and of ledger events), with the schema version."""
+    schemas: dict[str, Any] = {k: t.model_json_schema() for k, t in RECORD_TYPES.items()}
+    schemas["event"] = Event.model_json_schema()
+    return {"schema_version": SCHEMA_VERSION, "records": schemas}
+
+__all__ = [
+    "RECORD_TYPES",
+    "SCHEMA_VERSION",
+    "Artifact",
+    "Campaign",
+    "CampaignState",
+    "Comparison",
+    "DataTier",
+    "Dataset",
+    "Direction",
+    "DirectionEdge",
+    "DirectionState",
+    "EdgeRelation",
+    "Evaluation",
+    "Event",
+    "EventDraft",
+    "Experiment",
+    "ExperimentState",
+    "Finding",
+    "FindingStatus",
+    "FlagStage",
+    "Interval",
+    "Metric",
+    "MetricSource",
+    "Model",
+    "Orientation",
+    "Outcome",
+    "ProtocolFlag",
+    "ProvenanceNote",
+    "Recommendation",
+    "Record",
+    "RecordRef",
+    "Resources",
+    "Review",
+    "Role",
+    "SampleScore",
+    "Skill",
+    "SystemVersion",
+    "TaskRef",
+    "Verdict",
+    "json_schemas",
+    "kind_of_id",
+    "new_id",
+    "record_type",
+    "utc_now",
+]

@@ -1,0 +1,166 @@
+"""Reviews, shared memory (findings, skills, orientations), versions and protocol flags."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar
+
+from pydantic import Field
+
+from rsilab.records._base import Model, Record
+from rsilab.records._data import Interval
+
+# --- Reviews and memory -----------------------------------------------------------------------
+
+
+class Verdict(StrEnum):
+    """A reviewer's reading of the evidence."""
+
+    SUPPORTS = "supports"
+    REFUTES = "refutes"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Recommendation(StrEnum):
+    """What the reviewer advises the Main agent to do next."""
+
+    CONTINUE = "continue"
+    VERIFY = "verify"
+    BRANCH = "branch"
+    REVISE = "revise"
+    STOP = "stop"
+
+
+class Comparison(Model):
+    """An effect computed from the records: mean of ``a`` minus mean of ``b``."""
+
+    metric: str = Field(description="Metric compared.")
+    a_ids: list[str] = Field(description="Experiments of the first group.")
+    b_ids: list[str] = Field(description="Experiments of the second group.")
+    a_mean: float = Field(description="Mean of the first group.")
+    b_mean: float = Field(description="Mean of the second group.")
+    effect: Interval = Field(description="Difference a - b with its interval.")
+    n_a: int = Field(description="Values in the first group.")
+    n_b: int = Field(description="Values in the second group.")
+
+
+class Review(Record):
+    """A reviewer's comparison of related experiments and advice on what to do next."""
+
+    KIND: ClassVar[str] = "review"
+    PREFIX: ClassVar[str] = "rev"
+
+    direction_id: str | None = Field(default=None, description="Direction under review.")
+    experiment_ids: list[str] = Field(description="Experiments the review read.")
+    comparisons: list[Comparison] = Field(default_factory=list, description="Computed effects.")
+    verdict: Verdict = Field(description="supports, refutes or inconclusive.")
+    recommendation: Recommendation = Field(description="continue, verify, branch, revise, stop.")
+    rationale: str = Field(default="", description="Why, in words.")
+    reviewer: str = Field(default="", description="Actor that wrote it.")
+
+    def summary(self) -> str:
+        return f"{self.id} {self.verdict} -> {self.recommendation}"
+
+
+class FindingStatus(StrEnum):
+    """Shared-memory status: an unresolved problem is never shown as a result."""
+
+    SUPPORTED = "supported"
+    UNRESOLVED = "unresolved"
+    REFUTED = "refuted"
+
+
+class Finding(Record):
+    """A shared-memory entry with its conditions, uncertainty and sources."""
+
+    KIND: ClassVar[str] = "finding"
+    PREFIX: ClassVar[str] = "fnd"
+
+    claim: str = Field(description="What was found.")
+    status: FindingStatus = Field(description="supported, unresolved or refuted.")
+    conditions: str = Field(default="", description="Conditions under which it held.")
+    uncertainty: str = Field(default="", description="How sure, and why.")
+    sources: list[str] = Field(default_factory=list, description="Source record ids.")
+    author: str = Field(default="", description="Actor that published it.")
+
+    def summary(self) -> str:
+        return f"{self.id} [{self.status}] {self.claim[:60]!r}"
+
+
+class Skill(Record):
+    """A reusable procedure; each revision is a new record pointing at its parent."""
+
+    KIND: ClassVar[str] = "skill"
+    PREFIX: ClassVar[str] = "skl"
+
+    name: str = Field(description="Skill name.")
+    version: int = Field(default=1, description="Revision number within the name.")
+    text: str = Field(description="The procedure, in words.")
+    code: str | None = Field(default=None, description="Optional code that carries it out.")
+    parent_id: str | None = Field(default=None, description="Previous revision.")
+
+    def summary(self) -> str:
+        return f"{self.id} {self.name} v{self.version}"
+
+
+class Orientation(Record):
+    """A researcher's role text; each revision is a new record pointing at its parent."""
+
+    KIND: ClassVar[str] = "orientation"
+    PREFIX: ClassVar[str] = "ori"
+
+    name: str = Field(description="Orientation name, e.g. 'explorer'.")
+    version: int = Field(default=1, description="Revision number within the name.")
+    text: str = Field(description="The role text.")
+    parent_id: str | None = Field(default=None, description="Previous revision.")
+
+    def summary(self) -> str:
+        return f"{self.id} {self.name} v{self.version}"
+
+
+class SystemVersion(Record):
+    """An accepted (or proposed) system in a lineage: harness H_i plus model M_j."""
+
+    KIND: ClassVar[str] = "version"
+    PREFIX: ClassVar[str] = "ver"
+
+    lineage: str = Field(default="main", description="Lineage name.")
+    label: str = Field(description="Human label, e.g. 'H1/M0'.")
+    harness_sha256: str = Field(description="Tree hash of the harness.")
+    model_sha256: str | None = Field(default=None, description="Hash of the model artifact.")
+    parent_id: str | None = Field(default=None, description="Version it was derived from.")
+    scores: dict[str, Interval] = Field(
+        default_factory=dict, description="Final-tier score per benchmark."
+    )
+    decision: str = Field(default="", description="Why it was accepted or rejected.")
+
+    def summary(self) -> str:
+        return f"{self.id} {self.lineage}:{self.label}"
+
+
+class FlagStage(StrEnum):
+    """Where a protocol-sensitive action happened. ``access`` covers tool-layer refusals."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+    EVALUATION = "evaluation"
+    REPORTING = "reporting"
+    ACCESS = "access"
+
+
+class ProtocolFlag(Record):
+    """A detected protocol-sensitive action: a refusal or a detection, never silent."""
+
+    KIND: ClassVar[str] = "flag"
+    PREFIX: ClassVar[str] = "flg"
+
+    stage: FlagStage = Field(description="Stage of the protocol.")
+    rule: str = Field(description="Rule that fired, e.g. 'path_outside_workspace'.")
+    detail: str = Field(description="What happened.")
+    actor: str = Field(default="", description="Who did it.")
+    role: str = Field(default="", description="In which role.")
+    tool: str | None = Field(default=None, description="Tool involved, if any.")
+    blocked: bool = Field(default=True, description="True if refused; False if only detected.")
+
+    def summary(self) -> str:
+        return f"{self.id} [{self.stage}] {self.rule}"
