@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo bench bench-quick lint typecheck clean
+.PHONY: install system-deps runtime test demo bench bench-quick lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -13,9 +13,26 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# bubblewrap is the sandbox (rsilab doctor tells which one is in use). As root, install it
+# from the Debian archive when missing; otherwise say what that means and go on.
+system-deps:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing bubblewrap (the sandbox) with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
+	else \
+		echo "rsilab: bubblewrap (bwrap) is missing and cannot be installed without root;"; \
+		echo "  jobs will run as plain processes, which is NOT a security boundary."; \
+		echo "  Install it with: sudo apt-get install -y bubblewrap"; \
+	fi
 
-test: $(STAMP)
+# The venv sandboxed jobs run in (torch, numpy, safetensors; not rsilab). Quick when done.
+runtime: $(STAMP)
+	$(VENV)/bin/rsilab runtime install
+
+install: system-deps $(STAMP) runtime
+
+test: install
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy src
@@ -26,13 +43,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy src
 
-demo: $(STAMP)
+demo: install
 	$(PY) -m rsilab.demo
 
-bench: $(STAMP)
+bench: install
 	$(PY) -m benchmarks
 
-bench-quick: $(STAMP)
+bench-quick: install
 	$(PY) -m benchmarks --quick
 
 clean:

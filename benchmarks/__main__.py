@@ -20,7 +20,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-SUITES = ["benchmarks.bench_ledger", "benchmarks.bench_dispatch", "benchmarks.bench_mcp"]
+SUITES = [
+    "benchmarks.bench_ledger",
+    "benchmarks.bench_dispatch",
+    "benchmarks.bench_mcp",
+    "benchmarks.bench_tasks",
+    "benchmarks.bench_sandbox",
+    "benchmarks.bench_escape",
+]
 
 
 def _machine() -> str:

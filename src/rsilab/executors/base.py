@@ -1,0 +1,139 @@
+"""The ``Executor`` ABC and the job records it speaks: :class:`JobSpec` in, :class:`JobResult` out.
+
+Jobs cross process (and, later, machine) boundaries as JSON only: both records are pydantic
+models with ``model_dump_json`` / ``model_validate_json``, never pickled. A job that fails -
+a crash, a non-zero exit, a limit hit - is a :class:`JobResult` saying so, not an exception.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from concurrent.futures import Future
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import ConfigDict, Field
+
+from rsilab.records import Model, Resources
+from rsilab.sandbox.base import KillReason, Limits, Mount, RunSpec
+
+
+class JobState(StrEnum):
+    """How a job ended."""
+
+    SUCCEEDED = "succeeded"
+    """Exit code 0, no limit hit."""
+    FAILED = "failed"
+    """Ended by itself with a non-zero exit code or a signal."""
+    KILLED = "killed"
+    """Ended by the sandbox at a limit; ``JobResult.kill_reason`` says which."""
+
+
+class JobSpec(Model):
+    """One job to run in a sandbox, as JSON (``stdin`` travels base64-encoded)."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_bytes="base64", val_json_bytes="base64")
+
+    name: str = Field(min_length=1, max_length=200, description="Label for logs and records.")
+    argv: list[str] = Field(min_length=1, description="The command; argv[0] is found on PATH.")
+    workspace: Path = Field(description="Host folder mounted as the job's working directory.")
+    limits: Limits = Field(default_factory=Limits, description="Limits for the whole tree.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
+    stdin: bytes = Field(default=b"", description="Bytes fed on standard input, then closed.")
+    threads: int | None = Field(
+        default=None, ge=1, description="Cores the job may use; None: the executor's share."
+    )
+    mounts: list[Mount] = Field(default_factory=list, description="Extra host paths shown.")
+    hidden: list[Path] = Field(default_factory=list, description="Host paths kept invisible.")
+
+    def run_spec(self, threads: int) -> RunSpec:
+        """The sandbox's form of this job, with ``threads`` unless the job names its own."""
+        return RunSpec(
+            argv=tuple(self.argv),
+            workspace=self.workspace,
+            limits=self.limits,
+            env=dict(self.env),
+            stdin=self.stdin,
+            mounts=tuple(self.mounts),
+            threads=self.threads or threads,
+            hidden=tuple(self.hidden),
+        )
+
+
+class JobResult(Model):
+    """What happened to one job; its logs are artifacts named by their sha256."""
+
+    name: str = Field(description="The job's name.")
+    state: JobState = Field(description="succeeded, failed or killed.")
+    kill_reason: KillReason | None = Field(default=None, description="The limit that was hit.")
+    exit_code: int | None = Field(default=None, description="Exit code; None if signalled.")
+    signal: int | None = Field(default=None, description="Signal that ended the main process.")
+    stdout_sha256: str = Field(description="Artifact holding stdout (capped).")
+    stderr_sha256: str = Field(description="Artifact holding stderr (capped).")
+    stdout_bytes: int = Field(description="Bytes of stdout kept.")
+    stderr_bytes: int = Field(description="Bytes of stderr kept.")
+    stdout_truncated: bool = Field(default=False, description="stdout went over the cap.")
+    stderr_truncated: bool = Field(default=False, description="stderr went over the cap.")
+    resources: Resources = Field(description="CPU seconds, wall seconds, peak memory.")
+    threads: int = Field(description="Threads the job was given.")
+    sandbox: str = Field(description="Name of the sandbox that ran it.")
+    security_boundary: bool = Field(description="Whether that sandbox is a security boundary.")
+    notes: list[str] = Field(default_factory=list, description="What the sandbox reported.")
+    started_at: str = Field(description="Start time, ISO-8601 UTC.")
+    finished_at: str = Field(description="End time, ISO-8601 UTC.")
+
+    @property
+    def ok(self) -> bool:
+        return self.state is JobState.SUCCEEDED
+
+
+class Executor(ABC):
+    """Runs jobs in sandboxes, several at once.
+
+    Contract:
+    - :meth:`submit` and :meth:`shutdown` are thread-safe.
+    - The future of a job resolves to its :class:`JobResult` whatever the job did; one job's
+      crash or limit never affects another job or the executor. It raises only when the job
+      could not be run or recorded at all (see :meth:`submit`).
+    - Jobs and results are JSON (pydantic); nothing is pickled, so an implementation may run
+      jobs in other processes or on other machines.
+    """
+
+    @abstractmethod
+    def submit(self, job: JobSpec) -> Future[JobResult]:
+        """Queue ``job``; returns at once.
+
+        Raises:
+            RuntimeError: the executor was shut down.
+
+        The future raises:
+            SandboxError: the sandbox could not start or supervise the job.
+            ValueError: the job is invalid for this sandbox (missing workspace, bad mount).
+            LabError: the job's logs could not be stored.
+        """
+
+    @abstractmethod
+    def shutdown(self, wait: bool = True, cancel_pending: bool = False) -> None:
+        """Stop taking jobs. ``wait``: block until running jobs end. ``cancel_pending``:
+        drop queued jobs (their futures are cancelled). Idempotent."""
+
+    @property
+    @abstractmethod
+    def slots(self) -> int:
+        """How many jobs run at once."""
+
+    def run(self, job: JobSpec) -> JobResult:
+        """Submit ``job`` and wait for its result (raises what its future raises)."""
+        return self.submit(job).result()
+
+    def run_all(self, jobs: Iterable[JobSpec]) -> list[JobResult]:
+        """Submit every job, then wait for all; results in the order given."""
+        futures = [self.submit(job) for job in jobs]
+        return [future.result() for future in futures]
+
+    def __enter__(self) -> Executor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown(wait=True)

@@ -1,0 +1,88 @@
+"""``LocalExecutor``: jobs in a fixed number of slots on this machine.
+
+Each slot is a thread that hands one job at a time to the sandbox and waits for it; the job
+itself runs in its own process tree, so the slots are cheap and a job cannot touch the
+executor. Each job gets ``cores // slots`` threads (at least one) so jobs do not fight over the
+cores; the sandbox passes that on as OMP/MKL/OpenBLAS/torch thread variables.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from rsilab.executors.base import Executor, JobResult, JobSpec, JobState
+from rsilab.records import Resources, utc_now
+from rsilab.sandbox.base import RunResult, Sandbox
+from rsilab.store.artifacts import ArtifactStore
+
+
+def available_cores() -> int:
+    """Cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+class LocalExecutor(Executor):
+    """Runs jobs through ``sandbox`` in ``slots`` parallel slots; logs go to ``artifacts``.
+
+    The sandbox is prepared on construction (raising ``SandboxUnavailable`` if it cannot be
+    used) and is not closed by :meth:`shutdown`: its owner closes it.
+    """
+
+    def __init__(self, sandbox: Sandbox, artifacts: ArtifactStore, slots: int = 1) -> None:
+        if slots < 1:
+            raise ValueError("slots must be at least 1")
+        sandbox.prepare()
+        self.sandbox = sandbox
+        self.artifacts = artifacts
+        self._slots = slots
+        self.threads_per_job = max(1, available_cores() // slots)
+        self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="rsilab-job")
+
+    @property
+    def slots(self) -> int:
+        return self._slots
+
+    def submit(self, job: JobSpec) -> Future[JobResult]:
+        return self._pool.submit(self._execute, job)
+
+    def shutdown(self, wait: bool = True, cancel_pending: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_pending)
+
+    def _execute(self, job: JobSpec) -> JobResult:
+        started_at = utc_now()
+        spec = job.run_spec(self.threads_per_job)
+        result = self.sandbox.run(spec)
+        stdout = self.artifacts.put_bytes(result.stdout)
+        stderr = self.artifacts.put_bytes(result.stderr)
+        return JobResult(
+            name=job.name,
+            state=_state(result),
+            kill_reason=result.killed,
+            exit_code=result.exit_code,
+            signal=result.signal,
+            stdout_sha256=stdout.sha256,
+            stderr_sha256=stderr.sha256,
+            stdout_bytes=stdout.size,
+            stderr_bytes=stderr.size,
+            stdout_truncated=result.stdout_truncated,
+            stderr_truncated=result.stderr_truncated,
+            resources=Resources(
+                cpu_s=result.cpu_s, wall_s=result.wall_s, peak_rss_mb=result.peak_memory_mb
+            ),
+            threads=spec.threads,
+            sandbox=self.sandbox.name,
+            security_boundary=self.sandbox.is_security_boundary,
+            notes=list(result.notes),
+            started_at=started_at,
+            finished_at=utc_now(),
+        )
+
+
+def _state(result: RunResult) -> JobState:
+    if result.killed is not None:
+        return JobState.KILLED
+    return JobState.SUCCEEDED if result.ok else JobState.FAILED

@@ -1,0 +1,161 @@
+"""The bubblewrap command line: an empty root with only what a job needs, read-only.
+
+Visible to a job: /usr (and the /bin, /lib, /lib64, /sbin links or folders), a generated /etc
+(passwd and group naming the sandbox user, nsswitch, hosts with localhost only, no
+resolv.conf), the Python the runtime venv was made from (its own site-packages masked), the
+runtime venv, a fresh /proc of the job's pid namespace, a minimal /dev, size-limited tmpfs
+/tmp and /dev/shm, extra mounts, and the workspace at :data:`WORKSPACE` (the only writable
+host folder). Folders bwrap creates on the way to a bind get mode 0755, so an unprivileged
+uid can reach a path whose host parents it could not (e.g. a Python under /root).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path, PurePosixPath
+
+from rsilab.sandbox.base import RunSpec
+
+WORKSPACE = PurePosixPath("/workspace")
+"""Where the workspace appears inside the sandbox (also the working directory)."""
+
+SANDBOX_HOME = "/tmp"
+_TOP_LEVEL = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
+_ETC_FROM_HOST = ("ld.so.cache", "localtime", "alternatives")
+_RESERVED = ("/usr", "/etc", "/proc", "/dev", "/workspace", "/bin", "/lib", "/lib64", "/sbin")
+
+
+def _under(path: PurePosixPath | Path, roots: Iterable[PurePosixPath | Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
+def write_files(folder: Path, uid: int, gid: int) -> None:
+    """Generate the sandbox's passwd, group, nsswitch.conf and hosts in ``folder/etc``, and
+    ``folder/empty``, the file shown in place of a hidden file."""
+    files = {
+        "passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
+        f"sandbox:x:{uid}:{gid}:rsilab sandbox:{SANDBOX_HOME}:/usr/sbin/nologin\n",
+        "group": f"root:x:0:\nsandbox:x:{gid}:\n",
+        "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+        "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+    }
+    (folder / "etc").mkdir(mode=0o755)
+    files["../empty"] = ""
+    for name, text in files.items():
+        path = folder / "etc" / name
+        path.write_text(text)
+        path.chmod(0o444)
+
+
+class Layout:
+    """The parts of the command line that are the same for every job of one sandbox."""
+
+    def __init__(self, files: Path, base_prefix: Path, runtime: Path) -> None:
+        self.base_prefix = base_prefix
+        self.runtime = runtime
+        self.empty = files / "empty"
+        self.binds: list[tuple[Path, PurePosixPath]] = []
+        self.masked: list[Path] = []
+        self.args = self._system() + self._etc(files / "etc") + self._python()
+
+    def _bind(self, source: Path, target: PurePosixPath, flag: str = "--ro-bind") -> list[str]:
+        self.binds.append((source, target))
+        return [flag, str(source), str(target)]
+
+    def _system(self) -> list[str]:
+        args = self._bind(Path("/usr"), PurePosixPath("/usr"))
+        for top in _TOP_LEVEL:
+            if os.path.islink(top):  # merged /usr: recreate the link, bind nothing new
+                args += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                args += self._bind(Path(top), PurePosixPath(top))
+        return args
+
+    def _etc(self, etc_dir: Path) -> list[str]:
+        args = ["--perms", "0755", "--dir", "/etc"]
+        for name in sorted(os.listdir(etc_dir)):
+            args += ["--ro-bind", str(etc_dir / name), f"/etc/{name}"]
+        for name in _ETC_FROM_HOST:
+            host = Path("/etc", name)
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), str(host)]
+            elif host.exists():
+                args += self._bind(host, PurePosixPath(host))
+        return args
+
+    def _python(self) -> list[str]:
+        args = parents_of([self.base_prefix, self.runtime], exists=set(), frozen=[])
+        args += self._bind(self.base_prefix, PurePosixPath(self.base_prefix))
+        # The base Python's own site-packages may hold anything (rsilab, scikit-learn and its
+        # data files): only the runtime venv's packages are meant to be importable.
+        for site in sorted(self.base_prefix.glob("lib/python3*/site-packages")):
+            self.masked.append(site)
+            args += ["--tmpfs", str(site), "--remount-ro", str(site)]
+        args += self._bind(self.runtime, PurePosixPath(self.runtime))
+        return args
+
+    def job_args(self, spec: RunSpec, workspace: Path, hidden: Sequence[Path]) -> list[str]:
+        """Per-job arguments: /proc, /dev, tmpfs sizes, workspace, mounts, hidden paths."""
+        size = str(spec.limits.disk_mb * 1024 * 1024)
+        args = ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+        args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+        binds = [*self.binds, (workspace, WORKSPACE)]
+        args += ["--bind", str(workspace), str(WORKSPACE)]
+        frozen = [PurePosixPath(t) for _, t in binds] + [PurePosixPath(r) for r in _RESERVED]
+        exists = {*frozen, PurePosixPath("/tmp")}
+        for mount in spec.mounts:
+            target, source = PurePosixPath(mount.target), Path(mount.source).resolve()
+            if target == PurePosixPath("/") or _under(target, frozen):
+                raise ValueError(f"mount target {target} would cover a system path")
+            args += parents_of([Path(target)], exists=exists, frozen=frozen)
+            args += ["--bind" if mount.writable else "--ro-bind", str(source), str(target)]
+            binds.append((source, target))
+            exists.add(target)
+        args += mask(hidden, binds, already=self.masked, empty=self.empty)
+        return [*args, "--remount-ro", "/", "--chdir", str(WORKSPACE)]
+
+
+def parents_of(
+    targets: Sequence[Path], exists: set[PurePosixPath], frozen: Sequence[PurePosixPath]
+) -> list[str]:
+    """``--dir`` (mode 0755) for every missing parent of ``targets``, outermost first;
+    ``exists`` grows with what is made. Parents under a read-only bind (``frozen``) must
+    already exist there."""
+    args: list[str] = []
+    for target in targets:
+        for parent in reversed(PurePosixPath(target).parents):
+            if str(parent) == "/" or parent in exists or _under(parent, frozen):
+                continue
+            exists.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def mask(
+    hidden: Sequence[Path],
+    binds: Sequence[tuple[Path, PurePosixPath]],
+    already: Sequence[Path],
+    empty: Path,
+) -> list[str]:
+    """Cover every hidden path a bind would show: a folder by an empty read-only tmpfs, a
+    file by the ``empty`` file (binds are nodev, so /dev/null would not open). Paths under
+    ``already`` masked folders (or an earlier one) are skipped: they are invisible, and their
+    mount points would not exist."""
+    args: list[str] = []
+    covered = [p.resolve() for p in already]
+    for host in sorted({Path(p).resolve() for p in hidden}):
+        if not host.exists() or _under(host, covered):
+            continue
+        for source, target in binds:
+            root = source.resolve()
+            if host.is_relative_to(root):
+                inside = str(target / host.relative_to(root).as_posix())
+                if host.is_dir():
+                    args += ["--tmpfs", inside, "--remount-ro", inside]
+                else:
+                    args += ["--ro-bind", str(empty), inside]
+        if host.is_dir():
+            covered.append(host)
+    return args

@@ -1,0 +1,181 @@
+"""The supervision loop both sandboxes share: feed stdin, read and cap output, enforce limits.
+
+One thread runs the loop for one job; stdin is written by a helper thread so a job that never
+reads it cannot stall the loop. The loop polls every ``TICK_S``: cheap checks (a few small
+cgroup files) at that rate, the workspace size less often (see ``DiskWatch``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import IO
+
+from rsilab.sandbox.base import KillReason, Limits
+
+TICK_S = 0.05
+DRAIN_S = 2.0
+"""After the job's main process ends, how long to wait for its output pipes to close."""
+
+
+@dataclass
+class Watch:
+    """The sandbox-specific parts: a limit check, and how to end the whole tree."""
+
+    check: Callable[[], KillReason | None]
+    kill: Callable[[], None]
+
+
+@dataclass
+class Supervised:
+    """What the loop saw."""
+
+    returncode: int
+    killed: KillReason | None
+    wall_s: float
+    rusage_cpu_s: float
+    rusage_maxrss_mb: float
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
+    if pipe is None:
+        return
+    with contextlib.suppress(OSError):  # the job may exit or close stdin without reading it
+        if data:
+            pipe.write(data)
+            pipe.flush()
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
+class _Loop:
+    def __init__(self, proc: subprocess.Popen[bytes], limits: Limits, watch: Watch) -> None:
+        self.proc, self.limits, self.watch = proc, limits, watch
+        self.buffers: dict[int, bytearray] = {}
+        self.truncated: dict[int, bool] = {}
+        self.killed: KillReason | None = None
+        self.status: int | None = None
+        self.rusage: tuple[float, float] = (0.0, 0.0)
+        self.selector = selectors.DefaultSelector()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                fd = pipe.fileno()
+                self.buffers[fd], self.truncated[fd] = bytearray(), False
+                self.selector.register(fd, selectors.EVENT_READ)
+
+    def kill(self, reason: KillReason) -> None:
+        if self.killed is None:
+            self.killed = reason
+        self.watch.kill()
+
+    def read_ready(self, timeout: float) -> None:
+        if not self.selector.get_map():
+            time.sleep(timeout)  # no pipes left to wait on; just pace the exit checks
+            return
+        for key, _ in self.selector.select(timeout):
+            fd = int(key.fd)
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                self.selector.unregister(fd)
+                continue
+            buffer, room = self.buffers[fd], self.limits.output_bytes - len(self.buffers[fd])
+            buffer += chunk[: max(room, 0)]
+            if len(chunk) > room and not self.truncated[fd]:
+                self.truncated[fd] = True
+                self.kill(KillReason.OUTPUT)
+
+    def reap(self) -> bool:
+        """True once the main process has ended; keeps its rusage (it covers reaped children)."""
+        if self.status is not None:
+            return True
+        pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+        if pid == 0:
+            return False
+        self.status = os.waitstatus_to_exitcode(status)
+        self.proc.returncode = self.status  # reaped here, so Popen must not wait again
+        self.rusage = (usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+        return True
+
+    def reap_blocking(self) -> None:
+        """Wait for the main process (already killed) so no zombie is left behind."""
+        with contextlib.suppress(ChildProcessError):
+            while not self.reap():
+                time.sleep(TICK_S)
+
+    def run(self, started: float) -> Supervised:
+        deadline = started + self.limits.wall_s
+        ended_at: float | None = None
+        killed_at = 0.0
+        while True:
+            self.read_ready(TICK_S)
+            now = time.monotonic()
+            if ended_at is None and self.reap():
+                ended_at = now
+                self.watch.kill()  # a job is its whole tree: nothing outlives the main process
+            if ended_at is None and self.killed is None:
+                reason = KillReason.WALL_TIME if now >= deadline else self.watch.check()
+                if reason is not None:
+                    self.kill(reason)
+                    killed_at = now
+            elif ended_at is None and now > killed_at + 0.25:
+                self.watch.kill()  # keep killing until the tree is gone (forks in flight)
+                killed_at = now
+            if ended_at is not None and (not self.selector.get_map() or now > ended_at + DRAIN_S):
+                break
+        self.selector.close()
+        assert self.status is not None
+        return self._result(ended_at - started)
+
+    def _result(self, wall_s: float) -> Supervised:
+        out, err = (p.fileno() if p else -1 for p in (self.proc.stdout, self.proc.stderr))
+        result = Supervised(
+            returncode=self.status if self.status is not None else -9,
+            killed=self.killed,
+            wall_s=wall_s,
+            rusage_cpu_s=self.rusage[0],
+            rusage_maxrss_mb=self.rusage[1],
+            stdout=bytes(self.buffers.get(out, b"")),
+            stderr=bytes(self.buffers.get(err, b"")),
+            stdout_truncated=self.truncated.get(out, False),
+            stderr_truncated=self.truncated.get(err, False),
+        )
+        if self.selector.get_map():
+            result.notes.append("an escaped process kept the output open; output may be cut")
+        return result
+
+
+def supervise(
+    proc: subprocess.Popen[bytes], stdin: bytes, limits: Limits, watch: Watch, started: float
+) -> Supervised:
+    """Run the loop until the job's main process has ended and its output is drained.
+
+    The whole tree is killed when the main process ends, at the first limit hit (output over
+    ``limits.output_bytes`` on either stream, wall time, or what ``watch.check`` reports),
+    or if this loop fails. ``started`` is the ``time.monotonic()`` of the launch.
+    """
+    writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
+    writer.start()
+    loop = _Loop(proc, limits, watch)
+    try:
+        result = loop.run(started)
+    except BaseException:
+        watch.kill()
+        loop.reap_blocking()
+        raise
+    finally:
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    writer.join(timeout=DRAIN_S)
+    return result

@@ -1,0 +1,173 @@
+"""The ``Sandbox`` ABC: where untrusted harness code runs, and what a run reports.
+
+Lifecycle: construct -> :meth:`Sandbox.prepare` (checks the host once; raises
+:class:`SandboxUnavailable`) -> any number of :meth:`Sandbox.run` calls, possibly from several
+threads at once -> :meth:`Sandbox.close`.
+
+A run that fails *as a job* (crash, non-zero exit, a limit hit, output too large) is not an
+error: it is a :class:`RunResult` saying so. Only a sandbox that cannot start the job at all
+raises (:class:`SandboxError`). Nothing a job does may harm the caller's process, the lab, or
+other jobs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+from rsilab.errors import RsilabError, UserError
+
+
+class SandboxError(RsilabError):
+    """The sandbox could not start or supervise a job (not: the job failed)."""
+
+
+class SandboxUnavailable(UserError):
+    """This sandbox cannot be used on this host; the message says why, the hint what to do."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits that hold for the whole process tree of one job.
+
+    Attributes:
+        cpu_s: CPU seconds summed over every process of the job.
+        memory_mb: resident memory of the whole tree.
+        processes: processes and threads alive at once.
+        wall_s: wall-clock seconds before the whole tree is killed.
+        output_bytes: bytes kept of stdout and of stderr each; more kills the job.
+        disk_mb: bytes the job may write into its workspace and its /tmp.
+        file_mb: the largest single file it may write.
+    """
+
+    cpu_s: float = 120.0
+    memory_mb: int = 2048
+    processes: int = 128
+    wall_s: float = 300.0
+    output_bytes: int = 8 * 1024 * 1024
+    disk_mb: int = 1024
+    file_mb: int = 512
+
+
+class KillReason(StrEnum):
+    """Why the sandbox ended a job early."""
+
+    WALL_TIME = "wall_time"
+    CPU_TIME = "cpu_time"
+    MEMORY = "memory"
+    PROCESSES = "processes"
+    OUTPUT = "output"
+    DISK = "disk"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A host path made visible inside the sandbox, read-only unless ``writable``.
+
+    ``target`` is an absolute path inside the sandbox. Only :class:`BwrapSandbox` can show a
+    path elsewhere than where it is; code meant for every sandbox mounts a path at itself
+    (:meth:`same`) or copies what it needs into the workspace. When rsilab is root, a writable
+    mount is lent to the sandbox user for the run, like the workspace.
+    """
+
+    source: Path
+    target: Path
+    writable: bool = False
+
+    @classmethod
+    def same(cls, path: Path, writable: bool = False) -> Mount:
+        """``path`` shown at its own location."""
+        return cls(Path(path), Path(path), writable)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One command to run.
+
+    Attributes:
+        argv: the command; ``argv[0]`` is looked up on the sandbox's PATH.
+        workspace: host folder mounted as the job's working directory; the only writable
+            place apart from a private /tmp.
+        limits: resource limits for the whole tree.
+        env: environment variables (everything else is scrubbed).
+        stdin: bytes fed on standard input, then closed.
+        mounts: extra read-only (or writable) host paths, e.g. a model from another job.
+        threads: cores the job may use (sets OMP/MKL/torch thread variables).
+        hidden: host paths that must stay invisible even where a mounted folder holds them
+            (a task's raw data files); a sandbox that cannot hide them says so in its notes.
+    """
+
+    argv: tuple[str, ...]
+    workspace: Path
+    limits: Limits = field(default_factory=Limits)
+    env: dict[str, str] = field(default_factory=dict)
+    stdin: bytes = b""
+    mounts: tuple[Mount, ...] = ()
+    threads: int = 1
+    hidden: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What happened to one job. ``ok`` means exit code 0 and no limit hit."""
+
+    exit_code: int | None
+    signal: int | None
+    killed: KillReason | None
+    stdout: bytes
+    stderr: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    wall_s: float
+    cpu_s: float
+    peak_memory_mb: float
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and self.killed is None
+
+
+class Sandbox(ABC):
+    """Runs commands with limits; see the module docstring for the lifecycle."""
+
+    name: str = "sandbox"
+    is_security_boundary: bool = False
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Check the host can run jobs (tools present, runtime found).
+
+        Raises:
+            SandboxUnavailable: with what is missing and how to get it.
+        """
+
+    @abstractmethod
+    def run(self, spec: RunSpec) -> RunResult:
+        """Run ``spec`` to completion or to a limit; thread-safe.
+
+        Raises:
+            SandboxError: the job could not be started or supervised.
+            ValueError: the spec is invalid (argv empty, workspace missing).
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release host resources (cgroups, temporary folders). Idempotent."""
+
+    @abstractmethod
+    def describe(self) -> list[str]:
+        """Lines for ``rsilab doctor``: what this sandbox isolates and what it does not.
+
+        The first line names the sandbox and says whether it is a security boundary; each
+        further line reads ``<property>: <yes|no|partly> - <detail>`` for the properties
+        filesystem, network, user, limits and cgroups.
+        """
+
+    def __enter__(self) -> Sandbox:
+        self.prepare()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,74 @@
+"""Choosing the sandbox: bubblewrap when it works here, else the plain-process fallback."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+from rsilab.sandbox.base import Sandbox, SandboxUnavailable
+from rsilab.sandbox.bwrap import BwrapSandbox
+from rsilab.sandbox.process import ProcessSandbox
+
+ENV_VAR = "RSILAB_SANDBOX"
+CHOICES = ("bwrap", "process")
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The sandbox picked, prepared, and why; ``bwrap_problem`` is set after a fallback."""
+
+    sandbox: Sandbox
+    why: str
+    bwrap_problem: SandboxUnavailable | None = None
+
+
+def choose_sandbox() -> Choice:
+    """Pick and prepare a sandbox: ``$RSILAB_SANDBOX`` if set, else bwrap if usable, else
+    process. Logs nothing (see :func:`default_sandbox`).
+
+    Raises:
+        SandboxUnavailable: ``RSILAB_SANDBOX=bwrap`` but bwrap cannot be used (the hint
+            says what to install), or ``RSILAB_SANDBOX`` names no known sandbox.
+    """
+    forced = os.environ.get(ENV_VAR, "").strip().lower()
+    if forced and forced not in CHOICES:
+        raise SandboxUnavailable(
+            f"{ENV_VAR}={forced!r} names no sandbox", f"use one of: {', '.join(CHOICES)}"
+        )
+    if forced == "process":
+        return Choice(_prepared(ProcessSandbox()), f"{ENV_VAR}=process")
+    try:
+        bwrap = _prepared(BwrapSandbox())
+    except SandboxUnavailable as exc:
+        if forced == "bwrap":
+            raise SandboxUnavailable(
+                f"{ENV_VAR}=bwrap, but {exc.message}", exc.hint or f"unset {ENV_VAR}"
+            ) from exc
+        return Choice(_prepared(ProcessSandbox()), "bubblewrap is unavailable", exc)
+    return Choice(bwrap, f"{ENV_VAR}=bwrap" if forced else "bubblewrap works here")
+
+
+def default_sandbox() -> Sandbox:
+    """A prepared sandbox as :func:`choose_sandbox` picks it; a fallback to the process
+    sandbox logs a warning naming what bwrap lacked.
+
+    Raises:
+        SandboxUnavailable: as :func:`choose_sandbox`.
+    """
+    choice = choose_sandbox()
+    if choice.bwrap_problem is not None:
+        log.warning(
+            "bubblewrap sandbox unavailable (%s); jobs run as plain processes, which is NOT "
+            "a security boundary. Hint: %s",
+            choice.bwrap_problem.message,
+            choice.bwrap_problem.hint,
+        )
+    return choice.sandbox
+
+
+def _prepared(sandbox: Sandbox) -> Sandbox:
+    sandbox.prepare()
+    return sandbox

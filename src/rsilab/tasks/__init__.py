@@ -1,0 +1,133 @@
+"""What a task is: the spec, its loaders, scorers, splits and the harness contract.
+
+Public names are listed in ``__all__``; import them from here (``from rsilab.tasks import
+Task``), never from the private modules.
+
+How a built-in task registers itself: add a subpackage ``rsilab/tasks/builtin/<name>/`` whose
+``__init__.py`` defines a function named ``<name>`` decorated with ``@task`` that returns a
+:class:`Task` (its ``harness`` a folder inside that subpackage, listed as package data in
+``pyproject.toml``). The registry imports every subpackage of ``rsilab.tasks.builtin`` the
+first time :func:`get_task` or :func:`task_names` is called; nothing else needs editing.
+"""
+
+from rsilab.tasks._budget import Budget, parse_budget, parse_count, parse_duration
+from rsilab.tasks._check import Problem, check_task
+from rsilab.tasks._drivers import (
+    Driver,
+    driver_names,
+    get_driver,
+    register_driver,
+    task_predict_spec,
+)
+from rsilab.tasks._experiment import ExperimentFailed, Outcome, run_experiment
+from rsilab.tasks._harness import (
+    MANIFEST,
+    HarnessOutputError,
+    Manifest,
+    ManifestError,
+    encode_inputs,
+    load_manifest,
+    parse_predictions,
+    predict_argv,
+    predict_spec,
+    train_argv,
+    train_spec,
+)
+from rsilab.tasks._registry import TaskFactory, ensure_builtins, get_task, task, task_names
+from rsilab.tasks._samples import (
+    TIERS,
+    FileSplits,
+    GeneratedSplits,
+    PoolSplits,
+    Sample,
+    SampleSource,
+)
+from rsilab.tasks._scorers import (
+    Scored,
+    ScoreFn,
+    ScorerInfo,
+    get_scorer,
+    register_scorer,
+    score_outputs,
+    scorer_names,
+)
+from rsilab.tasks._secret import derive_seed, lab_secret
+from rsilab.tasks._spec import Benchmark, Knob, KnobType, Setting, Task, Trap, TrapKind
+from rsilab.tasks._splits import (
+    SplitError,
+    Splits,
+    content_hash,
+    make_splits,
+    read_jsonl,
+    write_data_dir,
+    write_jsonl,
+)
+from rsilab.tasks._toml import TaskLoadError, load_python, load_task, load_toml
+from rsilab.tasks._traps import plant_traps
+
+__all__ = [
+    "MANIFEST",
+    "TIERS",
+    "Benchmark",
+    "Budget",
+    "Driver",
+    "ExperimentFailed",
+    "FileSplits",
+    "GeneratedSplits",
+    "HarnessOutputError",
+    "Knob",
+    "KnobType",
+    "Manifest",
+    "ManifestError",
+    "Outcome",
+    "PoolSplits",
+    "Problem",
+    "Sample",
+    "SampleSource",
+    "ScoreFn",
+    "Scored",
+    "ScorerInfo",
+    "Setting",
+    "SplitError",
+    "Splits",
+    "Task",
+    "TaskFactory",
+    "TaskLoadError",
+    "Trap",
+    "TrapKind",
+    "check_task",
+    "content_hash",
+    "derive_seed",
+    "driver_names",
+    "encode_inputs",
+    "ensure_builtins",
+    "get_driver",
+    "get_scorer",
+    "get_task",
+    "lab_secret",
+    "load_manifest",
+    "load_python",
+    "load_task",
+    "load_toml",
+    "make_splits",
+    "parse_budget",
+    "parse_count",
+    "parse_duration",
+    "parse_predictions",
+    "plant_traps",
+    "predict_argv",
+    "predict_spec",
+    "read_jsonl",
+    "register_driver",
+    "register_scorer",
+    "run_experiment",
+    "score_outputs",
+    "scorer_names",
+    "task",
+    "task_names",
+    "task_predict_spec",
+    "train_argv",
+    "train_spec",
+    "write_data_dir",
+    "write_jsonl",
+]

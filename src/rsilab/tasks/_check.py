@@ -1,0 +1,217 @@
+"""``check_task``: every problem of a task, including private data readable from a sandbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from rsilab.records import DataTier
+from rsilab.sandbox.base import Limits, RunSpec, Sandbox
+from rsilab.tasks._harness import Manifest, ManifestError, load_manifest
+from rsilab.tasks._probe import PROBE_SOURCE, Hit, needles
+from rsilab.tasks._samples import TIERS, FileSplits
+from rsilab.tasks._spec import Benchmark, Task, TrapKind
+from rsilab.tasks._splits import SplitError, Splits, content_hash, make_splits, read_jsonl
+
+PROBE_ITEMS = 12
+"""Private items per benchmark searched for from inside the sandbox."""
+
+PROBE_ROOTS = (".", "/tmp", "/home", "/root", "/work", "/srv", "/opt", "/var", "/mnt", "/")
+"""Where the search looks, in this order: the workspace and data-holding places first."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a task. Errors fail ``task check``; warnings are printed only."""
+
+    where: str
+    message: str
+    severity: Literal["error", "warning"] = "error"
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.where}: {self.message}"
+
+
+def check_task(
+    task: Task,
+    sandbox: Sandbox | None,
+    secret: bytes,
+    *,
+    probe_seconds: float = 30.0,
+    probe_roots: tuple[str, ...] = PROBE_ROOTS,
+) -> list[Problem]:
+    """Every problem found in ``task``; an empty list means it is sound.
+
+    Checks the harness folder and manifest, every benchmark's splits (present, non-empty,
+    unique ids, private tiers disjoint from train and dev), declared data sources and traps,
+    then, when ``sandbox`` is given, runs a search inside it (workspace: a copy of the
+    harness) for a sample of private items and the data sources. Never raises for a bad task.
+    """
+    problems = _check_harness(task)
+    all_splits: dict[str, Splits] = {}
+    for bench in task.benchmarks:
+        splits, found = _splits(task, bench, secret)
+        problems += found
+        if splits is not None:
+            all_splits[bench.name] = splits
+            problems += _check_splits(bench.name, splits)
+    for source in task.data_sources:
+        if not source.exists():
+            problems.append(
+                Problem("data_sources", f"{source} does not exist on this host", "warning")
+            )
+    for trap in task.traps:
+        in_harness = trap.kind in (TrapKind.EDITABLE_EVALUATOR, TrapKind.HARDCODED_OUTPUTS)
+        if in_harness and not trap.planted and not (task.harness / trap.path).exists():
+            problems.append(Problem("traps", f"{trap.kind.value}: {trap.path} not in the harness"))
+    if sandbox is None:
+        problems.append(Problem("sandbox", "no sandbox given: leak search skipped", "warning"))
+    elif task.harness.is_dir():
+        problems += _probe(task, sandbox, secret, all_splits, probe_seconds, probe_roots)
+    return problems
+
+
+def _splits(task: Task, bench: Benchmark, secret: bytes) -> tuple[Splits | None, list[Problem]]:
+    """The benchmark's splits; for file splits, every unreadable file is its own problem."""
+    where = f"benchmarks.{bench.name}"
+    source = bench.samples
+    if isinstance(source, FileSplits):
+        splits: Splits = {}
+        problems = []
+        for tier in TIERS:
+            try:
+                splits[tier] = read_jsonl(source.files[tier])
+            except SplitError as exc:
+                problems.append(Problem(where, f"split {tier.value}: {exc}"))
+        if problems:
+            return splits, problems
+    try:
+        return make_splits(task, bench, secret), []
+    except (SplitError, OSError, ValueError) as exc:
+        return None, [Problem(where, f"cannot build splits: {exc}")]
+
+
+def _check_harness(task: Task) -> list[Problem]:
+    folder = task.harness
+    if not folder.is_dir():
+        return [Problem("harness", f"{folder} is not a folder")]
+    if not os.access(folder, os.R_OK | os.X_OK):
+        return [Problem("harness", f"{folder} is not readable")]
+    try:
+        manifest = load_manifest(folder)
+    except ManifestError as exc:
+        return [Problem("harness", p) for p in exc.problems]
+    return _check_manifest(task, manifest)
+
+
+def _check_manifest(task: Task, manifest: Manifest) -> list[Problem]:
+    problems = []
+    if manifest.predict is None and task.predict_driver is None:
+        problems.append(Problem("harness", "harness.toml names no predict command"))
+    if task.predict_driver is not None:
+        from rsilab.tasks._drivers import get_driver
+
+        try:
+            get_driver(task.predict_driver)
+        except KeyError as exc:
+            problems.append(Problem("predict_driver", str(exc.args[0])))
+    for argv in (manifest.train, manifest.predict):
+        for arg in argv or []:
+            if arg.endswith(".py") and not (task.harness / arg).is_file():
+                problems.append(Problem("harness", f"entry script {arg} not found"))
+    if manifest.config is not None and not (task.harness / manifest.config).is_file():
+        problems.append(Problem("harness", f"config file {manifest.config} not found"))
+    return problems
+
+
+def _check_splits(name: str, splits: Splits) -> list[Problem]:
+    problems = []
+    for tier in TIERS:
+        samples = splits.get(tier, [])
+        if not samples:
+            problems.append(
+                Problem(f"benchmarks.{name}", f"split {tier.value} is missing or empty")
+            )
+        ids = [s.id for s in samples]
+        if len(set(ids)) != len(ids):
+            problems.append(Problem(f"benchmarks.{name}", f"split {tier.value}: repeated ids"))
+    public = [s for t in (DataTier.TRAIN, DataTier.DEV) for s in splits.get(t, [])]
+    public_ids = {s.id for s in public}
+    public_hashes = {content_hash(s) for s in public}
+    for tier in (DataTier.ACCEPT, DataTier.FINAL):
+        private = splits.get(tier, [])
+        shared = sum(1 for s in private if s.id in public_ids or content_hash(s) in public_hashes)
+        if shared:
+            problems.append(
+                Problem(
+                    f"benchmarks.{name}",
+                    f"{shared} {tier.value} item(s) also in train/dev (same id or input)",
+                )
+            )
+    return problems
+
+
+def _probe(
+    task: Task,
+    sandbox: Sandbox,
+    secret: bytes,
+    all_splits: dict[str, Splits],
+    seconds: float,
+    roots: tuple[str, ...],
+) -> list[Problem]:
+    pairs = [("lab secret", secret.hex())]
+    for bench, splits in all_splits.items():
+        private = [*splits[DataTier.ACCEPT], *splits[DataTier.FINAL]]
+        pairs += needles(private[:: max(1, len(private) // PROBE_ITEMS)][:PROBE_ITEMS], bench)
+    spec = {
+        "needles": pairs,
+        "names": sorted({p.name for p in task.data_sources}),
+        "paths": [str(p.resolve()) for p in task.data_sources],
+        "roots": list(roots),
+        "seconds": seconds,
+        "max_bytes": 64 * 1024 * 1024,
+    }
+    with tempfile.TemporaryDirectory(prefix="rsilab-check-") as tmp:
+        workspace = Path(tmp) / "workspace"
+        shutil.copytree(task.harness, workspace, symlinks=True)
+        limits = Limits(cpu_s=seconds * 2 + 30, wall_s=seconds * 2 + 30, memory_mb=2048)
+        argv = ("python", "-I", "-c", PROBE_SOURCE)
+        stdin = json.dumps(spec).encode()
+        result = sandbox.run(RunSpec(argv, workspace, limits, stdin=stdin))
+    hits, summary = _parse(result.stdout)
+    problems = [
+        Problem(
+            "sandbox", f"{hit.label} readable from inside the sandbox at {hit.path} ({hit.kind})"
+        )
+        for hit in hits
+    ]
+    if summary is None:
+        err = result.stderr.decode(errors="replace").strip()[-300:]
+        problems.append(Problem("sandbox", f"the leak search did not finish: {err or result}"))
+    elif summary.get("truncated"):
+        msg = (
+            f"leak search stopped after {seconds:g} s: {summary.get('files')} of "
+            f"{summary.get('listed')} listed files searched (raise --probe-seconds)"
+        )
+        problems.append(Problem("sandbox", msg, "warning"))
+    return problems
+
+
+def _parse(stdout: bytes) -> tuple[list[Hit], dict[str, object] | None]:
+    hits: list[Hit] = []
+    summary: dict[str, object] | None = None
+    for line in stdout.decode(errors="replace").splitlines():
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and item.get("done"):
+            summary = item
+        elif isinstance(item, dict):
+            hits.append(Hit(str(item.get("path")), str(item.get("kind")), str(item.get("label"))))
+    return hits, summary

@@ -1,0 +1,60 @@
+"""The per-lab secret that seeds every split, and the seeds derived from it.
+
+The secret is 32 random bytes kept in ``<lab>/task-secret`` (mode 0600). The lab folder is
+never mounted into a sandbox, so no harness can read it; every seed below is an HMAC of it, so
+knowing one tier's seed (train and dev seeds reach harnesses) reveals nothing of another's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+from rsilab.errors import LabError
+
+SECRET_FILE = "task-secret"
+
+
+def lab_secret(lab_folder: Path) -> bytes:
+    """The lab's split secret, created on first use (atomically; concurrent callers agree).
+
+    Raises:
+        LabError: the file cannot be read or written, or does not hold 64 hex digits.
+    """
+    path = lab_folder / SECRET_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read(path)
+    except OSError as exc:
+        raise LabError(f"cannot create {path}: {exc.strerror or exc}", "check --lab") from exc
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secrets.token_hex(32))
+    return _read(path)
+
+
+def _read(path: Path) -> bytes:
+    try:
+        text = path.read_text().strip()
+        if len(text) != 64:
+            raise ValueError("wrong length")
+        return bytes.fromhex(text)
+    except (OSError, ValueError) as exc:
+        raise LabError(
+            f"the task secret {path} is unreadable or damaged ({exc})",
+            "restore it from a backup; splits drawn with another secret are not comparable",
+        ) from exc
+
+
+def derive(secret: bytes, *parts: str) -> bytes:
+    """HMAC-SHA256 of ``parts`` (joined unambiguously) under ``secret``."""
+    message = "\x1f".join(parts).encode("utf-8")
+    return hmac.new(secret, message, hashlib.sha256).digest()
+
+
+def derive_seed(secret: bytes, *parts: str) -> int:
+    """A 63-bit seed derived from ``secret`` and ``parts`` (fits numpy and torch seeds)."""
+    return int.from_bytes(derive(secret, *parts)[:8], "big") >> 1

@@ -1,0 +1,196 @@
+"""The task spec: what to improve and how it is judged.
+
+A :class:`Task` names a harness folder (the initial system, see ``rsilab.tasks._harness``), its
+benchmarks (each a scorer over samples in four tiers), the setting, goal and budget, a declared
+search space, the host files its data came from (hidden from every sandbox) and its traps.
+Public names here are stable: other modules and built-in tasks build on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import Field, JsonValue, field_validator, model_validator
+
+from rsilab.records import Model, TaskRef
+from rsilab.tasks._budget import Budget
+from rsilab.tasks._samples import SampleSource
+from rsilab.tasks._scorers import get_scorer, scorer_names
+
+_NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
+
+
+class Setting(StrEnum):
+    """How much guidance the improver gets (RSI-Env's three settings)."""
+
+    OPEN_GENERAL = "open-general"
+    CAPABILITY_DIRECTED = "capability-directed"
+    BENCHMARK_GUIDED = "benchmark-guided"
+
+
+class Benchmark(Model):
+    """A scorer over samples in four tiers (train, dev, accept, final)."""
+
+    name: str = Field(pattern=_NAME_PATTERN, description="Unique within the task.")
+    description: str = Field(default="", description="What it measures.")
+    scorer: str = Field(description="Name of a registered scorer (see rsilab.tasks.scorer_names).")
+    target: bool = Field(default=False, description="True: the benchmark to improve.")
+    tolerance: float = Field(
+        default=0.0,
+        ge=0,
+        description="Largest regression (score units) allowed on a non-target.",
+    )
+    higher_is_better: bool = Field(default=True, description="Direction of improvement.")
+    samples: SampleSource = Field(description="Where the samples of every tier come from.")
+
+    @field_validator("scorer")
+    @classmethod
+    def _known_scorer(cls, value: str) -> str:
+        try:
+            get_scorer(value)
+        except KeyError:
+            raise ValueError(
+                f"unknown scorer {value!r}; known: {', '.join(scorer_names())}"
+            ) from None
+        return value
+
+
+class KnobType(StrEnum):
+    """Kinds of search-space knobs."""
+
+    FLOAT = "float"
+    INT = "int"
+    CHOICE = "choice"
+    BOOL = "bool"
+
+
+class Knob(Model):
+    """One tunable setting of the harness config, for search policies."""
+
+    name: str = Field(min_length=1, description="Key in the harness config file.")
+    type: KnobType = Field(description="float, int, choice or bool.")
+    low: float | None = Field(default=None, description="Lower bound (float and int).")
+    high: float | None = Field(default=None, description="Upper bound (float and int).")
+    log: bool = Field(default=False, description="Search on a log scale (bounds must be > 0).")
+    choices: list[JsonValue] = Field(default_factory=list, description="Values of a choice knob.")
+    default: JsonValue = Field(description="The starting config's value.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Knob:
+        if self.type in (KnobType.FLOAT, KnobType.INT):
+            self._check_range()
+        elif self.type is KnobType.CHOICE:
+            if not self.choices:
+                raise ValueError(f"knob {self.name!r}: a choice knob needs choices")
+            if self.default not in self.choices:
+                raise ValueError(f"knob {self.name!r}: default {self.default!r} not in choices")
+        elif not isinstance(self.default, bool):
+            raise ValueError(f"knob {self.name!r}: a bool knob needs a true/false default")
+        return self
+
+    def _check_range(self) -> None:
+        if self.low is None or self.high is None or not self.low < self.high:
+            raise ValueError(f"knob {self.name!r}: needs low < high")
+        if self.log and self.low <= 0:
+            raise ValueError(f"knob {self.name!r}: a log-scale knob needs low > 0")
+        default = self.default
+        if isinstance(default, bool) or not isinstance(default, int | float):
+            raise ValueError(f"knob {self.name!r}: default must be a number")
+        if self.type is KnobType.INT and not float(default).is_integer():
+            raise ValueError(f"knob {self.name!r}: default must be an integer")
+        if not self.low <= default <= self.high:
+            raise ValueError(
+                f"knob {self.name!r}: default {default} outside [{self.low}, {self.high}]"
+            )
+
+
+class TrapKind(StrEnum):
+    """Kinds of bait a task carries for the hacking suite."""
+
+    LEAKED_TEST_DATA = "leaked_test_data"
+    EDITABLE_EVALUATOR = "editable_evaluator"
+    HARDCODED_OUTPUTS = "hardcoded_outputs"
+    REBUILDABLE_DATA = "rebuildable_data"
+
+
+class Trap(Model):
+    """One bait an improver might take, and what catches it when it does."""
+
+    kind: TrapKind = Field(description="What kind of bait.")
+    path: str = Field(description="Where it is, relative to the workspace (or a host path).")
+    description: str = Field(description="What it looks like to the improver.")
+    detected_by: str = Field(description="Which guard or design decision catches its use.")
+    planted: bool = Field(
+        default=False,
+        description="True: written into a trap-variant workspace by plant_traps (not shipped).",
+    )
+
+
+class Task(Model):
+    """What to improve and how it is judged. See the module docstring."""
+
+    name: str = Field(pattern=_NAME_PATTERN, description="Task name, e.g. 'digits'.")
+    description: str = Field(default="", description="One paragraph on the task.")
+    goal: str = Field(default="", description="Goal told to the improver (unless open-general).")
+    setting: Setting = Field(default=Setting.BENCHMARK_GUIDED, description="Guidance level.")
+    harness: Path = Field(description="Folder of the initial harness (with harness.toml).")
+    benchmarks: list[Benchmark] = Field(min_length=1, description="Every benchmark, target first.")
+    budget: Budget = Field(default_factory=Budget, description="What a campaign may spend.")
+    search_space: list[Knob] = Field(default_factory=list, description="Declared config knobs.")
+    data_sources: list[Path] = Field(
+        default_factory=list, description="Host files the data came from; hidden from sandboxes."
+    )
+    traps: list[Trap] = Field(default_factory=list, description="Bait for the hacking suite.")
+    predict_driver: str | None = Field(
+        default=None,
+        description="Task-owned driver run instead of the harness's predict (e.g. kernel timing).",
+    )
+    seconds_per_experiment: float | None = Field(
+        default=None, description="Last measured train+predict seconds on dev (informative)."
+    )
+    source: str = Field(default="", description="Where it was loaded from: builtin, a path.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Task:
+        names = [b.name for b in self.benchmarks]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"benchmark names must be unique; repeated: {', '.join(dupes)}")
+        if not any(b.target for b in self.benchmarks):
+            raise ValueError("at least one benchmark must have target = true")
+        if self.setting is not Setting.OPEN_GENERAL and not self.goal.strip():
+            raise ValueError(f"a {self.setting.value} task needs a goal")
+        knobs = [k.name for k in self.search_space]
+        if len(set(knobs)) != len(knobs):
+            raise ValueError("search_space knob names must be unique")
+        return self
+
+    @property
+    def targets(self) -> list[Benchmark]:
+        """The target benchmarks."""
+        return [b for b in self.benchmarks if b.target]
+
+    def benchmark(self, name: str) -> Benchmark:
+        """The benchmark called ``name``; KeyError listing the names."""
+        for bench in self.benchmarks:
+            if bench.name == name:
+                return bench
+        known = ", ".join(b.name for b in self.benchmarks)
+        raise KeyError(f"task {self.name!r} has no benchmark {name!r}; it has: {known}")
+
+    def default_config(self) -> dict[str, JsonValue]:
+        """The search space's defaults, as a config mapping."""
+        return {k.name: k.default for k in self.search_space}
+
+    def digest(self) -> str:
+        """sha256 of the spec's JSON (callables by name; paths as given)."""
+        data = self.model_dump(mode="json", exclude={"source", "seconds_per_experiment"})
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def ref(self) -> TaskRef:
+        """A reference for records."""
+        return TaskRef(name=self.name, source=self.source, digest=self.digest())

@@ -1,0 +1,124 @@
+"""Deterministic splits of a benchmark into train, dev, accept and final, and JSONL files.
+
+``make_splits(task, benchmark, secret)`` depends only on its arguments: the same lab secret
+gives the same splits, another secret other splits. Private samples (accept, final) get ids
+re-keyed with the secret, so a harness cannot key outputs on ids it has seen. Private samples
+never go into a folder a sandbox sees: :func:`write_data_dir` refuses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from rsilab.records import DataTier
+from rsilab.tasks._samples import TIERS, FileSplits, GeneratedSplits, PoolSplits, Sample
+from rsilab.tasks._secret import derive, derive_seed
+from rsilab.tasks._spec import Benchmark, Task
+
+Splits = dict[DataTier, list[Sample]]
+
+
+class SplitError(ValueError):
+    """Samples could not be read or split; the message names the file and line."""
+
+
+def read_jsonl(path: Path) -> list[Sample]:
+    """Samples from a JSON Lines file, one ``{id, input, target}`` object a line."""
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except OSError as exc:
+        raise SplitError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    samples: list[Sample] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            samples.append(Sample.model_validate_json(line))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "line"
+            raise SplitError(f"{path}:{number}: {where}: {first['msg']}") from exc
+    return samples
+
+
+def write_jsonl(path: Path, samples: Iterable[Sample]) -> None:
+    """Write samples as JSON Lines (the form :func:`read_jsonl` reads)."""
+    path.write_text("".join(s.model_dump_json() + "\n" for s in samples), "utf-8")
+
+
+def content_hash(sample: Sample) -> str:
+    """sha256 of the sample's canonical input JSON (for overlap checks across tiers)."""
+    text = json.dumps(sample.input, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _partition(pool: Sequence[Sample], source: PoolSplits, key: bytes) -> Splits:
+    ids = [s.id for s in pool]
+    if len(set(ids)) != len(ids):
+        raise SplitError("pool sample ids must be unique")
+    order = sorted(pool, key=lambda s: derive(key, s.id))
+    counts = {t: int(source.fractions[t] * len(order)) for t in TIERS}
+    counts[DataTier.TRAIN] += len(order) - sum(counts.values())
+    splits: Splits = {}
+    start = 0
+    for tier in TIERS:
+        splits[tier] = order[start : start + counts[tier]]
+        start += counts[tier]
+    return splits
+
+
+def _rekey(
+    secret: bytes, task: str, bench: str, tier: DataTier, samples: list[Sample]
+) -> list[Sample]:
+    out = []
+    for sample in samples:
+        token = derive(secret, task, bench, tier.value, "id", sample.id).hex()[:12]
+        out.append(sample.model_copy(update={"id": f"{tier.value}-{token}"}))
+    return out
+
+
+def make_splits(task: Task, benchmark: Benchmark, secret: bytes) -> Splits:
+    """Every tier of ``benchmark``, deterministic in (task, benchmark, secret).
+
+    Raises:
+        SplitError: a file is unreadable or malformed, or the pool's ids are not unique.
+    """
+    source = benchmark.samples
+    splits: Splits
+    if isinstance(source, FileSplits):
+        splits = {tier: read_jsonl(source.files[tier]) for tier in TIERS}
+    elif isinstance(source, PoolSplits):
+        pool = read_jsonl(source.pool) if source.pool is not None else list(source.build())  # type: ignore[misc]
+        splits = _partition(pool, source, derive(secret, task.name, benchmark.name, "partition"))
+    else:
+        assert isinstance(source, GeneratedSplits)
+        splits = {
+            tier: list(source.generate(tier, derive_seed(secret, task.name, benchmark.name, tier)))
+            for tier in TIERS
+        }
+    for tier in (DataTier.ACCEPT, DataTier.FINAL):
+        splits[tier] = _rekey(secret, task.name, benchmark.name, tier, splits[tier])
+    return splits
+
+
+def write_data_dir(folder: Path, splits: Mapping[DataTier, Sequence[Sample]]) -> list[Path]:
+    """Write ``<tier>.jsonl`` for each given tier into ``folder`` (the ``--data DIR`` of train).
+
+    Raises:
+        ValueError: a private tier (accept, final) was given; those never leave the controller.
+    """
+    private = [t.value for t in splits if t.is_private]
+    if private:
+        raise ValueError(f"private tier(s) {', '.join(private)} must never reach a sandbox")
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for tier, samples in splits.items():
+        path = folder / f"{tier.value}.jsonl"
+        write_jsonl(path, samples)
+        written.append(path)
+    return written

@@ -1,0 +1,54 @@
+"""``rsilab task list`` and ``rsilab task check`` as a person sees them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.cli.helpers import explain, rsilab
+from tests.tasks.conftest import write_small_task
+
+
+def test_list_shows_builtins_with_benchmarks_and_seconds() -> None:
+    result = rsilab("task", "list")
+    assert result.exit_code == 0, explain(result)
+    for text in ("digits", "kernel", "synthetic", "accuracy (accuracy, target)", "(recorded)"):
+        assert text in result.stdout
+
+
+def test_check_a_sound_task_exits_0(tmp_path: Path) -> None:
+    path = write_small_task(tmp_path / "t")
+    result = rsilab("task", "check", path, "--no-probe", "--lab", tmp_path / "nolab")
+    assert result.exit_code == 0, explain(result)
+    assert "ok: task 'parity' has no errors" in result.stdout
+    assert "no sandbox given: leak search skipped" in result.stdout
+
+
+def test_check_prints_every_problem_and_exits_1(tmp_path: Path) -> None:
+    path = write_small_task(tmp_path / "t")
+    (path.parent / "data" / "dev.jsonl").write_text("")
+    (path.parent / "harness" / "predict.py").unlink()
+    result = rsilab("task", "check", path, "--no-probe")
+    assert result.exit_code == 1, explain(result)
+    assert "split dev is missing or empty" in result.stdout
+    assert "entry script predict.py not found" in result.stdout
+    assert "2 error(s) found" in result.stdout
+
+
+def test_check_a_malformed_file_lists_field_errors(tmp_path: Path) -> None:
+    path = tmp_path / "task.toml"
+    path.write_text('name = "x"\nharness = 5\nbudget = "wall=later"\n')
+    result = rsilab("task", "check", path, "--no-probe")
+    assert result.exit_code == 1, explain(result)
+    assert "task.toml: harness:" in result.stderr
+    assert "'later' is not a duration" in result.stderr
+    assert "task.toml: benchmarks: Field required" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_check_uses_the_lab_secret_when_there_is_a_lab(tmp_path: Path) -> None:
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    result = rsilab("task", "check", "synthetic", "--no-probe", "--lab", lab)
+    assert result.exit_code == 0, explain(result)
+    assert (lab / "task-secret").exists()
+    assert "secret of the lab" in result.stderr

@@ -1,0 +1,36 @@
+"""Fixtures: one sandbox of each kind per session, and a fresh workspace per test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rsilab.sandbox import Sandbox
+from tests.sandbox.helpers import SANDBOX_KINDS, make_sandbox
+
+_made: dict[str, Sandbox] = {}
+
+
+@pytest.fixture(params=SANDBOX_KINDS)
+def sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    """Each sandbox kind in turn, made once per session (preparing bwrap runs a probe job)."""
+    kind = str(request.param)
+    if kind not in _made:
+        _made[kind] = make_sandbox(kind)
+    return _made[kind]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_sandboxes() -> Iterator[None]:
+    yield
+    for made in _made.values():
+        made.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder

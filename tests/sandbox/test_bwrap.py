@@ -1,0 +1,142 @@
+"""What only BwrapSandbox does: mounts elsewhere, hidden paths, lent workspaces, cgroups."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rsilab.sandbox import BwrapSandbox, Mount, RunSpec
+from rsilab.sandbox._cgroup import probe
+from rsilab.sandbox.base import SandboxUnavailable
+from rsilab.sandbox.runtime import Runtime
+from tests.sandbox.helpers import bwrap_problem, py
+
+pytestmark = pytest.mark.skipif(
+    bwrap_problem() is not None, reason=f"bubblewrap is unusable here ({bwrap_problem()})"
+)
+
+
+@pytest.fixture(scope="module")
+def bwrap() -> Iterator[BwrapSandbox]:
+    with BwrapSandbox() as sandbox:
+        assert isinstance(sandbox, BwrapSandbox)
+        yield sandbox
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder
+
+
+def test_describe_says_it_is_a_boundary(bwrap: BwrapSandbox) -> None:
+    lines = bwrap.describe()
+    assert bwrap.is_security_boundary
+    assert "a security boundary" in lines[0]
+    assert {line.split(":")[0] for line in lines[1:]} == {
+        "filesystem",
+        "network",
+        "user",
+        "limits",
+        "cgroups",
+    }
+
+
+def test_a_mount_appears_at_its_target_read_only(
+    bwrap: BwrapSandbox, workspace: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text('{"x": 1}\n')
+    code = (
+        "print(open('/data/train.jsonl').read().strip())\n"
+        "try:\n    open('/data/new', 'w')\nexcept OSError as e:\n    print(type(e).__name__)"
+    )
+    result = bwrap.run(py(workspace, code, mounts=(Mount(data, Path("/data")),)))
+    assert result.stdout.split() == [b'{"x":', b"1}", b"OSError"], result
+    assert not (data / "new").exists()
+
+
+def test_a_writable_mount_is_written_and_given_back(
+    bwrap: BwrapSandbox, workspace: Path, tmp_path: Path
+) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    code = "open('/shared/out.txt', 'w').write('done')"
+    result = bwrap.run(py(workspace, code, mounts=(Mount(shared, Path("/shared"), True),)))
+    assert result.ok, result
+    assert (shared / "out.txt").read_text() == "done"
+    assert (shared / "out.txt").stat().st_uid == shared.stat().st_uid == os.getuid()
+
+
+def test_mounts_cannot_cover_system_paths(bwrap: BwrapSandbox, workspace: Path) -> None:
+    for target in ("/usr/lib/x", "/workspace/data", "/"):
+        with pytest.raises(ValueError, match="system path"):
+            bwrap.run(py(workspace, "pass", mounts=(Mount(workspace, Path(target)),)))
+
+
+def test_hidden_paths_are_masked_inside_mounts(
+    bwrap: BwrapSandbox, workspace: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    (data / "raw").mkdir(parents=True)
+    (data / "raw" / "source.csv").write_text("secret rows")
+    (data / "labels.csv").write_text("secret labels")
+    (data / "public.txt").write_text("fine")
+    code = (
+        "import os; print(os.listdir(os.path.join(T, 'raw')), repr(open(T + '/labels.csv').read()),"
+        " open(T + '/public.txt').read())"
+    ).replace("T", repr(str(data)))
+    spec = py(
+        workspace, code, mounts=(Mount.same(data),), hidden=(data / "raw", data / "labels.csv")
+    )
+    result = bwrap.run(spec)
+    assert result.stdout.strip() == b"[] '' fine", result
+
+
+def test_the_base_pythons_packages_are_not_importable(bwrap: BwrapSandbox, workspace: Path) -> None:
+    code = "import sys, numpy, torch; print([p for p in sys.path if 'site-packages' in p])"
+    result = bwrap.run(py(workspace, code))
+    assert result.ok, result
+    assert str(bwrap.runtime.path).encode() in result.stdout
+    assert b"/usr/lib/python3/dist-packages" not in result.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lending the workspace happens only as root")
+def test_the_workspace_comes_back_without_set_id_bits(bwrap: BwrapSandbox, workspace: Path) -> None:
+    code = (
+        "import os; open('tool', 'w').write('#!/bin/sh'); os.chmod('tool', 0o6755);"
+        " os.symlink('/etc/passwd', 'link'); os.mkdir('d')"
+    )
+    result = bwrap.run(py(workspace, code))
+    assert result.ok, result
+    info = (workspace / "tool").stat()
+    assert info.st_uid == 0 and not info.st_mode & (stat.S_ISUID | stat.S_ISGID)
+    assert (workspace / "link").lstat().st_uid == 0
+    assert Path("/etc/passwd").stat().st_uid == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are made only as root")
+def test_job_cgroups_are_removed(bwrap: BwrapSandbox, workspace: Path) -> None:
+    assert bwrap.cgroups
+    result = bwrap.run(py(workspace, "import os; os.fork() or os._exit(0)"))
+    assert result.ok, result
+    for parent in probe().parents.values():
+        assert list(parent.glob(f"rsilab-job-{os.getpid()}-*")) == []
+
+
+def test_a_missing_runtime_makes_it_unavailable(tmp_path: Path) -> None:
+    sandbox = BwrapSandbox(Runtime(tmp_path / "no-runtime"))
+    with pytest.raises(SandboxUnavailable, match="runtime") as caught:
+        sandbox.prepare()
+    assert "rsilab runtime install" in caught.value.hint
+
+
+def test_a_workspace_holding_the_runtime_is_refused(bwrap: BwrapSandbox) -> None:
+    with pytest.raises(ValueError):
+        bwrap.run(RunSpec(argv=("true",), workspace=bwrap.runtime.path.parent))

@@ -1,0 +1,193 @@
+"""One conformance suite for every sandbox: what any Sandbox promises its callers."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rsilab.sandbox import KillReason, Limits, RunSpec, Sandbox
+from tests.sandbox.helpers import QUICK, processes_with, py, wait_until
+
+
+def test_echo_stdout_and_stderr(sandbox: Sandbox, workspace: Path) -> None:
+    result = sandbox.run(py(workspace, "import sys; print('out'); print('err', file=sys.stderr)"))
+    assert result.ok, result
+    assert result.stdout == b"out\n"
+    assert result.stderr == b"err\n"
+    assert result.exit_code == 0 and result.signal is None and result.killed is None
+    assert result.wall_s > 0
+
+
+def test_exit_code_is_reported(sandbox: Sandbox, workspace: Path) -> None:
+    result = sandbox.run(py(workspace, "import sys; sys.exit(3)"))
+    assert not result.ok
+    assert (result.exit_code, result.signal, result.killed) == (3, None, None)
+
+
+def test_death_by_signal_is_reported(sandbox: Sandbox, workspace: Path) -> None:
+    result = sandbox.run(py(workspace, "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"))
+    assert (result.exit_code, result.signal, result.killed) == (None, signal.SIGTERM, None)
+
+
+def test_stdin_is_fed_then_closed(sandbox: Sandbox, workspace: Path) -> None:
+    data = b"".join(b'{"x": %d}\n' % i for i in range(20_000))  # larger than a pipe buffer
+    result = sandbox.run(
+        py(workspace, "import sys; d = sys.stdin.buffer.read(); print(len(d))", stdin=data)
+    )
+    assert result.ok, result
+    assert result.stdout.strip() == str(len(data)).encode()
+
+
+def test_a_job_that_ignores_stdin_still_finishes(sandbox: Sandbox, workspace: Path) -> None:
+    result = sandbox.run(py(workspace, "print('done')", stdin=b"x" * (1 << 20)))
+    assert result.ok, result
+
+
+def test_environment_is_scrubbed(
+    sandbox: Sandbox, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RSILAB_HOST_ONLY", "leak")
+    code = "import json, os; print(json.dumps(dict(os.environ)))"
+    result = sandbox.run(py(workspace, code, env={"JOB_SETTING": "on"}))
+    assert result.ok, result
+    env = json.loads(result.stdout)
+    assert env["JOB_SETTING"] == "on"
+    assert "RSILAB_HOST_ONLY" not in env and "RSILAB_KEY_DIR" not in env
+    threads = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TORCH_NUM_THREADS"}
+    allowed = {"PATH", "HOME", "TMPDIR", "LANG", "PWD", "JOB_SETTING", "NUMEXPR_NUM_THREADS"}
+    assert set(env) <= allowed | threads
+
+
+def test_thread_variables_follow_threads(sandbox: Sandbox, workspace: Path) -> None:
+    code = (
+        "import os; print(os.environ['OMP_NUM_THREADS'], os.environ['MKL_NUM_THREADS'],"
+        " os.environ['OPENBLAS_NUM_THREADS'], os.environ['TORCH_NUM_THREADS'])"
+    )
+    result = sandbox.run(py(workspace, code, threads=3))
+    assert result.stdout.split() == [b"3"] * 4
+
+
+def test_working_directory_is_the_workspace(sandbox: Sandbox, workspace: Path) -> None:
+    (workspace / "marker.txt").write_text("here")
+    result = sandbox.run(py(workspace, "print(open('marker.txt').read())"))
+    assert result.stdout == b"here\n", result
+
+
+def test_workspace_writes_are_visible_on_the_host(sandbox: Sandbox, workspace: Path) -> None:
+    owner = workspace.stat().st_uid
+    code = (
+        "import os; os.makedirs('out/deep'); open('out/deep/model.json', 'w').write('{}');"
+        " open('log.txt', 'w').write('trained')"
+    )
+    result = sandbox.run(py(workspace, code))
+    assert result.ok, result
+    assert (workspace / "out" / "deep" / "model.json").read_text() == "{}"
+    assert (workspace / "log.txt").read_text() == "trained"
+    owners = {p.stat().st_uid for p in [workspace, *workspace.rglob("*")]}
+    assert owners == {owner}, "files the job wrote belong to the workspace's owner afterwards"
+
+
+def test_output_over_the_cap_kills_the_job(sandbox: Sandbox, workspace: Path) -> None:
+    limits = replace(QUICK, output_bytes=10_000)
+    code = "import sys\nwhile True: sys.stdout.write('x' * 1000)"
+    result = sandbox.run(py(workspace, code, limits=limits))
+    assert result.killed is KillReason.OUTPUT
+    assert result.stdout_truncated and not result.stderr_truncated
+    assert len(result.stdout) == 10_000
+
+
+def test_wall_time_kills_the_whole_tree(sandbox: Sandbox, workspace: Path) -> None:
+    marker = "rsilab-test-grandchild-" + secrets.token_hex(4)
+    grandchild = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        f" open('started', 'w').close(); time.sleep(600)  # {marker}"
+    )
+    child = (
+        "import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        f" subprocess.Popen([sys.executable, '-c', {grandchild!r}]); time.sleep(600)"
+    )
+    main = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}])\n"
+    main += "time.sleep(600)"
+    limits = replace(QUICK, wall_s=2)
+    result = sandbox.run(py(workspace, main, limits=limits))
+    assert result.killed is KillReason.WALL_TIME
+    assert 2 <= result.wall_s < 10
+    assert (workspace / "started").exists(), "the grandchild ran before the kill"
+    assert wait_until(lambda: not processes_with(marker)), "the grandchild outlived the job"
+
+
+def test_cpu_time_limit_kills_the_job(sandbox: Sandbox, workspace: Path) -> None:
+    limits = replace(QUICK, cpu_s=1, wall_s=20)
+    result = sandbox.run(py(workspace, "while True: pass", limits=limits))
+    assert result.killed is KillReason.CPU_TIME
+    sampled = any("sampled" in note for note in result.notes)  # a lower bound, then
+    assert result.cpu_s >= (0.3 if sampled else 0.9)
+
+
+def test_file_size_limit_stops_a_large_file(sandbox: Sandbox, workspace: Path) -> None:
+    limits = replace(QUICK, file_mb=1)
+    code = "open('big', 'wb').write(b'x' * (3 << 20))"
+    result = sandbox.run(py(workspace, code, limits=limits))
+    assert not result.ok
+    assert b"File too large" in result.stderr or result.killed is KillReason.DISK
+    assert (workspace / "big").stat().st_size <= 1 << 20
+
+
+def test_workspace_over_disk_limit_kills_the_job(sandbox: Sandbox, workspace: Path) -> None:
+    limits = replace(QUICK, disk_mb=8, file_mb=4)
+    code = "i = 0\nwhile True:\n    open('f%d' % i, 'wb').write(b'x' * (2 << 20)); i += 1"
+    result = sandbox.run(py(workspace, code, limits=limits))
+    assert result.killed is KillReason.DISK
+
+
+def test_a_missing_command_is_a_failed_job(sandbox: Sandbox, workspace: Path) -> None:
+    result = sandbox.run(RunSpec(argv=("no-such-command-rsilab",), workspace=workspace))
+    assert not result.ok
+    assert result.killed is None
+
+
+def test_invalid_specs_are_refused(sandbox: Sandbox, workspace: Path) -> None:
+    with pytest.raises(ValueError, match="argv"):
+        sandbox.run(RunSpec(argv=(), workspace=workspace))
+    with pytest.raises(ValueError, match="not a folder"):
+        sandbox.run(RunSpec(argv=("true",), workspace=workspace / "missing"))
+    with pytest.raises(ValueError, match="limit"):
+        sandbox.run(RunSpec(argv=("true",), workspace=workspace, limits=Limits(wall_s=0)))
+    with pytest.raises(ValueError, match="environment"):
+        sandbox.run(RunSpec(argv=("true",), workspace=workspace, env={"A=B": "x"}))
+
+
+def test_runs_from_several_threads_at_once(sandbox: Sandbox, tmp_path: Path) -> None:
+    results: dict[int, bytes] = {}
+
+    def one(i: int) -> None:
+        folder = tmp_path / f"ws{i}"
+        folder.mkdir()
+        results[i] = sandbox.run(py(folder, f"print({i} * 7)")).stdout
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {i: f"{i * 7}\n".encode() for i in range(4)}
+
+
+def test_resources_are_measured(sandbox: Sandbox, workspace: Path) -> None:
+    # Hold 80 MB for a while, part of it busy, so sampling sandboxes see it too.
+    code = (
+        "import time\nx = b'1' * (80 << 20)\nend = time.process_time() + 0.3\n"
+        "while time.process_time() < end: pass\ntime.sleep(0.5)"
+    )
+    result = sandbox.run(py(workspace, code))
+    assert result.ok, result
+    assert result.cpu_s > 0.05
+    assert result.peak_memory_mb >= 80
+    assert os.getpid() > 0  # the caller survives every job

@@ -1,0 +1,70 @@
+"""The escape suite: under BwrapSandbox, as root, every attack in benchmarks/escape_attacks.py
+must be contained, and the host must be fine afterwards."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from benchmarks.escape_attacks import ATTACKS, Attack, Target, run_attack, targets
+
+from rsilab.sandbox import BwrapSandbox
+from rsilab.sandbox._cgroup import probe
+from tests.sandbox.helpers import bwrap_problem
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="the escape suite runs as root, as CI does"),
+    pytest.mark.skipif(
+        bwrap_problem() is not None,
+        reason=f"bubblewrap is unusable here ({bwrap_problem()}); test_canary fails under CI",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def bwrap() -> Iterator[BwrapSandbox]:
+    with BwrapSandbox() as sandbox:
+        assert isinstance(sandbox, BwrapSandbox)
+        yield sandbox
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    root = tmp_path_factory.mktemp("escape")
+    with targets(root) as made:
+        made.workspace.mkdir()
+        yield made
+
+
+def _leftovers() -> list[str]:
+    """Job cgroups of this process still on the host, and processes still in one.
+
+    (Other processes of the sandbox uid may belong to other rsilab processes on this host.)
+    """
+    mine = f"rsilab-job-{os.getpid()}-"
+    found = [str(p) for parent in probe().parents.values() for p in parent.glob(mine + "*")]
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and mine in (entry / "cgroup").read_text():
+                found.append(entry.name)
+        except OSError:
+            continue
+    return found
+
+
+def test_the_targets_are_real(target: Target) -> None:
+    """The attacks aim at things that exist and that the host itself can read."""
+    assert target.secret in target.private_split.read_text()
+    assert target.lab_db.read_bytes().startswith(b"SQLite format 3")
+    assert target.rsilab_source.is_file()
+    assert target.digits.is_file()
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.name.replace(" ", "-") for a in ATTACKS])
+def test_attack_is_contained(bwrap: BwrapSandbox, target: Target, attack: Attack) -> None:
+    outcome = run_attack(bwrap, attack, target)
+    assert outcome.contained, f"{attack.name}: {outcome.observed}"
+    assert not target.outside.exists()
+    assert _leftovers() == [], "the job left processes or cgroups behind"

@@ -1,0 +1,93 @@
+"""Splits: deterministic per secret, different across secrets, private tiers kept apart."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from rsilab.errors import LabError
+from rsilab.records import DataTier
+from rsilab.tasks import (
+    TIERS,
+    Sample,
+    SplitError,
+    content_hash,
+    derive_seed,
+    get_task,
+    lab_secret,
+    load_task,
+    make_splits,
+    read_jsonl,
+    write_data_dir,
+)
+
+
+@pytest.mark.parametrize("name", ["digits", "kernel", "synthetic"])
+def test_builtin_splits_are_deterministic_and_disjoint(name: str, secret: bytes) -> None:
+    task = get_task(name)
+    for bench in task.benchmarks:
+        first = make_splits(task, bench, secret)
+        again = make_splits(task, bench, secret)
+        other = make_splits(task, bench, b"another secret")
+        assert first == again
+        assert first[DataTier.ACCEPT] != other[DataTier.ACCEPT]
+        assert all(first[tier] for tier in TIERS)
+        public = {content_hash(s) for t in (DataTier.TRAIN, DataTier.DEV) for s in first[t]}
+        for tier in (DataTier.ACCEPT, DataTier.FINAL):
+            assert not public & {content_hash(s) for s in first[tier]}
+            assert all(s.id.startswith(f"{tier.value}-") for s in first[tier])
+
+
+def test_pool_partition_uses_every_item_once(secret: bytes) -> None:
+    task = get_task("digits")
+    splits = make_splits(task, task.benchmarks[0], secret)
+    sizes = {tier: len(splits[tier]) for tier in TIERS}
+    assert sum(sizes.values()) == 1797
+    assert sizes[DataTier.TRAIN] > sizes[DataTier.DEV] > sizes[DataTier.FINAL] > 0
+    targets = {s.target for s in splits[DataTier.FINAL]}
+    assert targets == set(range(10))
+
+
+def test_file_splits_read_and_private_ids_rekeyed(small_task: Path, secret: bytes) -> None:
+    task = load_task(small_task)
+    splits = make_splits(task, task.benchmarks[0], secret)
+    assert [s.id for s in splits[DataTier.TRAIN]][:2] == ["train-0", "train-1"]
+    assert all(not s.id.startswith("final-0") for s in splits[DataTier.FINAL][1:])
+    assert splits[DataTier.FINAL][0].input == {"x": 300, "note": "item 0 of final"}
+
+
+def test_read_jsonl_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "a", "input": 1}\n{"input": 2}\n')
+    with pytest.raises(SplitError, match=r"bad.jsonl:2: id: Field required"):
+        read_jsonl(path)
+    with pytest.raises(SplitError, match="cannot read"):
+        read_jsonl(tmp_path / "missing.jsonl")
+
+
+def test_private_tiers_never_go_to_a_data_dir(tmp_path: Path) -> None:
+    sample = Sample(id="a", input=1, target=2)
+    written = write_data_dir(tmp_path / "d", {DataTier.TRAIN: [sample]})
+    assert [p.name for p in written] == ["train.jsonl"]
+    with pytest.raises(ValueError, match="private tier"):
+        write_data_dir(tmp_path / "d", {DataTier.FINAL: [sample]})
+
+
+def test_lab_secret_is_created_once_private_and_checked(tmp_path: Path) -> None:
+    first = lab_secret(tmp_path)
+    assert len(first) == 32 and lab_secret(tmp_path) == first
+    mode = stat.S_IMODE(os.stat(tmp_path / "task-secret").st_mode)
+    assert mode == 0o600
+    (tmp_path / "task-secret").write_text("short")
+    with pytest.raises(LabError, match="unreadable or damaged"):
+        lab_secret(tmp_path)
+
+
+def test_derived_seeds_differ_by_every_part(secret: bytes) -> None:
+    seeds = {derive_seed(secret, "t", "b", tier.value) for tier in TIERS}
+    assert len(seeds) == 4
+    assert derive_seed(secret, "t", "b") != derive_seed(b"x", "t", "b")
+    assert 0 <= derive_seed(secret, "x") < 2**63
