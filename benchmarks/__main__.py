@@ -25,6 +25,7 @@ SUITES = [
     "benchmarks.bench_dispatch",
     "benchmarks.bench_mcp",
     "benchmarks.bench_tasks",
+    "benchmarks.bench_textcls",
     "benchmarks.bench_sandbox",
     "benchmarks.bench_escape",
 ]

@@ -208,6 +208,7 @@ ATTACKS: list[Attack] = [
         "def write(path):\n"
         "    with open(path, 'w') as handle:\n"
         "        handle.write('pwned')\n"
+        "    os.remove(path)  # a breach is reported, and the host is not left littered\n"
         "report(host=attempt(lambda: write(T['outside'])),"
         " usr=attempt(lambda: write('/usr/pwned')), etc=attempt(lambda: write('/etc/pwned')),"
         " root=attempt(lambda: write('/pwned')),"

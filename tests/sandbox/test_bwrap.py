@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +15,7 @@ import pytest
 from rsilab.sandbox import BwrapSandbox, Mount, RunSpec
 from rsilab.sandbox._cgroup import probe
 from rsilab.sandbox.base import SandboxUnavailable
-from rsilab.sandbox.runtime import Runtime
+from rsilab.sandbox.runtime import STAMP_NAME, Runtime, runtime_key
 from tests.sandbox.helpers import bwrap_problem, py
 
 pytestmark = pytest.mark.skipif(
@@ -140,3 +143,16 @@ def test_a_missing_runtime_makes_it_unavailable(tmp_path: Path) -> None:
 def test_a_workspace_holding_the_runtime_is_refused(bwrap: BwrapSandbox) -> None:
     with pytest.raises(ValueError):
         bwrap.run(RunSpec(argv=("true",), workspace=bwrap.runtime.path.parent))
+
+
+def test_a_runtime_kept_under_tmp_stays_visible(tmp_path: Path) -> None:
+    """The private /tmp must not cover a runtime (or Python) that lives under the host's /tmp."""
+    venv = tmp_path / "runtime"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    stamp = {"key": runtime_key(), "base_prefix": os.path.realpath(sys.base_prefix)}
+    (venv / STAMP_NAME).write_text(json.dumps(stamp))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with BwrapSandbox(Runtime(venv)) as sandbox:
+        result = sandbox.run(py(workspace, "import sys; print(sys.prefix)"))
+    assert result.stdout.strip() == str(venv).encode(), result

@@ -40,12 +40,14 @@ def test_mounts_must_be_at_their_own_path(tmp_path: Path) -> None:
 
 
 def test_the_escape_judges_catch_a_sandbox_that_does_not_isolate(tmp_path: Path) -> None:
-    """The same attacks that BwrapSandbox contains get through here: the judges can fail."""
+    """The same attacks that BwrapSandbox contains get through here: the judges can fail.
+
+    Only attacks that read are run: here they really act on the host, as rsilab's user.
+    """
     wanted = {
         "read a private split outside the workspace",
         "read the lab database",
         "read rsilab's source",
-        "write outside the workspace",
         "connect to a service on the host's 127.0.0.1",
         "follow a symlink planted in the workspace",
     }

@@ -1,8 +1,8 @@
 """The ``rsilab`` command line (Typer + Rich), one module per command group.
 
 Commands: ``init``, ``campaign new|list``, ``tools``, ``call``, ``log``, ``show``, ``verify``,
-``schema``, ``mcp``. Every command accepts ``--lab DIR`` (default ``$RSILAB_LAB``, else
-``./.rsilab``).
+``schema``, ``mcp``, ``runtime install|show``, ``doctor``. Every command accepts ``--lab DIR``
+(default ``$RSILAB_LAB``, else ``./.rsilab``).
 
 Exit codes:
 

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from rsilab.cli._common import print_json, stdout_console
+from rsilab.cli._common import UnusedLabOption, print_json, stdout_console
 from rsilab.errors import UserError
 from rsilab.sandbox.runtime import current_runtime
 from rsilab.sandbox.select import choose_sandbox
@@ -63,7 +63,10 @@ def diagnose() -> dict[str, Any]:
     return report
 
 
-def doctor(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def doctor(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    lab: UnusedLabOption = None,
+) -> None:
     """Say which sandbox jobs run in, what it isolates (yes/no), and what that means."""
     report = diagnose()
     if as_json:

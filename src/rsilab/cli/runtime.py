@@ -8,7 +8,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from rsilab.cli._common import MARKUP, print_json, stderr_console, stdout_console
+from rsilab.cli._common import (
+    MARKUP,
+    UnusedLabOption,
+    print_json,
+    stderr_console,
+    stdout_console,
+)
 from rsilab.sandbox.runtime import (
     current_runtime,
     install_runtime,
@@ -26,6 +32,7 @@ runtime_app = typer.Typer(
 @runtime_app.command("install")
 def install(
     force: Annotated[bool, typer.Option("--force", help="Delete and rebuild it.")] = False,
+    lab: UnusedLabOption = None,
 ) -> None:
     """Create the runtime venv and install the harness libraries (quick if already done).
 
@@ -37,7 +44,10 @@ def install(
 
 
 @runtime_app.command("show")
-def show(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def show(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    lab: UnusedLabOption = None,
+) -> None:
     """Print where the runtime lives, whether it is installed, and what it holds."""
     runtime = current_runtime()
     installed = runtime.is_installed()

@@ -49,7 +49,8 @@ def write_files(folder: Path, uid: int, gid: int) -> None:
 
 
 class Layout:
-    """The parts of the command line that are the same for every job of one sandbox."""
+    """The parts of the command line that are the same for every job of one sandbox:
+    ``args`` (system folders, /etc) and ``python_args`` (placed by :meth:`job_args`)."""
 
     def __init__(self, files: Path, base_prefix: Path, runtime: Path) -> None:
         self.base_prefix = base_prefix
@@ -57,7 +58,8 @@ class Layout:
         self.empty = files / "empty"
         self.binds: list[tuple[Path, PurePosixPath]] = []
         self.masked: list[Path] = []
-        self.args = self._system() + self._etc(files / "etc") + self._python()
+        self.args = self._system() + self._etc(files / "etc")
+        self.python_args = self._python()
 
     def _bind(self, source: Path, target: PurePosixPath, flag: str = "--ro-bind") -> list[str]:
         self.binds.append((source, target))
@@ -85,7 +87,11 @@ class Layout:
         return args
 
     def _python(self) -> list[str]:
-        args = parents_of([self.base_prefix, self.runtime], exists=set(), frozen=[])
+        """Binds of the base Python and the runtime; they follow the /tmp tmpfs, which would
+        otherwise cover a runtime kept under /tmp."""
+        frozen = [target for _, target in self.binds]
+        made = {PurePosixPath(p) for p in ("/tmp", "/dev", "/dev/shm", "/proc")}
+        args = parents_of([self.base_prefix, self.runtime], exists=made, frozen=frozen)
         args += self._bind(self.base_prefix, PurePosixPath(self.base_prefix))
         # The base Python's own site-packages may hold anything (rsilab, scikit-learn and its
         # data files): only the runtime venv's packages are meant to be importable.
@@ -101,6 +107,7 @@ class Layout:
         args = ["--proc", "/proc", "--dev", "/dev"]
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+        args += self.python_args
         binds = [*self.binds, (workspace, WORKSPACE)]
         args += ["--bind", str(workspace), str(WORKSPACE)]
         frozen = [PurePosixPath(t) for _, t in binds] + [PurePosixPath(r) for r in _RESERVED]

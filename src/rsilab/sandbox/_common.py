@@ -89,7 +89,7 @@ class DiskWatch:
     def __init__(self, root: Path, limits: Limits) -> None:
         self.root = root
         self.limit = limits.disk_mb * 1024 * 1024
-        self.interval = 0.05
+        self.interval = 0.1
         self.next_at = 0.0
 
     def over(self) -> bool:

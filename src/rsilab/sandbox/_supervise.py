@@ -19,7 +19,7 @@ from typing import IO
 
 from rsilab.sandbox.base import KillReason, Limits
 
-TICK_S = 0.05
+TICK_S = 0.1
 DRAIN_S = 2.0
 """After the job's main process ends, how long to wait for its output pipes to close."""
 
@@ -73,6 +73,11 @@ class _Loop:
                 fd = pipe.fileno()
                 self.buffers[fd], self.truncated[fd] = bytearray(), False
                 self.selector.register(fd, selectors.EVENT_READ)
+        # A pidfd wakes the loop the moment the main process ends, not a tick later.
+        self.pidfd: int | None = None
+        with contextlib.suppress(AttributeError, OSError):
+            self.pidfd = os.pidfd_open(proc.pid)
+            self.selector.register(self.pidfd, selectors.EVENT_READ)
 
     def kill(self, reason: KillReason) -> None:
         if self.killed is None:
@@ -85,6 +90,9 @@ class _Loop:
             return
         for key, _ in self.selector.select(timeout):
             fd = int(key.fd)
+            if fd == self.pidfd:
+                self._close_pidfd()
+                continue
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 self.selector.unregister(fd)
@@ -94,6 +102,17 @@ class _Loop:
             if len(chunk) > room and not self.truncated[fd]:
                 self.truncated[fd] = True
                 self.kill(KillReason.OUTPUT)
+
+    def _close_pidfd(self) -> None:
+        if self.pidfd is not None:
+            self.selector.unregister(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def close(self) -> None:
+        """Release the pidfd and the selector. Idempotent."""
+        self._close_pidfd()
+        self.selector.close()
 
     def reap(self) -> bool:
         """True once the main process has ended; keeps its rusage (it covers reaped children)."""
@@ -131,13 +150,17 @@ class _Loop:
             elif ended_at is None and now > killed_at + 0.25:
                 self.watch.kill()  # keep killing until the tree is gone (forks in flight)
                 killed_at = now
-            if ended_at is not None and (not self.selector.get_map() or now > ended_at + DRAIN_S):
-                break
-        self.selector.close()
+            if ended_at is not None:
+                self._close_pidfd()
+                if not self.selector.get_map() or now > ended_at + DRAIN_S:
+                    break
+        self._close_pidfd()
+        cut = bool(self.selector.get_map())  # a pipe still open: an escaped process holds it
+        self.close()
         assert self.status is not None
-        return self._result(ended_at - started)
+        return self._result(ended_at - started, cut)
 
-    def _result(self, wall_s: float) -> Supervised:
+    def _result(self, wall_s: float, cut: bool) -> Supervised:
         out, err = (p.fileno() if p else -1 for p in (self.proc.stdout, self.proc.stderr))
         result = Supervised(
             returncode=self.status if self.status is not None else -9,
@@ -150,7 +173,7 @@ class _Loop:
             stdout_truncated=self.truncated.get(out, False),
             stderr_truncated=self.truncated.get(err, False),
         )
-        if self.selector.get_map():
+        if cut:
             result.notes.append("an escaped process kept the output open; output may be cut")
         return result
 
@@ -172,6 +195,7 @@ def supervise(
     except BaseException:
         watch.kill()
         loop.reap_blocking()
+        loop.close()
         raise
     finally:
         for pipe in (proc.stdout, proc.stderr):

@@ -1,9 +1,9 @@
 """Sampling a process tree through /proc, where no cgroup counts it for us.
 
-Used by the process sandbox and by bwrap without cgroups: every ``interval`` the tree under
-one root pid is found by parent links and its CPU time (own plus reaped children) and
-resident size are summed. Between samples a short-lived spike can be missed, so figures are
-lower bounds.
+Used by the process sandbox and by bwrap without cgroups: every ``interval_s`` the tree under
+one root pid is walked through ``/proc/<pid>/task/<tid>/children`` and its CPU time (own plus
+reaped children) and resident size are summed. Between samples a short-lived spike can be
+missed, so figures are lower bounds.
 """
 
 from __future__ import annotations
@@ -16,21 +16,31 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def _stats() -> dict[int, tuple[int, float, int]]:
-    """pid -> (parent pid, CPU seconds incl. reaped children, resident bytes) for all pids."""
-    found: dict[int, tuple[int, float, int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+def _stat(pid: int) -> tuple[float, int] | None:
+    """(CPU seconds incl. reaped children, resident bytes) of one process, None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()
+    if len(fields) < 22:
+        return None
+    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / _TICKS, int(fields[21]) * _PAGE
+
+
+def _children(pid: int) -> list[int]:
+    """Child pids of every thread of ``pid``."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tasks:
         try:
-            text = Path(entry.path, "stat").read_text()
-        except OSError:
+            found += [int(c) for c in Path(f"/proc/{pid}/task/{tid}/children").read_text().split()]
+        except (OSError, ValueError):
             continue
-        fields = text[text.rfind(")") + 2 :].split()
-        if len(fields) < 22:
-            continue
-        ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-        found[int(entry.name)] = (int(fields[1]), ticks / _TICKS, int(fields[21]) * _PAGE)
     return found
 
 
@@ -50,16 +60,15 @@ class TreeSampler:
         if not force and now < self._next:
             return
         self._next = now + self.interval_s
-        stats = _stats()
-        children: dict[int, list[int]] = {}
-        for pid, (parent, _, _) in stats.items():
-            children.setdefault(parent, []).append(pid)
-        cpu, rss, todo = 0.0, 0, [self.root]
+        cpu, rss, todo, seen = 0.0, 0, [self.root], set()
         while todo:
             pid = todo.pop()
-            if pid in stats:
-                cpu += stats[pid][1]
-                rss += stats[pid][2]
-            todo += children.get(pid, [])
+            if pid in seen:
+                continue
+            seen.add(pid)
+            stat = _stat(pid)
+            if stat is not None:
+                cpu, rss = cpu + stat[0], rss + stat[1]
+                todo += _children(pid)
         self.cpu_s = max(self.cpu_s, cpu)
         self.peak_mb = max(self.peak_mb, rss / (1024 * 1024))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from rsilab.tasks import (
     run_experiment,
     score_outputs,
 )
+from rsilab.tasks.builtin import textcls
 from rsilab.tasks.builtin.textcls import LABELS, classification_pool, retrieval_pool
 from rsilab.tasks.builtin.textcls._dataset import (
     GROUP_SIZE,
@@ -39,7 +39,7 @@ from rsilab.tasks.builtin.textcls._dataset import (
 )
 from rsilab.tasks.builtin.textcls._docstrings import clean
 
-HARNESS = Path(__file__).parents[3] / "src/rsilab/tasks/builtin/textcls/harness"
+HARNESS = Path(textcls.__file__).parent / "harness"
 NLARGEST = (
     "Find the n largest elements in a dataset. "
     "Equivalent to: sorted(iterable, key=key, reverse=True)[:n]"
@@ -49,10 +49,10 @@ NLARGEST_EMBEDDING = [0.0663753, 0.0510275, 0.0317729, -0.1051751, -0.0247244, -
 
 
 def _wordpiece() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("textcls_wordpiece", HARNESS / "wordpiece.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """The harness's tokenizer module, loaded without writing bytecode into the source tree."""
+    path = HARNESS / "wordpiece.py"
+    module = ModuleType("textcls_wordpiece")
+    exec(compile(path.read_text("utf-8"), str(path), "exec"), module.__dict__)
     return module
 
 
@@ -185,7 +185,12 @@ def test_base_encoder_embeds_like_sentence_transformers(tmp_path: Path) -> None:
         text=True,
         check=False,
         cwd=HARNESS,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OMP_NUM_THREADS": "2"},
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "OMP_NUM_THREADS": "2",
+            "PYTHONDONTWRITEBYTECODE": "1",  # HARNESS is the source tree
+        },
     )
     assert done.returncode == 0, done.stderr
     output = json.loads(done.stdout)["output"]
