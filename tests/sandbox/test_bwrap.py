@@ -15,7 +15,15 @@ import pytest
 from rsilab.sandbox import BwrapSandbox, Mount, RunSpec
 from rsilab.sandbox._cgroup import probe
 from rsilab.sandbox.base import SandboxUnavailable
-from rsilab.sandbox.runtime import STAMP_NAME, Runtime, runtime_key
+from rsilab.sandbox.runtime import (
+    STAMP_NAME,
+    STDLIB_DIR,
+    STDLIB_FORMAT,
+    Runtime,
+    build_stdlib,
+    current_runtime,
+    runtime_key,
+)
 from tests.sandbox.helpers import bwrap_problem, py
 
 pytestmark = pytest.mark.skipif(
@@ -149,8 +157,14 @@ def test_a_runtime_kept_under_tmp_stays_visible(tmp_path: Path) -> None:
     """The private /tmp must not cover a runtime (or Python) that lives under the host's /tmp."""
     venv = tmp_path / "runtime"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    stamp = {"key": runtime_key(), "base_prefix": os.path.realpath(sys.base_prefix)}
+    base = os.path.realpath(sys.base_prefix)
+    stamp = {"key": runtime_key(), "base_prefix": base, "stdlib": STDLIB_FORMAT}
     (venv / STAMP_NAME).write_text(json.dumps(stamp))
+    installed = current_runtime()
+    if installed.is_installed():  # borrow its stripped stdlib (bwrap follows the link)
+        (venv / STDLIB_DIR).symlink_to(installed.stdlib)
+    else:
+        build_stdlib(Path(base), venv / STDLIB_DIR, log=lambda _: None)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     with BwrapSandbox(Runtime(venv)) as sandbox:

@@ -48,6 +48,14 @@ def test_a_folder_without_a_current_stamp_is_not_installed(tmp_path: Path) -> No
     assert not runtime.is_installed(), "a stamp for other requirements does not count"
     stamp["key"] = rt.runtime_key()
     (tmp_path / rt.STAMP_NAME).write_text(json.dumps(stamp))
+    assert not runtime.is_installed(), "a runtime without the stripped stdlib is not finished"
+    (tmp_path / rt.STDLIB_DIR).mkdir()
+    (tmp_path / rt.STDLIB_DIR / "os.pyc").write_bytes(b"")
+    stamp["stdlib"] = rt.STDLIB_FORMAT - 1
+    (tmp_path / rt.STAMP_NAME).write_text(json.dumps(stamp))
+    assert not runtime.is_installed(), "a stripped stdlib of an older format is rebuilt"
+    stamp["stdlib"] = rt.STDLIB_FORMAT
+    (tmp_path / rt.STAMP_NAME).write_text(json.dumps(stamp))
     assert runtime.is_installed()
     with pytest.raises(RuntimeInstallError):
         Runtime(tmp_path / "none").base_prefix()
@@ -69,3 +77,14 @@ def test_the_installed_runtime_holds_torch_and_not_rsilab() -> None:
     logged: list[str] = []
     assert rt.install_runtime(log=logged.append) == runtime
     assert logged == [f"runtime already installed at {runtime.path}"]
+
+
+def test_the_stripped_stdlib_has_no_source_and_no_docstrings() -> None:
+    runtime = rt.current_runtime()
+    if not runtime.is_installed():
+        pytest.skip("the runtime is not installed (make install does it)")
+    stdlib = runtime.stdlib
+    assert not list(stdlib.rglob("*.py")) and (stdlib / "json" / "__init__.pyc").is_file()
+    assert not {"test", "idlelib", "tkinter", "__pycache__"} & {p.name for p in stdlib.rglob("*")}
+    assert list(stdlib.glob("lib-dynload/*.so")) and not list((stdlib / "site-packages").iterdir())
+    assert not {"pip", "setuptools"} & {name.lower() for name, _ in runtime.packages()}

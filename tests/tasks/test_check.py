@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 from pathlib import Path
 
@@ -9,7 +10,20 @@ import pytest
 
 from rsilab.records import DataTier
 from rsilab.sandbox.base import Sandbox, SandboxUnavailable
-from rsilab.tasks import Problem, Trap, TrapKind, check_task, get_task, load_task, plant_traps
+from rsilab.tasks import (
+    TIERS,
+    Problem,
+    Sample,
+    Trap,
+    TrapKind,
+    check_task,
+    get_task,
+    load_task,
+    plant_traps,
+    read_jsonl,
+    write_jsonl,
+)
+from rsilab.tasks._probe import slices
 from tests.tasks.conftest import read_lines
 
 HERE_ONLY = (".",)
@@ -127,3 +141,48 @@ def test_bwrap_hides_the_digits_source(secret: bytes) -> None:
 @pytest.mark.parametrize("name", ["digits", "kernel", "synthetic"])
 def test_builtins_are_sound(name: str, secret: bytes) -> None:
     assert _messages(check_task(get_task(name), None, secret)) == ""
+
+
+_SENTENCE = (
+    "the quick survey of harbour towns found that the ferry timetable printed on yellow card "
+    "and pinned beside the ticket window had not changed since it was first recorded by the "
+    "county archivist"
+)
+
+
+def _text(seed: int) -> str:
+    words = _SENTENCE.split(" ")
+    random.Random(seed).shuffle(words)
+    return " ".join(words)
+
+
+def test_probe_finds_a_slice_of_a_private_text(
+    small_task: Path, sandbox: Sandbox, secret: bytes
+) -> None:
+    """A bare middle slice of a private text, re-wrapped like source code, is found: the check
+    can fail on text rebuilt from (or copied out of) a data source, not only on whole items."""
+    data = small_task.parent / "data"
+    for t, tier in enumerate(TIERS):
+        rows = [
+            Sample(
+                id=f"{tier.value}-{i}",
+                input={"text": _text(100 * t + i)},
+                target=i % 2,
+            )
+            for i in range(6)
+        ]
+        write_jsonl(data / f"{tier.value}.jsonl", rows)
+    task = load_task(small_task)
+    assert _messages(check_task(task, sandbox, secret, probe_roots=HERE_ONLY)) == ""
+    final = read_jsonl(data / "final.jsonl")
+    slices_of = {s.id: slices(s.input) for s in final}
+    assert all(len(found) == 1 and 40 <= len(found[0]) <= 60 for found in slices_of.values())
+    text = final[3].input["text"]  # type: ignore[index]
+    middle = slices_of[final[3].id][0]
+    assert middle in text and len(middle) < len(text)
+    words = middle.split(" ")
+    wrapped = " ".join(words[:4]) + "\n        " + " ".join(words[4:])
+    (task.harness / "notes.py").write_text(f'def f():\n    """...{wrapped}..."""\n')
+    problems = check_task(task, sandbox, secret, probe_roots=HERE_ONLY, probe_seconds=20)
+    (hit,) = [p for p in problems if p.severity == "error"]
+    assert hit.message.startswith("parity item ") and hit.message.endswith("notes.py (content)")

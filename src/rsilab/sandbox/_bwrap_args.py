@@ -2,11 +2,13 @@
 
 Visible to a job: /usr (and the /bin, /lib, /lib64, /sbin links or folders), a generated /etc
 (passwd and group naming the sandbox user, nsswitch, hosts with localhost only, no
-resolv.conf), the Python the runtime venv was made from (its own site-packages masked), the
-runtime venv, a fresh /proc of the job's pid namespace, a minimal /dev, size-limited tmpfs
-/tmp and /dev/shm, extra mounts, and the workspace at :data:`WORKSPACE` (the only writable
-host folder). Folders bwrap creates on the way to a bind get mode 0755, so an unprivileged
-uid can reach a path whose host parents it could not (e.g. a Python under /root).
+resolv.conf), the Python the runtime venv was made from (its own site-packages masked, and its
+standard library replaced by the runtime's stripped copy: compiled ``.pyc`` files without
+sources or docstrings, see :mod:`rsilab.sandbox.runtime`), the runtime venv, a fresh /proc of
+the job's pid namespace, a minimal /dev, size-limited tmpfs /tmp and /dev/shm, extra mounts,
+and the workspace at :data:`WORKSPACE` (the only writable host folder). Folders bwrap creates
+on the way to a bind get mode 0755, so an unprivileged uid can reach a path whose host parents
+it could not (e.g. a Python under /root).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
 from rsilab.sandbox.base import RunSpec
+from rsilab.sandbox.runtime import STDLIB_DIR, stdlib_subdir
 
 WORKSPACE = PurePosixPath("/workspace")
 """Where the workspace appears inside the sandbox (also the working directory)."""
@@ -23,6 +26,8 @@ WORKSPACE = PurePosixPath("/workspace")
 SANDBOX_HOME = "/tmp"
 _TOP_LEVEL = ("/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin")
 _ETC_FROM_HOST = ("ld.so.cache", "localtime", "alternatives")
+_SYSTEM_PYTHON_LIBS = ("/usr/lib", "/usr/local/lib")
+"""Where a system Python keeps its stdlib and packages (``python3*`` folders, masked)."""
 _RESERVED = ("/usr", "/etc", "/proc", "/dev", "/workspace", "/bin", "/lib", "/lib64", "/sbin")
 
 
@@ -55,6 +60,7 @@ class Layout:
     def __init__(self, files: Path, base_prefix: Path, runtime: Path) -> None:
         self.base_prefix = base_prefix
         self.runtime = runtime
+        self.stdlib = runtime / STDLIB_DIR
         self.empty = files / "empty"
         self.binds: list[tuple[Path, PurePosixPath]] = []
         self.masked: list[Path] = []
@@ -72,6 +78,12 @@ class Layout:
                 args += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 args += self._bind(Path(top), PurePosixPath(top))
+        # A system Python's stdlib (e.g. Debian's /usr/lib/python3.11) is the same source,
+        # docstrings and all, as the stripped one; no job needs it: covered by empty folders.
+        for found in sorted(p for lib in _SYSTEM_PYTHON_LIBS for p in Path(lib).glob("python3*")):
+            if found.is_dir() and not found.is_symlink():
+                self.masked.append(found)
+                args += ["--tmpfs", str(found), "--remount-ro", str(found)]
         return args
 
     def _etc(self, etc_dir: Path) -> list[str]:
@@ -93,6 +105,11 @@ class Layout:
         made = {PurePosixPath(p) for p in ("/tmp", "/dev", "/dev/shm", "/proc")}
         args = parents_of([self.base_prefix, self.runtime], exists=made, frozen=frozen)
         args += self._bind(self.base_prefix, PurePosixPath(self.base_prefix))
+        # The real stdlib holds the source (and docstrings) tasks build data from: the
+        # stripped copy stands in its place, and hidden paths under it need no mask.
+        real = self.base_prefix / stdlib_subdir()
+        args += ["--ro-bind", str(self.stdlib), str(real)]
+        self.masked.append(real)
         # The base Python's own site-packages may hold anything (rsilab, scikit-learn and its
         # data files): only the runtime venv's packages are meant to be importable.
         for site in sorted(self.base_prefix.glob("lib/python3*/site-packages")):

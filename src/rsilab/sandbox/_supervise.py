@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO
 
-from rsilab.sandbox.base import KillReason, Limits
+from rsilab.sandbox.base import KillReason, Limits, RunResult
 
 TICK_S = 0.1
 DRAIN_S = 2.0
@@ -46,6 +46,31 @@ class Supervised:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     notes: list[str] = field(default_factory=list)
+
+    def result(
+        self,
+        *,
+        exit_code: int | None,
+        signal: int | None,
+        killed: KillReason | None,
+        cpu_s: float,
+        peak_memory_mb: float,
+        notes: list[str],
+    ) -> RunResult:
+        """The RunResult of this run, with the sandbox's own accounting and notes."""
+        return RunResult(
+            exit_code=exit_code,
+            signal=signal,
+            killed=killed,
+            stdout=self.stdout,
+            stderr=self.stderr,
+            stdout_truncated=self.stdout_truncated,
+            stderr_truncated=self.stderr_truncated,
+            wall_s=self.wall_s,
+            cpu_s=cpu_s,
+            peak_memory_mb=peak_memory_mb,
+            notes=tuple(notes),
+        )
 
 
 def _feed(pipe: IO[bytes] | None, data: bytes) -> None:

@@ -333,18 +333,13 @@ class BwrapSandbox(Sandbox):
         else:
             notes.append(f"bwrap sandbox: {_NO_CGROUP_NOTE} ({self._cgroups.reason})")
             notes.append("CPU time and peak memory are sampled from /proc: lower bounds")
-        return RunResult(
+        return seen.result(
             exit_code=exit_code,
             signal=sig,
             killed=killed,
-            stdout=seen.stdout,
-            stderr=seen.stderr,
-            stdout_truncated=seen.stdout_truncated,
-            stderr_truncated=seen.stderr_truncated,
-            wall_s=seen.wall_s,
             cpu_s=cpu_s,
             peak_memory_mb=peak,
-            notes=tuple(notes),
+            notes=notes,
         )
 
     def describe(self) -> list[str]:

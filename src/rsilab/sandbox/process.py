@@ -127,18 +127,13 @@ class ProcessSandbox(Sandbox):
         killed = seen.killed or kill_reason_of_signal(sig)
         if killed is None and sig == signal.SIGKILL and seen.rusage_cpu_s >= spec.limits.cpu_s:
             killed = KillReason.CPU_TIME  # the hard CPU rlimit sends SIGKILL
-        return RunResult(
+        return seen.result(
             exit_code=exit_code,
             signal=sig,
             killed=killed,
-            stdout=seen.stdout,
-            stderr=seen.stderr,
-            stdout_truncated=seen.stdout_truncated,
-            stderr_truncated=seen.stderr_truncated,
-            wall_s=seen.wall_s,
             cpu_s=max(seen.rusage_cpu_s, tree.cpu_s),
             peak_memory_mb=max(peak[0], tree.peak_mb),
-            notes=tuple(self._notes(spec) + seen.notes),
+            notes=self._notes(spec) + seen.notes,
         )
 
     def describe(self) -> list[str]:

@@ -11,6 +11,15 @@ Location: ``$RSILAB_RUNTIME`` if set, else ``<user data dir>/rsilab/runtime-<key
 key hashes the requirements text and the interpreter, so a changed requirements file gets a
 fresh venv. A stamp file written last marks a finished install; without it (or with a stamp
 for other requirements) the runtime counts as not installed.
+
+**Stripped stdlib.** The install also writes ``<runtime>/stdlib``: a copy of the base Python's
+standard library (without site-packages, test suites, idlelib, tkinter and turtledemo) compiled
+with optimization level 2 into legacy-location (sourceless) ``.pyc`` files, every ``.py``
+deleted; other files (``lib-dynload`` extensions, data files) are kept. The sandbox shows it in
+place of the real stdlib, so a job imports the standard library but can read neither its
+source nor its docstrings (tasks such as ``textcls`` build their data from them). The stamp
+records :data:`STDLIB_FORMAT`; a runtime whose stamp lacks it is completed, not refilled.
+pip and setuptools are removed at the end (:data:`PRUNED`); a later fill restores pip first.
 """
 
 from __future__ import annotations
@@ -38,6 +47,12 @@ from rsilab.errors import UserError
 REQUIREMENTS_FILE = "runtime-requirements.txt"
 STAMP_NAME = ".rsilab-runtime.json"
 ENV_VAR = "RSILAB_RUNTIME"
+STDLIB_DIR = "stdlib"
+STDLIB_FORMAT = 2
+"""Version of the stripped-stdlib layout; raising it makes installs rebuild the copy."""
+STDLIB_SKIP = frozenset({"__pycache__", "test", "tests", "idlelib", "tkinter", "turtledemo"})
+"""Folder names left out of the stripped stdlib wherever they occur (site-packages too, at
+the top: an empty one stays as the place the sandbox masks)."""
 
 
 class RuntimeInstallError(UserError):
@@ -112,14 +127,28 @@ class Runtime:
             return None
         return data if isinstance(data, dict) else None
 
-    def is_installed(self) -> bool:
-        """True when a finished install for the current requirements is on disk."""
+    @property
+    def stdlib(self) -> Path:
+        """The stripped copy of the standard library (see the module docstring)."""
+        return self.path / STDLIB_DIR
+
+    def _venv_ready(self) -> bool:
         stamp = self.stamp()
         return (
             stamp is not None
             and stamp.get("key") == runtime_key()
             and self.python.exists()
             and Path(str(stamp.get("base_prefix", ""))).is_dir()
+        )
+
+    def is_installed(self) -> bool:
+        """True when a finished install for the current requirements is on disk, with a
+        stripped stdlib of the current :data:`STDLIB_FORMAT`."""
+        stamp = self.stamp() or {}
+        return (
+            self._venv_ready()
+            and stamp.get("stdlib") == STDLIB_FORMAT
+            and (self.stdlib / "os.pyc").is_file()
         )
 
     def base_prefix(self) -> Path:
@@ -198,6 +227,8 @@ def _fill(runtime: Runtime, text: str, log: Callable[[str], None]) -> None:
     if not runtime.python.exists():
         log(f"creating the venv at {runtime.path}")
         _run([sys.executable, "-m", "venv", str(runtime.path)], "python -m venv")
+    if not any(name.lower() == "pip" for name, _ in runtime.packages()):  # pruned before
+        _run([str(runtime.python), "-m", "ensurepip"], "python -m ensurepip")
     pip = [str(runtime.python), "-m", "pip", "install", "--quiet", "--no-input"]
     torch = [line for line in requirement_lines(text) if _name(line) == "torch"][:1]
     if torch:
@@ -219,6 +250,18 @@ def _fill(runtime: Runtime, text: str, log: Callable[[str], None]) -> None:
             _run([*pip, "--no-deps", *held, *bare], "pip install --no-deps")
 
 
+PRUNED = ("pip", "setuptools")
+"""Installers the venv comes with, removed once it is filled: no job needs them, and they carry
+copies of stdlib modules (``distutils``, ``tarfile``) whose docstrings ``textcls`` uses."""
+
+
+def _prune(runtime: Runtime, log: Callable[[str], None]) -> None:
+    present = [name for name, _ in runtime.packages() if name.lower() in PRUNED]
+    if present:
+        log(f"removing {', '.join(present)} from the runtime")
+        _run([str(runtime.python), "-m", "pip", "uninstall", "-y", "--quiet", *present], "pip")
+
+
 def _base_prefix(runtime: Runtime) -> str:
     done = subprocess.run(
         [str(runtime.python), "-I", "-c", "import sys; print(sys.base_prefix)"],
@@ -229,6 +272,46 @@ def _base_prefix(runtime: Runtime) -> str:
     if done.returncode != 0:
         raise RuntimeInstallError(f"the runtime's python does not start: {done.stderr}", "")
     return os.path.realpath(done.stdout.strip())
+
+
+def stdlib_subdir() -> str:
+    """The stdlib folder's path below a prefix, e.g. ``lib/python3.11``."""
+    return "lib/python{}.{}".format(*sys.version_info[:2])
+
+
+def _skip(folder: str, names: list[str]) -> set[str]:
+    return {n for n in names if n in STDLIB_SKIP and os.path.isdir(os.path.join(folder, n))}
+
+
+def build_stdlib(base_prefix: Path, target: Path, log: Callable[[str], None] = print) -> None:
+    """Write the stripped stdlib of ``base_prefix`` to ``target`` (replacing it): copy, compile
+    every ``.py`` with ``-o 2`` to a legacy ``.pyc`` beside it, delete every ``.py``. Code
+    objects name the real stdlib path (where the sandbox shows the copy). Built beside
+    ``target`` and renamed into place, so an interrupted build leaves no half copy.
+
+    Raises:
+        RuntimeInstallError: a file failed to compile.
+    """
+    source = base_prefix / stdlib_subdir()
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    log(f"building the stripped stdlib at {target}")
+    shutil.copytree(source, partial, symlinks=True, ignore=_skip)
+    shutil.rmtree(partial / "site-packages", ignore_errors=True)
+    (partial / "site-packages").mkdir()
+    compile_args = ["-q", "-b", "-o", "2", "-j", "0", "-s", str(partial), "-p", str(source)]
+    _run(
+        [sys.executable, "-I", "-m", "compileall", *compile_args, str(partial)],
+        "compiling the stripped stdlib",
+    )
+    for folder, _, files in os.walk(partial):
+        for name in files:
+            if name.endswith(".py"):
+                os.unlink(os.path.join(folder, name))
+    if not (partial / "os.pyc").is_file():
+        raise RuntimeInstallError(f"no os.pyc in the stripped stdlib at {partial}", "")
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
 
 
 def install_runtime(
@@ -250,14 +333,19 @@ def install_runtime(
             log(f"runtime already installed at {runtime.path}")
             return runtime
         text = requirements_text()
-        _fill(runtime, text, log)
+        if not runtime._venv_ready():
+            _fill(runtime, text, log)
+        base_prefix = _base_prefix(runtime)
+        build_stdlib(Path(base_prefix), runtime.stdlib, log)
+        _prune(runtime, log)
         _make_readable(runtime.path)
         stamp = {
             "key": runtime_key(text),
             "requirements": text,
             "python": ".".join(map(str, sys.version_info[:3])),
-            "base_prefix": _base_prefix(runtime),
+            "base_prefix": base_prefix,
             "packages": dict(runtime.packages()),
+            "stdlib": STDLIB_FORMAT,
         }
         (runtime.path / STAMP_NAME).write_text(json.dumps(stamp, indent=2), "utf-8")
         log(f"runtime installed at {runtime.path}")

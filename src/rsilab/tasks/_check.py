@@ -24,6 +24,10 @@ PROBE_ITEMS = 12
 PROBE_ROOTS = (".", "/tmp", "/home", "/root", "/work", "/srv", "/opt", "/var", "/mnt", "/")
 """Where the search looks, in this order: the workspace and data-holding places first."""
 
+_COMMON_SUFFIXES = (".py", ".pyc")
+"""Data sources with these suffixes are not searched for by name: every Python install holds
+thousands of ``__init__.py`` and ``utils.py``; they are found by path and by content."""
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -170,7 +174,7 @@ def _probe(
         pairs += needles(private[:: max(1, len(private) // PROBE_ITEMS)][:PROBE_ITEMS], bench)
     spec = {
         "needles": pairs,
-        "names": sorted({p.name for p in task.data_sources}),
+        "names": sorted({p.name for p in task.data_sources if p.suffix not in _COMMON_SUFFIXES}),
         "paths": [str(p.resolve()) for p in task.data_sources],
         "roots": list(roots),
         "seconds": seconds,

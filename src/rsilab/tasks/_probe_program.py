@@ -53,6 +53,18 @@ def walk(roots: list[str], names: set[str], limit: int, deadline: float) -> tupl
     return files, False
 
 
+def squeeze(text: bytes) -> bytes:
+    """``text`` with every run of whitespace made one space."""
+    return b" ".join(text.split())
+
+
+def loose(needle: bytes) -> bytes:
+    """A pattern for ``needle`` in which each space matches any run of whitespace, so a text
+    whose line breaks and indentation were collapsed (a cleaned docstring) is still found in
+    the file it came from."""
+    return rb"\s+".join(re.escape(word) for word in needle.split())
+
+
 def read(path: str, limit: int) -> bytes:
     """Up to ``limit`` bytes of ``path``, decompressed when it is gzip."""
     with open(path, "rb") as handle:
@@ -69,8 +81,8 @@ def read(path: str, limit: int) -> bytes:
 def main() -> None:
     spec = json.loads(sys.stdin.read())
     start = time.monotonic()
-    labels = {text.encode(): label for label, text in spec["needles"]}
-    pattern = re.compile(b"|".join(re.escape(k) for k in sorted(labels, key=len, reverse=True)))
+    labels = {squeeze(t.encode()): label for label, t in spec["needles"] if squeeze(t.encode())}
+    pattern = re.compile(b"|".join(loose(k) for k in sorted(labels, key=len, reverse=True)))
     limit = int(spec["max_bytes"])
     for path in spec["paths"]:
         if os.path.lexists(path):
@@ -88,7 +100,7 @@ def main() -> None:
             continue
         searched += 1
         if match:
-            emit(path=path, kind="content", label=labels[match.group(0)])
+            emit(path=path, kind="content", label=labels[squeeze(match.group(0))])
     emit(done=True, files=searched, listed=len(files), truncated=truncated)
 
 
