@@ -6,7 +6,6 @@ nothing survives the process.
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,7 +23,7 @@ from rsilab.store.ledger import (
     build_event,
     make_checkpoint,
 )
-from rsilab.store.query import record_matches
+from rsilab.store.query import matching_records
 
 
 class MemoryStore(Store):
@@ -85,18 +84,10 @@ class MemoryStore(Store):
         limit: int | None = None,
     ) -> list[Record]:
         with self._lock:
-            rows = [self._records[i] for i in self._order]
-        out: list[Record] = []
-        for row in rows:
-            if limit is not None and len(out) >= limit:
-                break
-            if kind is not None and row.kind != kind:
-                continue
-            body = json.loads(row.text)
-            if not record_matches(body, row.text, campaign_id, fields, text):
-                continue
-            out.append(record_type(row.kind).model_validate(body))
-        return out
+            rows = [(self._records[i].kind, self._records[i].text) for i in self._order]
+        return matching_records(
+            rows, kind=kind, campaign_id=campaign_id, fields=fields, text=text, limit=limit
+        )
 
     def events(
         self,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from rsilab.records import Record, record_type
 
 
 def record_matches(
@@ -21,3 +24,25 @@ def record_matches(
             if body.get(name) != wanted:
                 return False
     return not (text and text.lower() not in text_form.lower())
+
+
+def matching_records(
+    rows: Iterable[tuple[str, str]],
+    *,
+    kind: str | None,
+    campaign_id: str | None,
+    fields: Mapping[str, Any] | None,
+    text: str | None,
+    limit: int | None,
+) -> list[Record]:
+    """Parse ``(kind, canonical text)`` rows in order, keeping those that pass every filter."""
+    out: list[Record] = []
+    for row_kind, body_text in rows:
+        if limit is not None and len(out) >= limit:
+            break
+        if kind is not None and row_kind != kind:
+            continue
+        body = json.loads(body_text)
+        if record_matches(body, body_text, campaign_id, fields, text):
+            out.append(record_type(row_kind).model_validate(body))
+    return out

@@ -10,7 +10,6 @@ a failed commit is rolled back and leaves what was recorded intact.
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import sqlite3
 import threading
@@ -32,7 +31,7 @@ from rsilab.store.ledger import (
     build_event,
     make_checkpoint,
 )
-from rsilab.store.query import record_matches
+from rsilab.store.query import matching_records
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -285,14 +284,9 @@ class SQLiteStore(Store):
         sql += " ORDER BY rowid"
         with self._lock, self._sqlite_errors():
             rows = self._conn.execute(sql, params).fetchall()
-        out: list[Record] = []
-        for row_kind, body_text in rows:
-            if limit is not None and len(out) >= limit:
-                break
-            body = json.loads(body_text)
-            if record_matches(body, body_text, campaign_id, fields, text):
-                out.append(record_type(row_kind).model_validate(body))
-        return out
+        return matching_records(
+            rows, kind=kind, campaign_id=campaign_id, fields=fields, text=text, limit=limit
+        )
 
     def events(
         self,

@@ -63,7 +63,7 @@ from rsilab.tasks._splits import (
     write_jsonl,
 )
 from rsilab.tasks._toml import TaskLoadError, load_python, load_task, load_toml
-from rsilab.tasks._traps import plant_traps
+from rsilab.tasks._traps import leaked_final_tier, plant_traps
 
 __all__ = [
     "MANIFEST",
@@ -105,6 +105,7 @@ __all__ = [
     "get_scorer",
     "get_task",
     "lab_secret",
+    "leaked_final_tier",
     "load_manifest",
     "load_python",
     "load_task",
