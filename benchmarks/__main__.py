@@ -2,14 +2,22 @@
 
 ``python -m benchmarks`` runs the full set; ``--quick`` runs smaller sizes. Targets are
 printed beside the numbers; they are never asserted in the test suite.
+
+A suite is a module with ``run(quick)`` (titled by the module docstring's first line) or a
+``module:function`` entry (titled by the function's docstring; the rest of that docstring is
+printed under the table as its notes). ``--only WORD`` runs the suites whose entry contains
+WORD and replaces just their sections in the existing file, each marked with where it was
+measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 import platform
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -28,7 +36,11 @@ SUITES = [
     "benchmarks.bench_textcls",
     "benchmarks.bench_sandbox",
     "benchmarks.bench_escape",
+    "benchmarks.bench_controller:run_throughput",
+    "benchmarks.bench_controller:run_false_acceptance",
 ]
+
+Runner = Callable[[bool], list[dict[str, Any]]]
 
 
 def _machine() -> str:
@@ -41,13 +53,43 @@ def _machine() -> str:
     )
 
 
-def _markdown(title: str, rows: list[dict[str, Any]]) -> str:
+def _suite(entry: str) -> tuple[str, Runner, str]:
+    """(title, run function, notes) of a suite entry: ``module`` or ``module:function``."""
+    name, _, function = entry.partition(":")
+    module = importlib.import_module(name)
+    if not function:
+        run: Runner = module.run
+        return (module.__doc__ or name).strip().splitlines()[0].rstrip("."), run, ""
+    run = getattr(module, function)
+    title, _, notes = inspect.cleandoc(run.__doc__ or entry).partition("\n")
+    return title.rstrip("."), run, notes.strip()
+
+
+def _markdown(title: str, rows: list[dict[str, Any]], notes: str = "", where: str = "") -> str:
     columns = list(dict.fromkeys(k for row in rows for k in row))
-    lines = [f"## {title}", "", "| " + " | ".join(columns) + " |"]
-    lines.append("|" + "---|" * len(columns))
+    lines = [f"## {title}", ""]
+    if where:
+        lines += [where, ""]
+    lines += ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in rows:
         lines.append("| " + " | ".join(str(row.get(c, "")) for c in columns) + " |")
+    if notes:
+        lines += ["", notes]
     return "\n".join(lines) + "\n"
+
+
+def _replace_sections(text: str, sections: dict[str, str]) -> str:
+    """``text`` with each ``## title`` section replaced by ``sections[title]`` (or appended)."""
+    out, done = [], set()
+    for part in re.split(r"(?m)^(?=## )", text):
+        title = part[3:].splitlines()[0].strip() if part.startswith("## ") else None
+        if title in sections:
+            out.append(sections[title])
+            done.add(title)
+        elif part.strip():
+            out.append(part)
+    out += [sections[t] for t in sections if t not in done]
+    return "\n".join(part.rstrip("\n") + "\n" for part in out)
 
 
 def _table(title: str, rows: list[dict[str, Any]]) -> Table:
@@ -60,28 +102,50 @@ def _table(title: str, rows: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _run_suites(suites: list[str], quick: bool, where: str) -> dict[str, str]:
+    """Run each suite, print its table; its markdown section by title."""
+    console = Console()
+    sections: dict[str, str] = {}
+    for entry in suites:
+        title, run, notes = _suite(entry)
+        rows = run(quick)
+        console.print(_table(title, rows))
+        sections[title] = _markdown(title, rows, notes, where)
+    return sections
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks")
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
     parser.add_argument("--out", default="BENCHMARKS.md", help="markdown file to write")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="WORD",
+        help="run only suites whose entry contains WORD; update just their sections",
+    )
     args = parser.parse_args(argv)
-    console = Console()
-    sections = [
+    out = Path(args.out)
+    if args.only:
+        suites = [s for s in SUITES if any(w in s for w in args.only)]
+        where = (
+            f"_Measured by `python -m benchmarks{' --quick' if args.quick else ''} "
+            f"--only {' --only '.join(args.only)}` on {_machine()}._"
+        )
+        sections = _run_suites(suites, args.quick, where)
+        out.write_text(_replace_sections(out.read_text() if out.exists() else "", sections))
+        Console().print(f"updated {len(sections)} section(s) of {args.out}")
+        return 0
+    header = [
         "# Benchmarks",
         "",
         f"Measured by `make bench{'-quick' if args.quick else ''}` on {_machine()}.",
         "Targets are goals, not assertions; a miss is reported here, not hidden.",
         "",
     ]
-    for name in SUITES:
-        module = importlib.import_module(name)
-        run: Callable[[bool], list[dict[str, Any]]] = module.run
-        title = (module.__doc__ or name).strip().splitlines()[0].rstrip(".")
-        rows = run(args.quick)
-        console.print(_table(title, rows))
-        sections.append(_markdown(title, rows))
-    Path(args.out).write_text("\n".join(sections))
-    console.print(f"wrote {args.out}")
+    sections = _run_suites(SUITES, args.quick, "")
+    out.write_text("\n".join([*header, *sections.values()]))
+    Console().print(f"wrote {args.out}")
     return 0
 
 

@@ -16,10 +16,11 @@ def _table_names(stdout: str) -> set[str]:
     return {word for line in stdout.splitlines() for word in line.split() if word in known}
 
 
-def test_tools_lists_all_seventeen() -> None:
+def test_tools_lists_every_tool() -> None:
     result = rsilab("tools")
     assert result.exit_code == 0, explain(result)
-    assert len(default_registry().names()) == 17
+    assert len(default_registry().names()) == 30
+    assert set(default_registry().names()) == set(TOOL_ROLES)  # each has a policy entry
     assert _table_names(result.stdout) == set(default_registry().names())
     assert "execution and state" in result.stdout
 

@@ -12,7 +12,7 @@ import pytest
 from rsilab.executors import JobResult, JobSpec, JobState, LocalExecutor, available_cores
 from rsilab.sandbox import KillReason, Mount, ProcessSandbox
 from rsilab.store.artifacts import ArtifactStore
-from tests.sandbox.helpers import QUICK
+from tests.sandbox.helpers import QUICK, wait_until
 
 
 def job(tmp_path: Path, name: str, code: str, **fields: object) -> JobSpec:
@@ -145,3 +145,21 @@ def test_job_result_round_trips_through_json(artifacts: ArtifactStore, tmp_path:
     with LocalExecutor(ProcessSandbox(), artifacts) as executor:
         result = executor.run(job(tmp_path, "r", "print(1)"))
     assert JobResult.model_validate_json(result.model_dump_json()) == result
+
+
+def test_cancel_kills_a_running_job_and_drops_a_queued_one(
+    artifacts: ArtifactStore, tmp_path: Path
+) -> None:
+    sleeper = "import time; open('started', 'w').close(); time.sleep(30)"
+    with LocalExecutor(ProcessSandbox(), artifacts, slots=1) as executor:
+        running = executor.submit(job(tmp_path, "running", sleeper))
+        queued = executor.submit(job(tmp_path, "queued", sleeper))
+        assert wait_until(lambda: (tmp_path / "running" / "started").exists())
+        assert executor.cancel("queued") and executor.cancel("running")
+        first, second = running.result(timeout=10), queued.result(timeout=10)
+        assert not executor.cancel("running") and not executor.cancel("no-such-job")
+    assert (first.state, first.kill_reason) == (JobState.KILLED, KillReason.CANCELLED)
+    assert first.resources.wall_s < 10
+    assert (second.state, second.kill_reason) == (JobState.KILLED, KillReason.CANCELLED)
+    assert second.notes == ["cancelled before it started"]
+    assert not (tmp_path / "queued" / "started").exists()

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rsilab.expos import CallContext, ExperimentOS, default_registry, open_campaign, policy
-from rsilab.records import Dataset, EventDraft, Role, TaskRef
+from rsilab.records import Dataset, EventDraft, Job, JobInputs, JobKind, Role, TaskRef
 from rsilab.store import Lab, verify_store
 
 ERROR_CODES = {
@@ -30,6 +30,8 @@ ERROR_CODES = {
     "internal_error",
     "tool_failed",
     "no_campaign",
+    "unavailable",  # job tools: this Experiment OS has no executor
+    "no_workspace",
 }
 REGISTRY = default_registry()
 TOOL_NAMES = REGISTRY.names()
@@ -219,6 +221,13 @@ def _setup(
     review = ok(Role.REVIEWER, "submit_review", {"experiment_ids": exps})["id"]
     private = Dataset(name="secret", artifact_sha256="0" * 64, artifact_kind="file", tier="final")
     lab.store.commit(EventDraft(actor="t", role="human", action="setup"), [private])
+    job = Job(
+        campaign_id=campaign.id,
+        kind=JobKind.TRAIN,
+        experiment_id=exps[1],
+        inputs=JobInputs(workspace_sha256="0" * 64, seed=1),
+    )
+    lab.store.commit(EventDraft(actor="t", role="human", action="setup"), [job])
     templates: dict[str, dict[str, Any]] = {
         "show_datapool": {},
         "inspect_data": {"dataset": "a", "limit": 3},
@@ -267,10 +276,40 @@ def _setup(
         "inspect_review": {"review_id": review},
         "list_reviews": {"direction_id": direction, "experiment_id": exps[0]},
         "search_local_datasets": {"query": "digits"},
+        "run_job": {  # a finished experiment: refused before any job runs
+            "experiment_id": exps[0],
+            "kind": "train",
+            "seed": 3,
+            "model": "a.txt",
+            "wait": False,
+        },
+        "job_status": {"job_id": job.id},
+        "job_logs": {"job_id": job.id, "stream": "stdout", "tail_bytes": 100},
+        "cancel_job": {"job_id": job.id},
+        "state_sync_results": {"experiment_id": exps[1]},
+        "compare_eval_samples": {
+            "experiment_a": exps[1],
+            "experiment_b": exps[2],
+            "benchmark": "accuracy",
+        },
+        "prepare_workspace": {"from_experiment": exps[0], "overwrite": False},
+        "propose_candidate": {
+            "experiment_id": exps[1],
+            "base_version_id": None,
+            "warm_start": False,
+            "data": ["a"],
+        },
+        "candidate_status": {"candidate_id": "cand-000000000000"},
+        "list_files": {"path": ".", "pattern": "*", "limit": 5},
+        "read_file": {"path": "a.txt", "offset": 0, "max_bytes": 100},
+        "write_file": {"path": "notes/n.txt", "content": "note\n", "create_dirs": True},
+        "apply_patch": {  # replaces a line with itself, so it applies every time
+            "patch": "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-hello\n+hello\n"
+        },
     }
     assert set(templates) == set(TOOL_NAMES)
     return (
-        [campaign.id, other.id, data, direction, *exps, review, private.id],
+        [campaign.id, other.id, data, direction, *exps, review, private.id, job.id],
         [campaign.id, campaign.id, other.id, None],
         templates,
     )

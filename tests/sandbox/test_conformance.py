@@ -7,6 +7,7 @@ import os
 import secrets
 import signal
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -124,7 +125,7 @@ def test_wall_time_kills_the_whole_tree(sandbox: Sandbox, workspace: Path) -> No
 
 
 def test_cpu_time_limit_kills_the_job(sandbox: Sandbox, workspace: Path) -> None:
-    limits = replace(QUICK, cpu_s=1, wall_s=20)
+    limits = replace(QUICK, cpu_s=1, wall_s=60)  # 1 CPU second, even on a busy machine
     result = sandbox.run(py(workspace, "while True: pass", limits=limits))
     assert result.killed is KillReason.CPU_TIME
     sampled = any("sampled" in note for note in result.notes)  # a lower bound, then
@@ -191,3 +192,39 @@ def test_resources_are_measured(sandbox: Sandbox, workspace: Path) -> None:
     assert result.cpu_s > 0.05
     assert result.peak_memory_mb >= 80
     assert os.getpid() > 0  # the caller survives every job
+
+
+def test_cancel_kills_the_whole_tree_at_once(sandbox: Sandbox, workspace: Path) -> None:
+    marker = "rsilab-test-cancelled-" + secrets.token_hex(4)
+    child = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        f" open('started', 'w').close(); time.sleep(600)  # {marker}"
+    )
+    main = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}])\n"
+    main += "time.sleep(30)"
+    cancel = threading.Event()
+    asked: list[float] = []
+
+    def cancel_once_started() -> None:
+        if wait_until(lambda: (workspace / "started").exists(), timeout_s=20):
+            asked.append(time.monotonic())
+        cancel.set()
+
+    thread = threading.Thread(target=cancel_once_started)
+    thread.start()
+    result = sandbox.run(py(workspace, main, cancel=cancel))
+    ended = time.monotonic()
+    thread.join()
+    assert asked, "the job's child never started"
+    assert result.killed is KillReason.CANCELLED and not result.ok
+    assert ended - asked[0] < 2.0
+    assert wait_until(lambda: not processes_with(marker)), "the child outlived the job"
+
+
+def test_a_spec_cancelled_before_it_runs_ends_at_once(sandbox: Sandbox, workspace: Path) -> None:
+    cancel = threading.Event()
+    cancel.set()
+    began = time.monotonic()
+    result = sandbox.run(py(workspace, "import time; time.sleep(30)", cancel=cancel))
+    assert result.killed is KillReason.CANCELLED
+    assert time.monotonic() - began < 2.0

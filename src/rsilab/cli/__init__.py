@@ -1,7 +1,8 @@
 """The ``rsilab`` command line (Typer + Rich), one module per command group.
 
 Commands: ``init``, ``campaign new|list``, ``tools``, ``call``, ``log``, ``show``, ``verify``,
-``schema``, ``mcp``, ``runtime install|show``, ``doctor``. Every command accepts ``--lab DIR``
+``schema``, ``mcp``, ``runtime install|show``, ``doctor``, ``task list|check``, ``baseline``,
+``versions``, ``rollback``, ``gc``. Every command accepts ``--lab DIR``
 (default ``$RSILAB_LAB``, else ``./.rsilab``).
 
 Exit codes:

@@ -8,7 +8,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from rsilab.cli import campaign, doctor, lab, ledger, runtime, serve, task, tools
+from rsilab.cli import campaign, doctor, lab, ledger, runtime, serve, task, tools, versions
 from rsilab.cli._common import EXIT_CODES_HELP, EXIT_USER_ERROR, MARKUP, report_user_error
 from rsilab.errors import ConflictError, NotFoundError, UserError
 
@@ -47,6 +47,7 @@ serve.register(app)
 runtime.register(app)
 doctor.register(app)
 task.register(app)
+versions.register(app)
 
 
 def main() -> None:

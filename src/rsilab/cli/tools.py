@@ -22,6 +22,7 @@ from rsilab.cli._common import (
 from rsilab.errors import UserError
 from rsilab.expos import CallContext, ExperimentOS, Tool, default_registry, find_campaign
 from rsilab.expos.policy import TOOL_ROLES
+from rsilab.expos.services import LabServices
 from rsilab.records import Role
 from rsilab.store import Lab
 
@@ -117,8 +118,13 @@ def call(
             campaign_id=campaign_id,
             workspace=folder,
         )
-        expos = ExperimentOS(opened.store, opened.artifacts, default_registry())
-        result = expos.call(ctx, tool, parsed)
+        # one-shot: a proposal is judged before the call returns, and jobs finish before exit
+        services = LabServices(opened, judge_in_background=False)
+        try:
+            expos = ExperimentOS(opened.store, opened.artifacts, default_registry(), services)
+            result = expos.call(ctx, tool, parsed)
+        finally:
+            services.close(wait=True)
     print_json(result.to_dict())
     if result.seq is not None:
         stderr_console().print(Text(f"recorded as event {result.seq}", style="dim"))

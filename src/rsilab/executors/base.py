@@ -27,7 +27,8 @@ class JobState(StrEnum):
     FAILED = "failed"
     """Ended by itself with a non-zero exit code or a signal."""
     KILLED = "killed"
-    """Ended by the sandbox at a limit; ``JobResult.kill_reason`` says which."""
+    """Ended early by the sandbox, at a limit or by :meth:`Executor.cancel`;
+    ``JobResult.kill_reason`` says which (``cancelled`` for a cancellation)."""
 
 
 class JobSpec(Model):
@@ -66,7 +67,9 @@ class JobResult(Model):
 
     name: str = Field(description="The job's name.")
     state: JobState = Field(description="succeeded, failed or killed.")
-    kill_reason: KillReason | None = Field(default=None, description="The limit that was hit.")
+    kill_reason: KillReason | None = Field(
+        default=None, description="The limit that was hit, or 'cancelled'."
+    )
     exit_code: int | None = Field(default=None, description="Exit code; None if signalled.")
     signal: int | None = Field(default=None, description="Signal that ended the main process.")
     stdout_sha256: str = Field(description="Artifact holding stdout (capped).")
@@ -92,7 +95,7 @@ class Executor(ABC):
     """Runs jobs in sandboxes, several at once.
 
     Contract:
-    - :meth:`submit` and :meth:`shutdown` are thread-safe.
+    - :meth:`submit`, :meth:`cancel` and :meth:`shutdown` are thread-safe.
     - The future of a job resolves to its :class:`JobResult` whatever the job did; one job's
       crash or limit never affects another job or the executor. It raises only when the job
       could not be run or recorded at all (see :meth:`submit`).
@@ -111,6 +114,18 @@ class Executor(ABC):
             SandboxError: the sandbox could not start or supervise the job.
             ValueError: the job is invalid for this sandbox (missing workspace, bad mount).
             LabError: the job's logs could not be stored.
+        """
+
+    @abstractmethod
+    def cancel(self, name: str) -> bool:
+        """End every job submitted under ``name`` that has not finished yet.
+
+        A queued job never starts; a running one has its whole process tree killed by the
+        sandbox within about a second. Either way its future still resolves to a
+        :class:`JobResult`: state ``KILLED``, ``kill_reason`` ``cancelled`` (a job that ended by
+        itself first keeps its own result). Returns False when no job of that name is queued
+        or running in this executor (an unknown name, a finished job, or one another process
+        runs); never raises for that.
         """
 
     @abstractmethod

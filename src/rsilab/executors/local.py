@@ -4,16 +4,22 @@ Each slot is a thread that hands one job at a time to the sandbox and waits for 
 itself runs in its own process tree, so the slots are cheap and a job cannot touch the
 executor. Each job gets ``cores // slots`` threads (at least one) so jobs do not fight over the
 cores; the sandbox passes that on as OMP/MKL/OpenBLAS/torch thread variables.
+
+Cancellation: every submitted job gets a ``threading.Event``, kept under its name while it is
+queued or running. :meth:`LocalExecutor.cancel` sets it; a queued job then returns a cancelled
+result without starting, and a running one is killed by the sandbox (``RunSpec.cancel``).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
 from rsilab.executors.base import Executor, JobResult, JobSpec, JobState
 from rsilab.records import Resources, utc_now
-from rsilab.sandbox.base import RunResult, Sandbox
+from rsilab.sandbox.base import KillReason, RunResult, Sandbox
 from rsilab.store.artifacts import ArtifactStore
 
 
@@ -41,21 +47,58 @@ class LocalExecutor(Executor):
         self._slots = slots
         self.threads_per_job = max(1, available_cores() // slots)
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="rsilab-job")
+        self._lock = threading.Lock()
+        self._cancels: dict[str, list[threading.Event]] = {}
 
     @property
     def slots(self) -> int:
         return self._slots
 
     def submit(self, job: JobSpec) -> Future[JobResult]:
-        return self._pool.submit(self._execute, job)
+        cancel = threading.Event()
+        with self._lock:
+            self._cancels.setdefault(job.name, []).append(cancel)
+        try:
+            return self._pool.submit(self._execute, job, cancel)
+        except BaseException:
+            self._forget(job.name, cancel)
+            raise
+
+    def cancel(self, name: str) -> bool:
+        with self._lock:
+            pending = list(self._cancels.get(name, ()))
+        for event in pending:
+            event.set()
+        return bool(pending)
 
     def shutdown(self, wait: bool = True, cancel_pending: bool = False) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=cancel_pending)
+        if cancel_pending:
+            with self._lock:  # dropped futures never reach _execute to forget themselves
+                self._cancels.clear()
 
-    def _execute(self, job: JobSpec) -> JobResult:
+    def _forget(self, name: str, cancel: threading.Event) -> None:
+        with self._lock:
+            events = self._cancels.get(name, [])
+            if cancel in events:
+                events.remove(cancel)
+            if not events:
+                self._cancels.pop(name, None)
+
+    def _execute(self, job: JobSpec, cancel: threading.Event) -> JobResult:
+        try:
+            return self._run(job, cancel)
+        finally:
+            self._forget(job.name, cancel)
+
+    def _run(self, job: JobSpec, cancel: threading.Event) -> JobResult:
         started_at = utc_now()
-        spec = job.run_spec(self.threads_per_job)
-        result = self.sandbox.run(spec)
+        spec = replace(job.run_spec(self.threads_per_job), cancel=cancel)
+        # Cancelled while queued: never start it.
+        result = _NEVER_STARTED if cancel.is_set() else self.sandbox.run(spec)
+        return self._result(job, spec.threads, started_at, result)
+
+    def _result(self, job: JobSpec, threads: int, started_at: str, result: RunResult) -> JobResult:
         stdout = self.artifacts.put_bytes(result.stdout)
         stderr = self.artifacts.put_bytes(result.stderr)
         return JobResult(
@@ -73,13 +116,28 @@ class LocalExecutor(Executor):
             resources=Resources(
                 cpu_s=result.cpu_s, wall_s=result.wall_s, peak_rss_mb=result.peak_memory_mb
             ),
-            threads=spec.threads,
+            threads=threads,
             sandbox=self.sandbox.name,
             security_boundary=self.sandbox.is_security_boundary,
             notes=list(result.notes),
             started_at=started_at,
             finished_at=utc_now(),
         )
+
+
+_NEVER_STARTED = RunResult(
+    exit_code=None,
+    signal=None,
+    killed=KillReason.CANCELLED,
+    stdout=b"",
+    stderr=b"",
+    stdout_truncated=False,
+    stderr_truncated=False,
+    wall_s=0.0,
+    cpu_s=0.0,
+    peak_memory_mb=0.0,
+    notes=("cancelled before it started",),
+)
 
 
 def _state(result: RunResult) -> JobState:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rsilab.errors import NotFoundError, ToolError
 from rsilab.expos import policy
@@ -19,6 +19,9 @@ from rsilab.expos.guards import GuardRefusal
 from rsilab.records import Campaign, FlagStage, Record, Role
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
+
+if TYPE_CHECKING:  # services import the controller; only tools that run jobs need them
+    from rsilab.expos.services import LabServices
 
 R = TypeVar("R", bound=Record)
 
@@ -48,6 +51,18 @@ class ToolEnv:
     store: Store
     artifacts: ArtifactStore
     writes: list[Record] = field(default_factory=list)
+    lab_services: LabServices | None = None
+
+    def services(self) -> LabServices:
+        """The executor and controllers; ToolError ``unavailable`` when started without them."""
+        if self.lab_services is None:
+            raise ToolError(
+                "unavailable",
+                "this Experiment OS was started without a sandbox executor, so it cannot run "
+                "jobs or judge candidates",
+                expected="a lab opened with services (rsilab mcp, rsilab run, rsilab agent)",
+            )
+        return self.lab_services
 
     def stage(self, record: R) -> R:
         """Queue a record to be written with this call's event; returns it for chaining."""

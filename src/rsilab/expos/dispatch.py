@@ -16,7 +16,7 @@ import math
 import reprlib
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -29,6 +29,9 @@ from rsilab.records import EventDraft, FlagStage, Outcome, ProtocolFlag, Record,
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.store.ledger import args_digest
+
+if TYPE_CHECKING:
+    from rsilab.expos.services import LabServices
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +134,17 @@ def validation_error(model: type[BaseModel], exc: ValidationError) -> ToolError:
 class ExperimentOS:
     """Tool registry + permissions + guards + ledger over one lab."""
 
-    def __init__(self, store: Store, artifacts: ArtifactStore, registry: ToolRegistry) -> None:
+    def __init__(
+        self,
+        store: Store,
+        artifacts: ArtifactStore,
+        registry: ToolRegistry,
+        services: LabServices | None = None,
+    ) -> None:
         self.store = store
         self.artifacts = artifacts
         self.registry = registry
+        self.services = services
 
     def tools_for(self, role: Role) -> list[Tool]:
         """The tools ``role`` may call, in registry order."""
@@ -155,7 +165,7 @@ class ExperimentOS:
                     code="permission_denied",
                 )
             kwargs = self._validate(ctx, tool, args)
-            env = ToolEnv(ctx, self.store, self.artifacts)
+            env = ToolEnv(ctx, self.store, self.artifacts, lab_services=self.services)
             value = tool.fn(env, **kwargs)
             json.dumps(value)  # a tool must return JSON; fail here, not in a client
             error: ToolError | None = None

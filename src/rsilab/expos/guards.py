@@ -32,6 +32,12 @@ class GuardRefusal(ToolError):
         self.stage = stage
 
 
+WORKSPACE_RESERVED = ("data-in", "runs", ".rsilab")
+"""Top-level workspace folders the Experiment OS writes (the data a job gets, job outputs, its
+own state): agents may read them but the file tools do not write there, and a candidate's
+snapshot leaves them out."""
+
+
 @dataclass(frozen=True)
 class PathArg:
     """Marks a tool parameter as a path that must stay inside the caller's workspace."""
@@ -66,7 +72,16 @@ def resolve_workspace_path(
             message=f"path {value!r} leaves the workspace; only paths inside it are allowed",
             field=field,
         )
-    if must_exist and not resolved.exists():
+    try:
+        exists = resolved.exists()
+    except OSError as exc:  # a name over the length limit, a folder it may not search
+        raise ToolError(
+            "invalid_arguments",
+            f"path {value[:200]!r} cannot be looked up: {exc.strerror or exc}",
+            field=field,
+            expected="a path relative to the workspace root",
+        ) from None
+    if must_exist and not exists:
         raise ToolError(
             "not_found",
             f"path {value!r} does not exist in the workspace",

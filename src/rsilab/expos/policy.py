@@ -7,7 +7,7 @@ extend these tables; nothing else in the code decides permissions.
 
 from __future__ import annotations
 
-from rsilab.records import Dataset, DataTier, Evaluation, Record, Role
+from rsilab.records import Dataset, DataTier, Evaluation, Job, Record, Role
 
 M, W, R, L, C, H = (
     Role.MAIN,
@@ -40,16 +40,34 @@ TOOL_ROLES: dict[str, frozenset[Role]] = {
     "submit_review": frozenset({R}),
     "inspect_review": EVERYONE,
     "list_reviews": EVERYONE,
+    # the Host Controller's door
+    "prepare_workspace": frozenset({W, H}),
+    "propose_candidate": frozenset({W, H}),
+    "candidate_status": EVERYONE,
+    # sandboxed jobs: workers run them; the reviewers and the main agent follow them
+    "run_job": frozenset({W, H}),
+    "cancel_job": frozenset({W, H}),
+    "state_sync_results": frozenset({W, H}),
+    "job_status": frozenset({W, M, R, H}),
+    "job_logs": frozenset({W, M, R, H}),
+    "compare_eval_samples": frozenset({W, R, M, H}),
     # external discovery
     "search_local_datasets": frozenset({M, W, L, H}),
+    # workspace files: reviewers read the code they judge; only workers (and people) edit it
+    "list_files": frozenset({W, R, H}),
+    "read_file": frozenset({W, R, H}),
+    "write_file": frozenset({W, H}),
+    "apply_patch": frozenset({W, H}),
 }
 
-_COMMON = frozenset({"campaign", "direction", "experiment", "dataset", "review", "finding"})
+# Versions, candidates and lineages hold private (accept- and final-tier) numbers: agents see
+# them only through the tools' views (candidate_status, prepare_workspace), never as records.
+_COMMON = frozenset({"campaign", "direction", "experiment", "dataset", "review", "finding", "job"})
 READABLE_KINDS: dict[Role, frozenset[str]] = {
-    Role.MAIN: _COMMON | {"version", "skill", "orientation", "evaluation"},
-    Role.WORKER: _COMMON | {"version", "skill", "orientation", "evaluation", "artifact"},
-    Role.REVIEWER: _COMMON | {"version", "evaluation", "artifact"},
-    Role.LEADER: _COMMON | {"version", "skill", "orientation", "evaluation", "flag"},
+    Role.MAIN: _COMMON | {"skill", "orientation", "evaluation"},
+    Role.WORKER: _COMMON | {"skill", "orientation", "evaluation", "artifact"},
+    Role.REVIEWER: _COMMON | {"evaluation", "artifact"},
+    Role.LEADER: _COMMON | {"skill", "orientation", "evaluation", "flag"},
     Role.CONTROLLER: frozenset(),  # principals read everything; see read_refusal
     Role.HUMAN: frozenset(),
 }
@@ -75,6 +93,8 @@ def read_refusal(role: Role, campaign_id: str | None, record: Record) -> str | N
         return "it belongs to another campaign"
     if isinstance(record, Evaluation | Dataset) and DataTier(record.tier).is_private:
         return "it is private test data, for the controller only"
+    if isinstance(record, Job) and record.kind.is_private:
+        return "it is one of the controller's own jobs"
     return None
 
 

@@ -42,6 +42,7 @@ class Category(StrEnum):
     EVIDENCE = "research and evidence"
     REVIEW = "review management"
     DISCOVERY = "external discovery"
+    WORKSPACE = "workspace files"
 
 
 @dataclass(frozen=True)

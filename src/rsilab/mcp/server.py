@@ -48,6 +48,7 @@ from rsilab.expos import (
     default_registry,
     find_campaign,
 )
+from rsilab.expos.services import LabServices
 from rsilab.records import Role
 from rsilab.store.lab import Lab
 
@@ -169,6 +170,12 @@ def run_stdio_server(
     with Lab.open(lab_path) as lab:
         campaign_id = find_campaign(lab.store, campaign_ref).id if campaign_ref else None
         ctx = CallContext(actor=actor, role=role, campaign_id=campaign_id, workspace=ws)
-        expos = ExperimentOS(lab.store, lab.artifacts, default_registry())
-        log.info("serving %s tools to %s (%s) over stdio", len(expos.tools_for(role)), actor, role)
-        anyio.run(_serve_stdio, build_server(expos, ctx))
+        services = LabServices(lab)
+        try:
+            expos = ExperimentOS(lab.store, lab.artifacts, default_registry(), services)
+            log.info(
+                "serving %s tools to %s (%s) over stdio", len(expos.tools_for(role)), actor, role
+            )
+            anyio.run(_serve_stdio, build_server(expos, ctx))
+        finally:
+            services.close(wait=True)  # let a proposal being judged reach its verdict

@@ -16,6 +16,17 @@ from __future__ import annotations
 from typing import Any
 
 from rsilab.records._base import SCHEMA_VERSION, Model, Record, Role, new_id, utc_now
+from rsilab.records._control import (
+    BenchmarkDecision,
+    Candidate,
+    CandidateState,
+    Job,
+    JobInputs,
+    JobKind,
+    JobStatus,
+    Lineage,
+    lineage_id,
+)
 from rsilab.records._data import (
     Artifact,
     Dataset,
@@ -38,6 +49,7 @@ from rsilab.records._evidence import (
     SystemVersion,
     Verdict,
 )
+from rsilab.records._gc import Tombstone
 from rsilab.records._ledger import Event, EventDraft, Outcome, RecordRef
 from rsilab.records._research import (
     Campaign,
@@ -69,6 +81,10 @@ RECORD_TYPES: dict[str, type[Record]] = {
         Orientation,
         SystemVersion,
         ProtocolFlag,
+        Job,
+        Candidate,
+        Lineage,
+        Tombstone,
     )
 }
 """Every stored record type by its ``KIND``."""
@@ -97,12 +113,16 @@ def json_schemas() -> dict[str, Any]:
     schemas["event"] = Event.model_json_schema()
     return {"schema_version": SCHEMA_VERSION, "records": schemas}
 
+
 __all__ = [
     "RECORD_TYPES",
     "SCHEMA_VERSION",
     "Artifact",
+    "BenchmarkDecision",
     "Campaign",
     "CampaignState",
+    "Candidate",
+    "CandidateState",
     "Comparison",
     "DataTier",
     "Dataset",
@@ -119,6 +139,11 @@ __all__ = [
     "FindingStatus",
     "FlagStage",
     "Interval",
+    "Job",
+    "JobInputs",
+    "JobKind",
+    "JobStatus",
+    "Lineage",
     "Metric",
     "MetricSource",
     "Model",
@@ -136,9 +161,11 @@ __all__ = [
     "Skill",
     "SystemVersion",
     "TaskRef",
+    "Tombstone",
     "Verdict",
     "json_schemas",
     "kind_of_id",
+    "lineage_id",
     "new_id",
     "record_type",
     "utc_now",

@@ -124,13 +124,23 @@ class SystemVersion(Record):
     KIND: ClassVar[str] = "version"
     PREFIX: ClassVar[str] = "ver"
 
+    task: str = Field(default="", description="Task name.")
     lineage: str = Field(default="main", description="Lineage name.")
     label: str = Field(description="Human label, e.g. 'H1/M0'.")
     harness_sha256: str = Field(description="Tree hash of the harness.")
     model_sha256: str | None = Field(default=None, description="Hash of the model artifact.")
+    model_sha256s: list[str] = Field(
+        default_factory=list, description="Model of each controller seed (recorded jobs made them)."
+    )
+    seeds: list[int] = Field(default_factory=list, description="Controller's training seeds.")
     parent_id: str | None = Field(default=None, description="Version it was derived from.")
+    candidate_id: str | None = Field(default=None, description="Candidate it was accepted from.")
+    rollback_of: str | None = Field(default=None, description="Version a rollback restored.")
     scores: dict[str, Interval] = Field(
         default_factory=dict, description="Final-tier score per benchmark."
+    )
+    evaluation_ids: list[str] = Field(
+        default_factory=list, description="Its private evaluations (accept and final tiers)."
     )
     decision: str = Field(default="", description="Why it was accepted or rejected.")
 

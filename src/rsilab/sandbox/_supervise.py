@@ -85,8 +85,14 @@ def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
 
 
 class _Loop:
-    def __init__(self, proc: subprocess.Popen[bytes], limits: Limits, watch: Watch) -> None:
-        self.proc, self.limits, self.watch = proc, limits, watch
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        limits: Limits,
+        watch: Watch,
+        cancel: threading.Event | None,
+    ) -> None:
+        self.proc, self.limits, self.watch, self.cancel = proc, limits, watch, cancel
         self.buffers: dict[int, bytearray] = {}
         self.truncated: dict[int, bool] = {}
         self.killed: KillReason | None = None
@@ -139,6 +145,14 @@ class _Loop:
         self._close_pidfd()
         self.selector.close()
 
+    def due(self, now: float, deadline: float) -> KillReason | None:
+        """The reason to end the job now, if any; a cancellation wins over every limit."""
+        if self.cancel is not None and self.cancel.is_set():
+            return KillReason.CANCELLED
+        if now >= deadline:
+            return KillReason.WALL_TIME
+        return self.watch.check()
+
     def reap(self) -> bool:
         """True once the main process has ended; keeps its rusage (it covers reaped children)."""
         if self.status is not None:
@@ -168,7 +182,7 @@ class _Loop:
                 ended_at = now
                 self.watch.kill()  # a job is its whole tree: nothing outlives the main process
             if ended_at is None and self.killed is None:
-                reason = KillReason.WALL_TIME if now >= deadline else self.watch.check()
+                reason = self.due(now, deadline)
                 if reason is not None:
                     self.kill(reason)
                     killed_at = now
@@ -204,17 +218,23 @@ class _Loop:
 
 
 def supervise(
-    proc: subprocess.Popen[bytes], stdin: bytes, limits: Limits, watch: Watch, started: float
+    proc: subprocess.Popen[bytes],
+    stdin: bytes,
+    limits: Limits,
+    watch: Watch,
+    started: float,
+    cancel: threading.Event | None = None,
 ) -> Supervised:
     """Run the loop until the job's main process has ended and its output is drained.
 
     The whole tree is killed when the main process ends, at the first limit hit (output over
     ``limits.output_bytes`` on either stream, wall time, or what ``watch.check`` reports),
-    or if this loop fails. ``started`` is the ``time.monotonic()`` of the launch.
+    within a tick of ``cancel`` being set (reported as ``KillReason.CANCELLED``), or if this
+    loop fails. ``started`` is the ``time.monotonic()`` of the launch.
     """
     writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
     writer.start()
-    loop = _Loop(proc, limits, watch)
+    loop = _Loop(proc, limits, watch, cancel)
     try:
         result = loop.run(started)
     except BaseException:

@@ -12,6 +12,7 @@ other jobs.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -52,7 +53,7 @@ class Limits:
 
 
 class KillReason(StrEnum):
-    """Why the sandbox ended a job early."""
+    """Why the sandbox ended a job early: a limit, or a cancellation (``RunSpec.cancel``)."""
 
     WALL_TIME = "wall_time"
     CPU_TIME = "cpu_time"
@@ -60,6 +61,7 @@ class KillReason(StrEnum):
     PROCESSES = "processes"
     OUTPUT = "output"
     DISK = "disk"
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,8 @@ class RunSpec:
         threads: cores the job may use (sets OMP/MKL/torch thread variables).
         hidden: host paths that must stay invisible even where a mounted folder holds them
             (a task's raw data files); a sandbox that cannot hide them says so in its notes.
+        cancel: set it (from any thread, at any time) to end the run early: see
+            :meth:`Sandbox.run`. Not part of the job's description, only a handle on it.
     """
 
     argv: tuple[str, ...]
@@ -107,6 +111,7 @@ class RunSpec:
     mounts: tuple[Mount, ...] = ()
     threads: int = 1
     hidden: tuple[Path, ...] = ()
+    cancel: threading.Event | None = None
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,12 @@ class Sandbox(ABC):
 
     @abstractmethod
     def run(self, spec: RunSpec) -> RunResult:
-        """Run ``spec`` to completion or to a limit; thread-safe.
+        """Run ``spec`` to completion, to a limit or to its cancellation; thread-safe.
+
+        Cancellation: once ``spec.cancel`` is set - before the job starts or while it runs -
+        the sandbox kills the job's whole process tree within about a second, as it does at a
+        limit, and reports ``killed=KillReason.CANCELLED`` (a job that had already ended keeps
+        its own result).
 
         Raises:
             SandboxError: the job could not be started or supervised.

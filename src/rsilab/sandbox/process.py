@@ -122,7 +122,8 @@ class ProcessSandbox(Sandbox):
             tree.sample()
             return KillReason.DISK if disk.over() else None
 
-        seen = supervise(proc, spec.stdin, spec.limits, Watch(check=check, kill=kill), started)
+        watch = Watch(check=check, kill=kill)
+        seen = supervise(proc, spec.stdin, spec.limits, watch, started, spec.cancel)
         exit_code, sig = decode_status(seen.returncode)
         killed = seen.killed or kill_reason_of_signal(sig)
         if killed is None and sig == signal.SIGKILL and seen.rusage_cpu_s >= spec.limits.cpu_s:

@@ -5,11 +5,31 @@ from __future__ import annotations
 
 import json
 
-from rsilab.records import Artifact, Dataset
+from rsilab.records import (
+    Artifact,
+    Candidate,
+    Dataset,
+    Experiment,
+    Job,
+    Record,
+    SystemVersion,
+    Tombstone,
+)
 from rsilab.store import keys
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.store.ledger import VerifyReport, verify_ledger
+from rsilab.store.refs import BlobKind, BlobRef, blob_refs
+
+_REFERRING: tuple[type[Record], ...] = (
+    Artifact,
+    Dataset,
+    Experiment,
+    Job,
+    Candidate,
+    SystemVersion,
+)
+"""Record types with fields that name stored blobs (see :func:`rsilab.store.refs.blob_refs`)."""
 
 
 def verify_store(
@@ -21,8 +41,11 @@ def verify_store(
 ) -> VerifyReport:
     """Full verification; ``key`` defaults to the lab's key found by :mod:`rsilab.store.keys`.
 
-    With ``artifacts``, every blob named by an artifact or dataset record (and every file of a
-    stored tree) must exist; with ``deep`` too, each is re-hashed against its address.
+    With ``artifacts``, every blob a record names (see :func:`rsilab.store.refs.blob_refs`),
+    and every file of a stored tree, must exist, unless a :class:`~rsilab.records.Tombstone`
+    says garbage collection removed it before any record naming it was last written; a blob
+    missing without a tombstone, or named by a record written after its removal, is a
+    problem. With ``deep`` too, each present blob is re-hashed against its address.
     """
     key = key if key is not None else keys.load_key(store.lab_id)
     checkpoints = store.checkpoints()
@@ -42,28 +65,60 @@ def verify_store(
     return report
 
 
-def _named_blobs(store: Store) -> dict[str, str]:
-    """Every (address -> kind) a record names."""
-    named: dict[str, str] = {}
-    for art in store.query_as(Artifact):
-        named[art.sha256] = art.artifact_kind
-    for ds in store.query_as(Dataset):
-        named[ds.artifact_sha256] = ds.artifact_kind
+def _named_blobs(store: Store) -> dict[str, tuple[BlobKind, list[BlobRef]]]:
+    """Every address a record names -> (kind, the record fields that name it)."""
+    named: dict[str, tuple[BlobKind, list[BlobRef]]] = {}
+    for cls in _REFERRING:
+        for record in store.query_as(cls):
+            for ref in blob_refs(record):
+                named.setdefault(ref.sha256, (ref.kind, []))[1].append(ref)
     return named
+
+
+def _last_write(store: Store, record_id: str) -> int:
+    events = store.events(record_id=record_id)
+    return events[-1].seq if events else 0
+
+
+def _missing(store: Store, sha: str, refs: list[BlobRef], tombstones: list[str]) -> str | None:
+    """Why a missing blob is a problem, or None when gc removed it before anything named it.
+
+    A tombstone excuses the records written before its ``gc`` event; a record written after
+    it names bytes that are gone, so the blob is lost, not collected.
+    """
+    where = f"named by {refs[0].record_id}.{refs[0].field}" if refs else "a file of a tree"
+    if not tombstones:
+        return (
+            f"artifact {sha}: missing from the lab's blob folder (deleted, and no tombstone "
+            f"says gc removed it); {where}"
+        )
+    removed_at = max(_last_write(store, t) for t in tombstones)
+    late = [r for r in refs if _last_write(store, r.record_id) > removed_at]
+    if late:
+        return (
+            f"artifact {sha}: removed by gc at event {removed_at}, but "
+            f"{late[0].record_id}.{late[0].field} named it afterwards (lost, not collected)"
+        )
+    return None
 
 
 def _check_artifacts(
     store: Store, artifacts: ArtifactStore, deep: bool, report: VerifyReport
 ) -> None:
+    collected: dict[str, list[str]] = {}
+    for stone in store.query_as(Tombstone):
+        collected.setdefault(stone.sha256, []).append(stone.id)
     pending = _named_blobs(store)
     seen: set[str] = set()
     while pending:
-        sha, kind = pending.popitem()
+        sha, (kind, refs) = pending.popitem()
         if sha in seen:
             continue
         seen.add(sha)
         if not artifacts.has(sha):
-            report.fail(None, f"artifact {sha}: missing from the lab's blob folder (deleted)")
+            problem = _missing(store, sha, refs, collected.get(sha, []))
+            if problem is not None:
+                report.fail(None, problem)
             continue
         if deep and not artifacts.verify_blob(sha):
             report.fail(None, f"artifact {sha}: content no longer matches its hash (edited)")
@@ -77,4 +132,4 @@ def _check_artifacts(
                 continue
             for entry in entries:
                 if "sha256" in entry:
-                    pending.setdefault(str(entry["sha256"]), "file")
+                    pending.setdefault(str(entry["sha256"]), ("file", []))

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 from rsilab.errors import LabError
@@ -21,18 +22,34 @@ SECRET_FILE = "task-secret"
 def lab_secret(lab_folder: Path) -> bytes:
     """The lab's split secret, created on first use (atomically; concurrent callers agree).
 
+    The secret is written to a private temporary file and hard-linked into place, so the name
+    appears only with its full content: a concurrent reader never sees a half-written file,
+    and of two creators the second's link fails and it reads the first's secret.
+
     Raises:
         LabError: the file cannot be read or written, or does not hold 64 hex digits.
     """
     path = lab_folder / SECRET_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    if path.exists():
         return _read(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".task-secret-", dir=lab_folder)
     except OSError as exc:
         raise LabError(f"cannot create {path}: {exc.strerror or exc}", "check --lab") from exc
-    with os.fdopen(fd, "w") as handle:
-        handle.write(secrets.token_hex(32))
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass  # another process created it first: use theirs
+        except OSError as exc:
+            raise LabError(f"cannot create {path}: {exc.strerror or exc}", "check --lab") from exc
+    finally:
+        os.unlink(tmp)
     return _read(path)
 
 

@@ -137,8 +137,10 @@ def test_lineage_of_a_version_and_of_other_records(any_bench: Bench) -> None:
         campaign_id=bench.campaign.id, label="H1/M0", harness_sha256="1" * 64, parent_id=v0.id
     )
     bench.put(v1, action="version_accepted")
-    value = bench.ok(Role.MAIN, "get_lineage", {"record_id": v1.id})
+    value = bench.ok(Role.HUMAN, "get_lineage", {"record_id": v1.id})
     assert [a["id"] for a in value["ancestors"]] == [v0.id]
+    # versions carry private final-tier scores: agents see them only through tool views
+    bench.fail(Role.MAIN, "get_lineage", {"record_id": v1.id}, code="guard_refused")
     assert [h["action"] for h in value["history"]] == ["version_accepted"]
     campaign = bench.ok(Role.MAIN, "get_lineage", {"record_id": bench.campaign.id})
     assert [h["action"] for h in campaign["history"]] == ["campaign_created"]

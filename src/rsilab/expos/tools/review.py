@@ -10,13 +10,17 @@ from pydantic import Field
 
 from rsilab.errors import ToolError
 from rsilab.expos.context import ToolEnv
+from rsilab.expos.reconcile import ReportedNumber, unreconciled_numbers
 from rsilab.expos.registry import Category
 from rsilab.expos.tools._base import Name, RecordId, Text, brief, tool
 from rsilab.records import (
     Comparison,
     Direction,
+    Evaluation,
     Experiment,
+    FlagStage,
     Interval,
+    ProtocolFlag,
     Recommendation,
     Review,
     Verdict,
@@ -123,6 +127,7 @@ def submit_review(
         if not base:
             raise ToolError("invalid_arguments", "metric needs baseline_ids", field="baseline_ids")
         comparisons.append(compute_comparison(metric, exps, base))
+    unmatched = _unreconciled(env, rationale, exps + base, comparisons)
     review = env.stage(
         Review(
             campaign_id=campaign.id,
@@ -135,7 +140,47 @@ def submit_review(
             reviewer=env.call.actor,
         )
     )
-    return {"id": review.id, "comparisons": [c.model_dump(mode="json") for c in comparisons]}
+    out: dict[str, Any] = {
+        "id": review.id,
+        "comparisons": [c.model_dump(mode="json") for c in comparisons],
+    }
+    if unmatched:
+        env.stage(
+            ProtocolFlag(
+                campaign_id=campaign.id,
+                stage=FlagStage.REPORTING,
+                rule="unreconciled_number",
+                detail=f"review {review.id} states numbers no record holds: "
+                + ", ".join(n.text for n in unmatched[:10]),
+                actor=env.call.actor,
+                role=str(env.call.role),
+                tool="submit_review",
+                blocked=False,
+            )
+        )
+        out["flagged_numbers"] = [n.text for n in unmatched]
+        out["note"] = (
+            "these numbers match nothing in the records of the experiments reviewed; the review "
+            "is kept and flagged (cite numbers the records hold, or compute them with metric)"
+        )
+    return out
+
+
+def _unreconciled(
+    env: ToolEnv, text: str, exps: list[Experiment], comparisons: list[Comparison]
+) -> list[ReportedNumber]:
+    """Numbers in ``text`` that none of the reviewed experiments' records hold."""
+    known: list[float] = []
+    for exp in exps:
+        known += [m.value for m in exp.metrics]
+        known += [v for v in exp.config.values() if isinstance(v, int | float)]
+        for evaluation in env.readable_as(Evaluation, fields={"subject_id": exp.id}):
+            known += [i.value for i in evaluation.aggregates.values()]
+            known += [i.low for i in evaluation.aggregates.values()]
+            known += [i.high for i in evaluation.aggregates.values()]
+    for c in comparisons:
+        known += [c.a_mean, c.b_mean, c.effect.value, c.effect.low, c.effect.high]
+    return unreconciled_numbers(text, known)
 
 
 @tool(Category.REVIEW)

@@ -1,4 +1,5 @@
-"""Answer each input: 1 (right) when its u falls under the model's quality, else 0."""
+"""Answer each input: its label x (right) when its u falls under the model's quality, else
+the next digit (wrong), so accuracy equals the quality in expectation."""
 
 import argparse
 import json
@@ -16,7 +17,8 @@ def main() -> None:
         if line.strip():
             item = json.loads(line)
             inp = item["input"]
-            answer = 1 if inp["u"] < quality[inp["probe"]] else 0
+            label = int(inp["x"])
+            answer = label if inp["u"] < quality[inp["probe"]] else (label + 1) % 10
             sys.stdout.write(json.dumps({"id": item["id"], "output": answer}) + "\n")
 
 

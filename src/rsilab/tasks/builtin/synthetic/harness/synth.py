@@ -1,8 +1,9 @@
 """The synthetic system's ground truth: the expected score of every config and code variant.
 
 Pure Python (stdlib only). ``true_score(config, variant, benchmark)`` is exact; a trained
-"model" scores ``true_score + seed_noise(seed)``, and each sample scores 1 with that
-probability, so a measured score carries training-seed noise and finite-sample noise.
+"model" scores ``true_score + seed_noise(seed)``, and predict answers each sample's label
+right with that probability, so a measured score carries training-seed noise and
+finite-sample noise.
 """
 
 import math

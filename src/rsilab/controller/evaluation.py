@@ -1,0 +1,417 @@
+"""Evaluate a system as the controller: re-train it with seeds of its own, score private tiers.
+
+For each controller seed, in a fresh throwaway folder made from the stored harness tree (never
+the agent's workspace): write the data folder the setting allows (train tier, dev tier with or
+without labels, registered datasets the candidate names), run ``train`` in a sandbox (a recorded
+job: its model's hash is kept), then run ``predict`` (or the task's driver) in a sandbox on the
+accept and final tiers of every benchmark, with the inputs on stdin. Outputs and logs stay with
+the controller. Any failure of the contract makes the system invalid, with a readable reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from rsilab.controller.jobs import CONTROLLER_ACTOR, data_hashes, new_job, run_recorded_job
+from rsilab.controller.settings import rules_for
+from rsilab.executors.base import Executor
+from rsilab.records import DataTier, JobInputs, JobKind, Resources, Role
+from rsilab.sandbox.base import Limits, RunSpec
+from rsilab.store.artifacts import ArtifactStore
+from rsilab.store.base import Store
+from rsilab.tasks import (
+    HarnessOutputError,
+    Manifest,
+    ManifestError,
+    Sample,
+    Splits,
+    Task,
+    derive_seed,
+    load_manifest,
+    make_splits,
+    parse_predictions,
+    score_outputs,
+    task_predict_spec,
+    train_spec,
+    write_data_dir,
+)
+
+DATA_DIR = "data-in"
+"""Folder (in the job's workspace) the controller writes the training data into."""
+MODEL_DIR = "model-out"
+MODEL_IN_DIR = "model-in"
+MODEL_SUFFIX = {"safetensors": ".safetensors", "json": ".json", "npz": ".npz", "none": ""}
+PRIVATE_TIERS: tuple[DataTier, ...] = (DataTier.ACCEPT, DataTier.FINAL)
+
+
+class SystemInvalid(Exception):
+    """The system does not build, crashes, times out or breaks the output contract.
+
+    ``reason`` is for people (it may quote logs of jobs that saw private inputs); ``public``
+    is what an agent may be told: the step that failed, never a log line or a private value.
+    """
+
+    def __init__(self, reason: str, public: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.public = public if public is not None else reason
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What the controller rebuilds a system from; everything is a stored artifact.
+
+    Attributes:
+        harness_sha256: tree hash of the harness (with its config).
+        extra_data: dataset name -> (sha256, "file" | "tree") of registered data it trains on.
+        warm_start: per-seed-index model hashes to start training from (the parent's), or None.
+    """
+
+    harness_sha256: str
+    extra_data: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    warm_start: Sequence[str] | None = None
+
+
+@dataclass
+class ScoreTable:
+    """Scores of one benchmark tier: ``scores[seed_index][sample_index]``, samples by id order."""
+
+    sample_ids: list[str]
+    scores: np.ndarray
+    invalid: int = 0
+
+
+@dataclass
+class SystemEvaluation:
+    """What evaluating one system produced."""
+
+    seeds: list[int]
+    models: list[str | None]
+    tables: dict[tuple[str, DataTier], ScoreTable]
+    job_ids: list[str]
+    resources: Resources
+
+
+def controller_seeds(secret: bytes, subject: str, count: int) -> list[int]:
+    """Seeds the controller trains ``subject`` with: derived from the lab secret, so no agent
+    can know them in advance, and below 2**31 so every library accepts them."""
+    return [derive_seed(secret, "controller-seed", subject, str(i)) % 2**31 for i in range(count)]
+
+
+def public_data(task: Task, splits: Mapping[str, Splits]) -> dict[DataTier, list[Sample]]:
+    """The data folder's tiers: train with labels; dev with labels only where the setting
+    gives them (otherwise inputs only). Identical for agents' jobs and the controller's."""
+    rules = rules_for(task.setting)
+    train = [s for sp in splits.values() for s in sp[DataTier.TRAIN]]
+    dev = [s for sp in splits.values() for s in sp[DataTier.DEV]]
+    if not rules.dev_labels_in_workspace:
+        dev = [s.model_copy(update={"target": None}) for s in dev]
+    return {DataTier.TRAIN: train, DataTier.DEV: dev}
+
+
+def safe_data_name(name: str) -> str:
+    """``name`` as a single path component, for ``data-in/extra/<name>``.
+
+    Raises:
+        SystemInvalid: the name would leave its folder (separators, ``..``, empty).
+    """
+    if not name or name in {".", ".."} or "/" in name or "\\" in name or "\x00" in name:
+        raise SystemInvalid(f"dataset name {name!r} is not a plain file name")
+    return name
+
+
+def check_tree_links(root: Path) -> None:
+    """Refuse symlinks that leave ``root`` (absolute or escaping targets).
+
+    Raises:
+        SystemInvalid: naming the first such link.
+    """
+    for path in root.rglob("*"):
+        if path.is_symlink():
+            target = PurePosixPath(os.readlink(path))
+            resolved = (path.parent / target).resolve()
+            if target.is_absolute() or not resolved.is_relative_to(root.resolve()):
+                rel = path.relative_to(root)
+                raise SystemInvalid(f"{rel} is a link that leaves the harness ({target})")
+
+
+class SystemEvaluator:
+    """Runs the controller's evaluation of recipes for one task in one lab."""
+
+    def __init__(
+        self,
+        task: Task,
+        secret: bytes,
+        store: Store,
+        artifacts: ArtifactStore,
+        executor: Executor,
+        *,
+        limits: Limits | None = None,
+    ) -> None:
+        self.task = task
+        self.secret = secret
+        self.store = store
+        self.artifacts = artifacts
+        self.executor = executor
+        self.limits = limits or Limits(wall_s=900.0, cpu_s=3600.0, memory_mb=4096)
+        self.splits = {b.name: make_splits(task, b, secret) for b in task.benchmarks}
+
+    def private_samples(self, benchmark: str, tier: DataTier) -> list[Sample]:
+        """The private samples of one benchmark tier, in id order (the tables' column order)."""
+        return sorted(self.splits[benchmark][tier], key=lambda s: s.id)
+
+    def evaluate(
+        self,
+        recipe: Recipe,
+        seeds: Sequence[int],
+        *,
+        campaign_id: str | None,
+        candidate_id: str | None,
+    ) -> SystemEvaluation:
+        """Train (if the harness trains) and score every benchmark's private tiers per seed.
+
+        Seeds run in parallel up to the executor's slots.
+
+        Raises:
+            SystemInvalid: the harness does not load, a job fails, or predict breaks the
+                contract; the reason names the seed, the step and what went wrong.
+            LabError: the lab could not be written.
+        """
+        with ThreadPoolExecutor(max_workers=max(1, len(seeds))) as pool:
+            futures = [
+                pool.submit(self._one_seed, recipe, i, seed, campaign_id, candidate_id)
+                for i, seed in enumerate(seeds)
+            ]
+            per_seed = [f.result() for f in futures]
+        tables: dict[tuple[str, DataTier], ScoreTable] = {}
+        for bench in self.task.benchmarks:
+            for tier in PRIVATE_TIERS:
+                ids = [s.id for s in self.private_samples(bench.name, tier)]
+                rows = [result.scores[(bench.name, tier)] for result in per_seed]
+                invalid = sum(result.invalid[(bench.name, tier)] for result in per_seed)
+                tables[(bench.name, tier)] = ScoreTable(ids, np.array(rows, float), invalid)
+        total = Resources()
+        for result in per_seed:
+            total = Resources(
+                cpu_s=total.cpu_s + result.resources.cpu_s,
+                wall_s=total.wall_s + result.resources.wall_s,
+                peak_rss_mb=max(total.peak_rss_mb, result.resources.peak_rss_mb),
+            )
+        return SystemEvaluation(
+            seeds=list(seeds),
+            models=[r.model for r in per_seed],
+            tables=tables,
+            job_ids=[j for r in per_seed for j in r.job_ids],
+            resources=total,
+        )
+
+    def _one_seed(
+        self,
+        recipe: Recipe,
+        index: int,
+        seed: int,
+        campaign_id: str | None,
+        candidate_id: str | None,
+    ) -> _SeedResult:
+        with tempfile.TemporaryDirectory(prefix="rsilab-controller-") as tmp:
+            workspace = Path(tmp) / "system"
+            self.artifacts.materialize(recipe.harness_sha256, workspace, "tree")
+            check_tree_links(workspace)
+            return self._run_seed(recipe, workspace, index, seed, campaign_id, candidate_id)
+
+    def _run_seed(
+        self,
+        recipe: Recipe,
+        workspace: Path,
+        index: int,
+        seed: int,
+        campaign_id: str | None,
+        candidate_id: str | None,
+    ) -> _SeedResult:
+        try:
+            manifest = load_manifest(workspace)
+        except ManifestError as exc:
+            raise SystemInvalid(f"the harness does not load: {exc}") from None
+        result = _SeedResult()
+        model: str | None = None
+        if manifest.trains:
+            model = self._train(
+                recipe, workspace, manifest, index, seed, result, campaign_id, candidate_id
+            )
+        samples = [
+            s
+            for bench in self.task.benchmarks
+            for tier in PRIVATE_TIERS
+            for s in self.private_samples(bench.name, tier)
+        ]
+        # predict runs in the same throwaway folder (the model train wrote is there); the folder
+        # is deleted afterwards, so nothing a job writes outlives the evaluation.
+        spec = task_predict_spec(
+            self.task,
+            workspace,
+            samples,
+            seed=seed,
+            model=model,
+            manifest=manifest,
+            limits=self.limits,
+        )
+        spec = RunSpec(
+            spec.argv,
+            spec.workspace,
+            spec.limits,
+            stdin=spec.stdin,
+            hidden=tuple(self.task.data_sources),
+        )
+        inputs = JobInputs(
+            workspace_sha256=recipe.harness_sha256,
+            model_in_sha256=result.model,
+            seed=seed,
+            argv=list(spec.argv[:2]),
+        )
+        job = new_job(
+            JobKind.CONTROLLER_PREDICT,
+            inputs,
+            campaign_id=campaign_id,
+            actor=CONTROLLER_ACTOR,
+            candidate_id=candidate_id,
+        )
+        done, run = run_recorded_job(
+            self.store,
+            self.artifacts,
+            self.executor,
+            job,
+            spec,
+            actor=CONTROLLER_ACTOR,
+            role=Role.CONTROLLER,
+        )
+        result.job_ids.append(done.id)
+        result.add(done.resources)
+        if run is None or not run.ok:
+            how = f"killed at its {done.kill_reason} limit" if done.kill_reason else "it failed"
+            raise SystemInvalid(
+                f"seed {index + 1}: predict failed: {done.error}",
+                f"predict on the private tiers did not finish: {how}",
+            )
+        stdout = self.artifacts.read_bytes(run.stdout_sha256)
+        try:
+            outputs = parse_predictions(stdout, [s.id for s in samples])
+        except HarnessOutputError as exc:
+            raise SystemInvalid(
+                f"seed {index + 1}: predict broke the output contract: {exc}",
+                "predict broke the output contract on the private tiers (one JSON object "
+                "with id and output per input line, in order)",
+            ) from None
+        for bench in self.task.benchmarks:
+            for tier in PRIVATE_TIERS:
+                tier_samples = self.private_samples(bench.name, tier)
+                scored = score_outputs(bench.scorer, tier_samples, outputs)
+                values = [s.score for s in scored]
+                if not all(np.isfinite(values)):
+                    raise SystemInvalid(
+                        f"seed {index + 1}: {bench.name}: some outputs could not be scored "
+                        f"({sum(1 for s in scored if not s.valid)} invalid)"
+                    )
+                result.scores[(bench.name, tier)] = values
+                result.invalid[(bench.name, tier)] = sum(1 for s in scored if not s.valid)
+        return result
+
+    def _train(
+        self,
+        recipe: Recipe,
+        workspace: Path,
+        manifest: Manifest,
+        index: int,
+        seed: int,
+        result: _SeedResult,
+        campaign_id: str | None,
+        candidate_id: str | None,
+    ) -> str:
+        data = workspace / DATA_DIR
+        # Whatever the tree holds at these paths is replaced: only recorded inputs go in.
+        for folder in (data, workspace / MODEL_DIR, workspace / MODEL_IN_DIR):
+            if folder.is_symlink() or folder.is_file():
+                folder.unlink()
+            elif folder.exists():
+                shutil.rmtree(folder)
+        write_data_dir(data, public_data(self.task, self.splits))
+        for name, (sha, kind) in sorted(recipe.extra_data.items()):
+            self.artifacts.materialize(
+                sha, data / "extra" / safe_data_name(name), "tree" if kind == "tree" else "file"
+            )
+        suffix = MODEL_SUFFIX[manifest.model]
+        model_in: str | None = None
+        model_in_sha: str | None = None
+        if recipe.warm_start is not None:
+            model_in_sha = recipe.warm_start[index % len(recipe.warm_start)]
+            model_in = f"{MODEL_IN_DIR}/model{suffix}"
+            self.artifacts.materialize(model_in_sha, workspace / model_in, "file")
+        model_out = f"{MODEL_DIR}/model{suffix}"
+        (workspace / MODEL_DIR).mkdir()
+        spec = train_spec(
+            manifest,
+            workspace,
+            data=DATA_DIR,
+            model_out=model_out,
+            seed=seed,
+            model_in=model_in,
+            limits=self.limits,
+        )
+        spec = RunSpec(spec.argv, spec.workspace, spec.limits, hidden=tuple(self.task.data_sources))
+        inputs = JobInputs(
+            workspace_sha256=recipe.harness_sha256,
+            data_sha256=data_hashes(data),
+            model_in_sha256=model_in_sha,
+            config=manifest.config,
+            seed=seed,
+            argv=list(spec.argv),
+        )
+        job = new_job(
+            JobKind.CONTROLLER_TRAIN,
+            inputs,
+            campaign_id=campaign_id,
+            actor=CONTROLLER_ACTOR,
+            candidate_id=candidate_id,
+            model_out=model_out,
+        )
+        done, _ = run_recorded_job(
+            self.store,
+            self.artifacts,
+            self.executor,
+            job,
+            spec,
+            actor=CONTROLLER_ACTOR,
+            role=Role.CONTROLLER,
+        )
+        result.job_ids.append(done.id)
+        result.add(done.resources)
+        if done.model_out_sha256 is None:
+            raise SystemInvalid(
+                f"seed {index + 1}: train failed: {done.error}",
+                f"train failed when the controller re-trained it ({done.kill_reason or 'error'})",
+            )
+        result.model = done.model_out_sha256
+        return model_out
+
+
+@dataclass
+class _SeedResult:
+    scores: dict[tuple[str, DataTier], list[float]] = field(default_factory=dict)
+    invalid: dict[tuple[str, DataTier], int] = field(default_factory=dict)
+    model: str | None = None
+    job_ids: list[str] = field(default_factory=list)
+    resources: Resources = field(default_factory=Resources)
+
+    def add(self, used: Resources) -> None:
+        self.resources = Resources(
+            cpu_s=self.resources.cpu_s + used.cpu_s,
+            wall_s=self.resources.wall_s + used.wall_s,
+            peak_rss_mb=max(self.resources.peak_rss_mb, used.peak_rss_mb),
+        )

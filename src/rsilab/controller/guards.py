@@ -1,0 +1,170 @@
+"""Training-stage guards and evaluation fingerprints: what is checked before a candidate runs.
+
+:class:`TrainingGuards` looks at a candidate's stored tree and the registered data it names:
+links out of the tree and unusable dataset names make it invalid; private items in it (exact
+inputs, their ids, near-duplicates) or weights files no recorded job produced make it refused,
+with a :class:`Refusal` saying which protocol flag to record. Nothing here runs a job.
+:func:`private_data_sha256` and :func:`evaluator_sha256` fingerprint what scores, so the
+controller can refuse to compare scores once either changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from threading import Lock
+
+from rsilab.controller.evaluation import (
+    PRIVATE_TIERS,
+    SystemEvaluator,
+    SystemInvalid,
+    check_tree_links,
+    safe_data_name,
+)
+from rsilab.controller.jobs import model_produced_by_job
+from rsilab.controller.overlap import PrivateIndex
+from rsilab.records import Candidate, CandidateState, Dataset
+from rsilab.store.artifacts import ArtifactStore, hash_file
+from rsilab.store.base import Store
+from rsilab.tasks import Task, get_driver, get_scorer
+
+WEIGHT_SUFFIXES = frozenset(
+    {
+        ".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".npz", ".npy", ".onnx", ".h5",
+        ".gguf", ".pkl", ".pickle", ".joblib", ".msgpack",
+    }
+)  # fmt: skip
+"""Files that hold weights: in a candidate they must come from a recorded job (or the task)."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a candidate stops before evaluation.
+
+    ``reason`` is for people; ``public`` is what the proposing agent may read (which guard,
+    never what matched); ``rule`` names the protocol flag to record, if any.
+    """
+
+    state: CandidateState
+    reason: str
+    public: str
+    rule: str | None = None
+    detail: str = ""
+
+
+def private_data_sha256(evaluator: SystemEvaluator) -> str:
+    """Hash of every private sample of every benchmark (ids, inputs, targets)."""
+    digest = hashlib.sha256()
+    for bench in evaluator.task.benchmarks:
+        for tier in PRIVATE_TIERS:
+            for sample in evaluator.private_samples(bench.name, tier):
+                digest.update(sample.model_dump_json().encode())
+    return digest.hexdigest()
+
+
+def evaluator_sha256(task: Task) -> str:
+    """Hash of the code that scores: every benchmark's scorer and the predict driver."""
+    digest = hashlib.sha256()
+    for bench in task.benchmarks:
+        digest.update(inspect.getsource(get_scorer(bench.scorer).fn).encode())
+    if task.predict_driver is not None:
+        digest.update(get_driver(task.predict_driver).source().encode())
+    return digest.hexdigest()
+
+
+class TrainingGuards:
+    """The training-stage checks of one task's candidates. Thread-safe."""
+
+    def __init__(self, task: Task, secret: bytes, store: Store, artifacts: ArtifactStore) -> None:
+        self.task = task
+        self.secret = secret
+        self.store = store
+        self.artifacts = artifacts
+        self._index: PrivateIndex | None = None
+        self._lock = Lock()
+
+    def private_index(self) -> PrivateIndex:
+        """The index of private items (built once, on first use)."""
+        with self._lock:
+            if self._index is None:
+                self._index = PrivateIndex.build(self.task, self.secret)
+            return self._index
+
+    def check(self, candidate: Candidate) -> Refusal | None:
+        """The first guard ``candidate`` fails, or None when it may be evaluated."""
+        with tempfile.TemporaryDirectory(prefix="rsilab-guard-") as tmp:
+            tree = Path(tmp) / "tree"
+            try:
+                self.artifacts.materialize(candidate.harness_sha256, tree, "tree")
+                check_tree_links(tree)
+                extra = self._extra_data_files(candidate, Path(tmp) / "data")
+            except SystemInvalid as exc:
+                return Refusal(CandidateState.INVALID, exc.reason, exc.public)
+            except Exception as exc:  # a missing or malformed tree is the candidate's fault
+                reason = f"the harness tree cannot be restored: {exc}"
+                return Refusal(
+                    CandidateState.INVALID, reason, "the harness tree cannot be restored"
+                )
+            return self._overlap(tree, extra) or self._weights(tree)
+
+    def _overlap(self, tree: Path, extra: list[tuple[str, Path]]) -> Refusal | None:
+        index = self.private_index()
+        hits = index.scan_tree(tree)
+        for name, path in extra:
+            hits += (
+                index.scan_tree(path)
+                if path.is_dir()
+                else index.scan_bytes(path.read_bytes(), name)
+            )
+        if not hits:
+            return None
+        exact = sum(1 for h in hits if h.kind == "exact")
+        samples = len({(h.benchmark, h.tier, h.sample_id) for h in hits})
+        where = sorted({h.where.split(":")[0] for h in hits})[:5]
+        detail = (
+            f"{samples} private samples ({exact} exact, {len(hits) - exact} near-duplicate "
+            f"matches) found in {', '.join(where)}"
+        )
+        public = "training data overlaps the private tiers"
+        return Refusal(
+            CandidateState.REJECTED,
+            f"{public}: {detail}",
+            public,
+            "private_data_in_training",
+            detail,
+        )
+
+    def _weights(self, tree: Path) -> Refusal | None:
+        shipped = {hash_file(p) for p in self.task.harness.rglob("*") if p.is_file()}
+        foreign = []
+        for path in sorted(tree.rglob("*")):
+            if path.suffix.lower() in WEIGHT_SUFFIXES and path.is_file() and not path.is_symlink():
+                sha = hash_file(path)
+                if sha not in shipped and model_produced_by_job(self.store, sha) is None:
+                    foreign.append(str(path.relative_to(tree)))
+        if not foreign:
+            return None
+        detail = f"weights not produced by a recorded job: {', '.join(foreign[:5])}"
+        # the files are the agent's own, so naming them tells it nothing private
+        return Refusal(CandidateState.REJECTED, detail, detail, "unrecorded_weights", detail)
+
+    def _extra_data_files(self, candidate: Candidate, folder: Path) -> list[tuple[str, Path]]:
+        out = []
+        for data_id in candidate.data_ids:
+            dataset = self.store.get_as(data_id, Dataset)
+            dest = folder / safe_data_name(dataset.name)
+            self.artifacts.materialize(dataset.artifact_sha256, dest, dataset.artifact_kind)
+            out.append((dataset.name, dest))
+        return out
+
+
+__all__ = [
+    "WEIGHT_SUFFIXES",
+    "Refusal",
+    "TrainingGuards",
+    "evaluator_sha256",
+    "private_data_sha256",
+]

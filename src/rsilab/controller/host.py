@@ -1,0 +1,499 @@
+"""The Host Controller: baseline, proposals, guards, independent evaluation, acceptance.
+
+One :class:`HostController` serves one (task, lineage) in one lab. It is the only writer of
+counted scores. Order of work for a proposal (:meth:`HostController.judge`):
+
+1. proposal cap (a campaign's proposals are numbered; past the cap a proposal is rejected);
+2. validity: the stored tree materialises, holds no link out of itself, and has a manifest;
+3. training-stage guards: no private item (exact or near-duplicate) in the tree or in the
+   registered data it names; no weights file that a recorded job did not produce;
+4. the evaluator's code and the private data hash as they did at baseline;
+5. re-training with the controller's own seeds and scoring both private tiers;
+6. the acceptance rule on the accept tier against the lineage's *current* head (a candidate
+   built from a superseded version is judged against the head; its parent stays recorded),
+   then a compare-and-swap on the lineage. Reported scores are final-tier scores.
+
+Every detection is a :class:`~rsilab.records.ProtocolFlag`; every decision stores its reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from threading import Lock
+
+import numpy as np
+
+from rsilab.controller.acceptance import decide
+from rsilab.controller.evaluation import (
+    Recipe,
+    SystemEvaluation,
+    SystemEvaluator,
+    SystemInvalid,
+    controller_seeds,
+)
+from rsilab.controller.guards import (
+    TrainingGuards,
+    evaluator_sha256,
+    private_data_sha256,
+)
+from rsilab.controller.jobs import CONTROLLER_ACTOR
+from rsilab.controller.lineage import (
+    find_lineage,
+    lineage_versions,
+    matrix_of,
+    next_label,
+    require_lineage,
+    version_evaluations,
+)
+from rsilab.controller.overlap import PrivateIndex
+from rsilab.controller.stats import avg_at_k, pass_at_k
+from rsilab.errors import ConflictError, UserError
+from rsilab.executors.base import Executor
+from rsilab.records import (
+    Candidate,
+    CandidateState,
+    Dataset,
+    DataTier,
+    Evaluation,
+    EventDraft,
+    FlagStage,
+    Interval,
+    Lineage,
+    ProtocolFlag,
+    Record,
+    Role,
+    SampleScore,
+    SystemVersion,
+    utc_now,
+)
+from rsilab.sandbox.base import Limits
+from rsilab.store.base import Store
+from rsilab.store.lab import Lab
+from rsilab.tasks import Task, lab_secret
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SEEDS = 3
+DEFAULT_MAX_PROPOSALS = 25
+_CAS_ATTEMPTS = 5
+
+
+class HostController:
+    """What counts, for one (task, lineage) in one lab. Thread-safe for :meth:`judge`."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        task: Task,
+        executor: Executor,
+        *,
+        lineage: str = "main",
+        seeds: int = DEFAULT_SEEDS,
+        alpha: float = 0.05,
+        max_proposals: int = DEFAULT_MAX_PROPOSALS,
+        limits: Limits | None = None,
+    ) -> None:
+        if seeds < 1:
+            raise ValueError("the controller needs at least one seed")
+        self.lab = lab
+        self.task = task
+        self.lineage = lineage
+        self.seeds = seeds
+        self.alpha = alpha
+        self.max_proposals = max_proposals
+        self.secret = lab_secret(lab.path)
+        self.evaluator = SystemEvaluator(
+            task, self.secret, lab.store, lab.artifacts, executor, limits=limits
+        )
+        self.guards = TrainingGuards(task, self.secret, lab.store, lab.artifacts)
+        self._propose_lock = Lock()
+
+    @property
+    def store(self) -> Store:
+        """The lab's store."""
+        return self.lab.store
+
+    # --- fingerprints ---------------------------------------------------------------------
+
+    def private_data_sha256(self) -> str:
+        """Hash of every private sample of every benchmark (ids, inputs, targets)."""
+        return private_data_sha256(self.evaluator)
+
+    def evaluator_sha256(self) -> str:
+        """Hash of the code that scores: every benchmark's scorer and the predict driver."""
+        return evaluator_sha256(self.task)
+
+    def check_fingerprints(self, lineage: Lineage) -> None:
+        """Refuse to evaluate when the scorers or the private data changed since baseline.
+
+        Raises:
+            UserError: naming what changed (a flag is recorded too).
+        """
+        changed = []
+        if (
+            lineage.private_data_sha256
+            and lineage.private_data_sha256 != self.private_data_sha256()
+        ):
+            changed.append(("private_data_changed", "the private tiers"))
+        if lineage.evaluator_sha256 and lineage.evaluator_sha256 != self.evaluator_sha256():
+            changed.append(("evaluator_changed", "the scorers or the predict driver"))
+        for rule, what in changed:
+            self._flag(FlagStage.EVALUATION, rule, f"{what} differ from the baseline's", None)
+        if changed:
+            raise UserError(
+                "the evaluation inputs changed since the baseline: "
+                + ", ".join(w for _, w in changed),
+                "scores would not be comparable; start a new lineage (--lineage NAME)",
+            )
+
+    # --- baseline -------------------------------------------------------------------------
+
+    def baseline(self, *, actor: str = "cli") -> SystemVersion:
+        """Evaluate the task's initial system and store it as the lineage's first version.
+
+        Raises:
+            UserError: the lineage already exists, or the initial system is invalid.
+        """
+        if find_lineage(self.store, self.task.name, self.lineage) is not None:
+            raise UserError(
+                f"{self.task.name}/{self.lineage} already has a baseline",
+                f"see it with: rsilab versions {self.task.name} --lineage {self.lineage}",
+            )
+        harness = self.lab.artifacts.put_tree(self.task.harness).sha256
+        subject = f"baseline/{self.task.name}/{self.lineage}"
+        seeds = controller_seeds(self.secret, subject, self.seeds)
+        try:
+            result = self.evaluator.evaluate(
+                Recipe(harness), seeds, campaign_id=None, candidate_id=None
+            )
+        except SystemInvalid as exc:
+            raise UserError(
+                f"the initial system of {self.task.name!r} is invalid: {exc.reason}",
+                f"check it with: rsilab task check {self.task.name}",
+            ) from None
+        version = SystemVersion(
+            task=self.task.name,
+            lineage=self.lineage,
+            label="H0/M0",
+            harness_sha256=harness,
+            model_sha256=result.models[0],
+            model_sha256s=[m or "" for m in result.models],
+            seeds=seeds,
+            decision="baseline: the task's initial system",
+        )
+        evaluations = self._evaluations(version.id, None, result)
+        version.evaluation_ids = [e.id for e in evaluations]
+        version.scores = _final_scores(evaluations)
+        lineage = Lineage(
+            task=self.task.name,
+            name=self.lineage,
+            head_id=version.id,
+            versions=[version.id],
+            private_data_sha256=self.private_data_sha256(),
+            evaluator_sha256=self.evaluator_sha256(),
+        )
+        self._commit(
+            "baseline",
+            f"{self.task.name}/{self.lineage} {version.label}",
+            None,
+            [*evaluations, version, lineage],
+        )
+        return version
+
+    # --- proposals ------------------------------------------------------------------------
+
+    def propose(
+        self,
+        harness_sha256: str,
+        *,
+        campaign_id: str | None,
+        proposer: str,
+        parent_version_id: str | None = None,
+        experiment_id: str | None = None,
+        data_ids: Sequence[str] = (),
+        warm_start: bool = False,
+    ) -> Candidate:
+        """Record a pending candidate (numbered within its campaign). Judge it with
+        :meth:`judge`.
+
+        Raises:
+            UserError: the lineage has no baseline, or the parent is not one of its versions.
+        """
+        lineage = require_lineage(self.store, self.task.name, self.lineage)
+        parent = parent_version_id or lineage.head_id
+        if parent not in lineage.versions:
+            raise UserError(f"{parent} is not a version of {self.task.name}/{self.lineage}")
+        with self._propose_lock:
+            earlier = self.store.query_as(
+                Candidate, fields={"task": self.task.name, "lineage": self.lineage}
+            )
+            index = 1 + sum(1 for c in earlier if c.campaign_id == campaign_id)
+            candidate = Candidate(
+                campaign_id=campaign_id,
+                task=self.task.name,
+                lineage=self.lineage,
+                parent_version_id=parent,
+                harness_sha256=harness_sha256,
+                experiment_id=experiment_id,
+                data_ids=list(data_ids),
+                warm_start=warm_start,
+                proposer=proposer,
+                proposal_index=index,
+            )
+            self._commit("candidate_proposed", candidate.summary(), campaign_id, [candidate])
+        return candidate
+
+    def judge(self, candidate_id: str) -> Candidate:
+        """Decide a pending candidate (see the module docstring); returns it decided.
+
+        Never raises for a bad candidate: it ends invalid or rejected with its reason.
+
+        Raises:
+            UserError: the candidate is not pending, or the evaluation inputs changed.
+            LabError: the lab could not be written.
+        """
+        candidate = self.store.get_as(candidate_id, Candidate)
+        if candidate.state is not CandidateState.PENDING:
+            raise UserError(f"candidate {candidate.id} is {candidate.state}, not pending")
+        lineage = require_lineage(self.store, self.task.name, self.lineage)
+        self.check_fingerprints(lineage)
+        candidate = self._update(candidate, state=CandidateState.EVALUATING)
+        if candidate.proposal_index > self.max_proposals:
+            return self._finish(
+                candidate,
+                CandidateState.REJECTED,
+                f"the campaign's proposal cap ({self.max_proposals}) is reached",
+            )
+        refusal = self.guards.check(candidate)
+        if refusal is not None:
+            if refusal.rule is not None:
+                self._flag(FlagStage.TRAINING, refusal.rule, refusal.detail, candidate)
+            return self._finish(candidate, refusal.state, refusal.reason, refusal.public)
+        try:
+            recipe = self._recipe(candidate)
+            seeds = controller_seeds(self.secret, candidate.id, self.seeds)
+            result = self.evaluator.evaluate(
+                recipe, seeds, campaign_id=candidate.campaign_id, candidate_id=candidate.id
+            )
+        except SystemInvalid as exc:
+            return self._finish(candidate, CandidateState.INVALID, exc.reason, exc.public)
+        evaluations = self._evaluations(candidate.id, candidate.campaign_id, result)
+        self._commit("candidate_evaluated", candidate.id, candidate.campaign_id, evaluations)
+        candidate = self._update(candidate, seeds=seeds, evaluation_ids=[e.id for e in evaluations])
+        return self._decide(candidate, result, evaluations)
+
+    def judge_safely(self, candidate_id: str) -> Candidate | None:
+        """:meth:`judge` for background use: never raises. A candidate the controller could
+        not evaluate (lab error, changed evaluation inputs) ends rejected with the reason;
+        None when even that could not be recorded."""
+        try:
+            return self.judge(candidate_id)
+        except Exception as exc:  # the caller is a pool thread: record, never lose it
+            log.exception("judging %s failed", candidate_id)
+            try:
+                current = self.store.get_as(candidate_id, Candidate)
+                if current.is_finished():
+                    return current
+                return self._finish(
+                    current,
+                    CandidateState.REJECTED,
+                    f"the controller could not evaluate it: {exc}",
+                    "the controller could not evaluate it; a person has to look at the lab",
+                )
+            except Exception:
+                log.exception("recording the failure of %s failed", candidate_id)
+                return None
+
+    # --- guards ---------------------------------------------------------------------------
+
+    def private_index(self) -> PrivateIndex:
+        """The index of private items (built once, on first use)."""
+        return self.guards.private_index()
+
+    def _recipe(self, candidate: Candidate) -> Recipe:
+        extra: dict[str, tuple[str, str]] = {}
+        for data_id in candidate.data_ids:
+            dataset = self.store.get_as(data_id, Dataset)
+            if DataTier(dataset.tier).is_private:
+                raise SystemInvalid(f"dataset {dataset.id} is private and cannot train anything")
+            extra[dataset.name] = (dataset.artifact_sha256, dataset.artifact_kind)
+        warm: list[str] | None = None
+        if candidate.warm_start:
+            parent = self.store.get_as(candidate.parent_version_id, SystemVersion)
+            warm = [m for m in parent.model_sha256s if m]
+            if not warm:
+                raise SystemInvalid("warm start asked, but the parent version has no model")
+        return Recipe(candidate.harness_sha256, extra, warm)
+
+    # --- decision -------------------------------------------------------------------------
+
+    def _decide(
+        self, candidate: Candidate, result: SystemEvaluation, evaluations: list[Evaluation]
+    ) -> Candidate:
+        mine = {k: t.scores for k, t in result.tables.items() if k[1] is DataTier.ACCEPT}
+        for _ in range(_CAS_ATTEMPTS):
+            lineage = require_lineage(self.store, self.task.name, self.lineage)
+            head = self.store.get_as(lineage.head_id, SystemVersion)
+            current = {
+                (name, DataTier.ACCEPT): matrix_of(
+                    e, result.tables[(name, DataTier.ACCEPT)].sample_ids
+                )
+                for name, e in version_evaluations(self.store, head, DataTier.ACCEPT).items()
+            }
+            decision = decide(
+                self.task, mine, current, proposal_index=candidate.proposal_index, alpha=self.alpha
+            )
+            stale_note = (
+                f" (built from {candidate.parent_version_id}, judged against the current head "
+                f"{head.id})"
+                if head.id != candidate.parent_version_id
+                else ""
+            )
+            update = {
+                "decisions": decision.decisions,
+                "alpha": decision.alpha,
+                "compared_to": head.id,
+                "reason": decision.reason + stale_note,
+                "finished_at": utc_now(),
+            }
+            if not decision.accepted:
+                done = candidate.model_copy(update={**update, "state": CandidateState.REJECTED})
+                self._commit("candidate_rejected", done.summary(), done.campaign_id, [done])
+                return done
+            versions = lineage_versions(self.store, lineage)
+            models = [m or "" for m in result.models]
+            version = SystemVersion(
+                task=self.task.name,
+                lineage=self.lineage,
+                label=next_label(versions, candidate.harness_sha256, models),
+                harness_sha256=candidate.harness_sha256,
+                model_sha256=models[0] or None,
+                model_sha256s=models,
+                seeds=result.seeds,
+                parent_id=head.id,
+                candidate_id=candidate.id,
+                scores=_final_scores(evaluations),
+                evaluation_ids=[e.id for e in evaluations],
+                decision=decision.reason + stale_note,
+            )
+            done = candidate.model_copy(
+                update={**update, "state": CandidateState.ACCEPTED, "version_id": version.id}
+            )
+            moved = lineage.model_copy(
+                update={"head_id": version.id, "versions": [*lineage.versions, version.id]}
+            )
+            try:
+                self._commit(
+                    "candidate_accepted",
+                    f"{done.id} -> {version.label}",
+                    done.campaign_id,
+                    [done, version, moved],
+                )
+            except ConflictError:
+                continue  # the head moved between reading and writing: judge again
+            self._collect_if_over_limit()
+            return done
+        return self._finish(
+            candidate,
+            CandidateState.STALE,
+            "the lineage's head kept moving; propose again from the new head",
+        )
+
+    def _collect_if_over_limit(self) -> None:
+        """Run gc when the lab's blob folder passed its size limit (rsilab.toml); a failure
+        here never undoes the acceptance just recorded, so it is logged, not raised."""
+        from rsilab.controller.gc import maybe_collect
+
+        try:
+            report = maybe_collect(self.lab)
+        except Exception:
+            log.exception("garbage collection after an acceptance failed")
+            return
+        if report is not None:
+            log.info("gc freed %d bytes in %d blobs", report.freed_bytes, len(report.removed))
+
+    # --- records --------------------------------------------------------------------------
+
+    def _evaluations(
+        self, subject: str, campaign_id: str | None, result: SystemEvaluation
+    ) -> list[Evaluation]:
+        out = []
+        for (bench_name, tier), table in sorted(result.tables.items()):
+            bench = self.task.benchmark(bench_name)
+            samples = [
+                SampleScore(sample_id=sid, epoch=i, seed=result.seeds[i], score=float(v))
+                for i, row in enumerate(table.scores)
+                for sid, v in zip(table.sample_ids, row, strict=True)
+            ]
+            aggregates = {f"avg@{len(result.seeds)}": avg_at_k(table.scores)}
+            if np.isin(table.scores, (0.0, 1.0)).all():
+                aggregates[f"pass@{len(result.seeds)}"] = pass_at_k(table.scores)
+            out.append(
+                Evaluation(
+                    campaign_id=campaign_id,
+                    benchmark=bench.name,
+                    tier=tier,
+                    subject_id=subject,
+                    metric=bench.scorer,
+                    samples=samples,
+                    aggregates=aggregates,
+                    evaluator=CONTROLLER_ACTOR,
+                )
+            )
+        return out
+
+    def _update(self, candidate: Candidate, **changes: object) -> Candidate:
+        updated = candidate.model_copy(update=changes)
+        self._commit("candidate_updated", updated.summary(), updated.campaign_id, [updated])
+        return updated
+
+    def _finish(
+        self, candidate: Candidate, state: CandidateState, reason: str, public: str | None = None
+    ) -> Candidate:
+        """Decide ``candidate`` without a comparison. ``public`` (default: ``reason``) is what
+        an agent may read; pass it whenever ``reason`` may quote private logs."""
+        note = public if public is not None else reason
+        done = candidate.model_copy(
+            update={
+                "state": state,
+                "reason": reason,
+                "public_note": note,
+                "finished_at": utc_now(),
+            }
+        )
+        self._commit(f"candidate_{state.value}", done.summary(), done.campaign_id, [done])
+        return done
+
+    def _flag(self, stage: FlagStage, rule: str, detail: str, candidate: Candidate | None) -> None:
+        flag = ProtocolFlag(
+            campaign_id=candidate.campaign_id if candidate else None,
+            stage=stage,
+            rule=rule,
+            detail=detail if candidate is None else f"candidate {candidate.id}: {detail}",
+            actor=candidate.proposer if candidate else CONTROLLER_ACTOR,
+            role=str(Role.WORKER) if candidate else str(Role.CONTROLLER),
+            blocked=True,
+        )
+        self._commit("protocol_flag", rule, flag.campaign_id, [flag])
+
+    def _commit(
+        self, action: str, detail: str, campaign_id: str | None, writes: Sequence[Record]
+    ) -> None:
+        draft = EventDraft(
+            actor=CONTROLLER_ACTOR,
+            role=str(Role.CONTROLLER),
+            action=action,
+            campaign_id=campaign_id,
+            detail=detail[:500],
+        )
+        self.store.commit(draft, list(writes))
+
+
+def _final_scores(evaluations: Sequence[Evaluation]) -> dict[str, Interval]:
+    out = {}
+    for evaluation in evaluations:
+        if evaluation.tier == DataTier.FINAL:
+            key = next(k for k in evaluation.aggregates if k.startswith("avg@"))
+            out[evaluation.benchmark] = evaluation.aggregates[key]
+    return out

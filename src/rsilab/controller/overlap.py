@@ -1,0 +1,413 @@
+"""The training-data overlap guard: private samples found in data a candidate could train on.
+
+:class:`PrivateIndex` holds every private sample (accept and final tiers) of a task and
+searches data for them in two ways:
+
+- **exact**: the sha256 of a private input's canonical JSON (:func:`rsilab.tasks.content_hash`)
+  equals that of a JSON value found in the data: the whole file or any line that parses as
+  JSON, walked down to every nested value (dict keys too), so JSONL rows, bare inputs, lists of
+  inputs and text-to-label tables are caught. A private input that is a string is also found as
+  a whole line of plain text (stripped), or as the whole text.
+- **near**: the private input's canonical text is cut into tokens (words, and numbers with
+  integral decimals written as integers, lower case; JSON escapes undone, so a JSON copy and a
+  plain copy read alike) and into ``shingle``-token windows. Windows that also occur in any
+  benchmark's *public* tiers (train, dev) are dropped: they are not private-specific (rows of
+  zeros in digit images, stock phrases), so training on the public tiers never trips the guard.
+  A private sample is a near hit when at least half of its private-specific windows, and at
+  least three of them (all of them when it has fewer), occur in the data. Samples shorter than
+  ``shingle`` tokens have one window, the whole token sequence.
+
+Binary files are scanned too (NUL bytes read as line ends, bad bytes as U+FFFD), so a leaked
+file cannot hide behind one NUL byte. What is not checked: compressed or encrypted copies and
+transformed ones (normalised pixels, paraphrases) are beyond both detectors; weights are the
+provenance rule's business. Symbolic links and other non-regular files are not followed.
+
+Windows are kept as 64-bit hashes (a polynomial over 8-byte blake2b token digests), so the
+index is small and a scan is linear in the data: one pass of regexes, then numpy.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import json
+import os
+import re
+import stat
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import JsonValue
+
+from rsilab.records import DataTier
+from rsilab.tasks import TIERS, Task, content_hash, make_splits
+
+__all__ = ["OverlapHit", "PrivateIndex"]
+
+_Hashes = npt.NDArray[np.uint64]
+
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|[nrtbf])")
+_ZERO_FRACTION = re.compile(r"(\d)\.0*(?!\d)")
+# Both give the same tokens on ASCII text; the first is about twice as fast.
+_ASCII_TOKEN = re.compile(r"\n|[a-z0-9]+")
+_TOKEN = re.compile(r"\n|[^\W_]+")
+_NEWLINE = int.from_bytes(hashlib.blake2b(b"\n", digest_size=8).digest(), "little")
+_FILTER_BITS = 20  # a 1 MiB bitmap per width of window hashes rules out almost every window cheaply
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd, so each Horner step is a bijection mod 2**64
+_MAX_DEPTH = 64  # bounds the re-serialising of nested candidates; inputs sit far shallower
+_JSON_START = frozenset('{["-0123456789')
+_NOT_JSON = object()
+# content_hash's json.dumps arguments; one encoder, as dumps builds a new one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+# Private ids are re-keyed with the lab secret (rsilab.tasks._splits), so one found anywhere
+# can only have come from a leak: outputs keyed on leaked ids are caught even when the inputs
+# were left behind.
+_PRIVATE_ID = re.compile(r"(?<![0-9a-z])(?:accept|final)-[0-9a-f]{12}(?![0-9a-f])")
+
+
+@dataclass(frozen=True)
+class OverlapHit:
+    """One private sample found in scanned data."""
+
+    benchmark: str
+    """Name of the benchmark the private sample belongs to."""
+    tier: DataTier
+    """``DataTier.ACCEPT`` or ``DataTier.FINAL``."""
+    sample_id: str
+    """The private sample's (re-keyed) id."""
+    kind: Literal["exact", "near"]
+    """``exact``: its input's canonical JSON (or text line); ``near``: shared token windows."""
+    where: str
+    """Path relative to the scanned root (or the name given to scan_bytes), with ``:LINE``
+    when the line is known (JSON lines, text lines, the first shared window of a near hit)."""
+    share: float
+    """1.0 for exact hits; for near hits the share of the sample's private-specific windows
+    found."""
+
+
+class _Ref(NamedTuple):
+    benchmark: str
+    tier: DataTier
+    sample_id: str
+
+
+class PrivateIndex:
+    """Index of every private (accept+final) sample of a task, for overlap search.
+
+    Build it with :meth:`build`. It holds hashes of the private inputs, their string inputs
+    verbatim (for the plain-text line check) and 64-bit window hashes; it never writes them
+    anywhere. Scans are read-only and deterministic: hits come sorted by benchmark, tier,
+    sample id, place and kind, one per (sample, kind, place).
+    """
+
+    def __init__(self, shingle: int) -> None:
+        """An empty index; use :meth:`build`."""
+        self._shingle = shingle
+        self._refs: list[_Ref] = []
+        self._exact: dict[str, list[_Ref]] = defaultdict(list)
+        self._shapes: set[tuple[type, int]] = set()
+        self._walked: set[type] = {dict, list}
+        self._texts: dict[str, list[_Ref]] = defaultdict(list)
+        self._ids: dict[str, _Ref] = {}
+        self._windows: dict[int, dict[int, list[int]]] = {}
+        self._sorted_keys: dict[int, _Hashes] = {}
+        self._filters: dict[int, npt.NDArray[np.bool_]] = {}
+        self._totals: list[int] = []
+
+    @classmethod
+    def build(cls, task: Task, secret: bytes, *, shingle: int = 8) -> PrivateIndex:
+        """Index the accept and final tiers of every benchmark of ``task`` under ``secret``.
+
+        The public tiers (train, dev) of every benchmark are read to drop the windows they
+        share with private samples.
+
+        Raises:
+            ValueError: ``shingle`` is below 1.
+            rsilab.tasks.SplitError: a benchmark's samples cannot be read or split.
+        """
+        if shingle < 1:
+            raise ValueError(f"shingle must be at least 1, not {shingle}")
+        index = cls(shingle)
+        public: list[JsonValue] = []
+        private: list[JsonValue] = []
+        for bench in task.benchmarks:
+            splits = make_splits(task, bench, secret)
+            for tier in TIERS:
+                if not tier.is_private:
+                    public.extend(s.input for s in splits[tier])
+                    continue
+                for sample in splits[tier]:
+                    ref = _Ref(bench.name, tier, sample.id)
+                    index._refs.append(ref)
+                    index._exact[content_hash(sample)].append(ref)
+                    index._ids[sample.id] = ref
+                    index._shapes.add(_shape(sample.input))
+                    index._walked.add(type(sample.input))
+                    if isinstance(sample.input, str) and sample.input.strip():
+                        index._texts[sample.input.strip()].append(ref)
+                    private.append(sample.input)
+        index._index_windows(private, public)
+        return index
+
+    def _index_windows(self, private: Sequence[JsonValue], public: Sequence[JsonValue]) -> None:
+        hashes = [_token_stream(_canonical_text(value))[0] for value in private]
+        widths = {min(len(h), self._shingle) for h in hashes if len(h)}
+        seen: dict[int, set[int]] = {width: set() for width in widths}
+        for value in public:
+            public_hashes = _token_stream(_canonical_text(value))[0]
+            for width in widths:
+                seen[width].update(_window_hashes(public_hashes, width).tolist())
+        self._windows = {width: defaultdict(list) for width in widths}
+        for number, sample_hashes in enumerate(hashes):
+            width = min(len(sample_hashes), self._shingle)
+            keys = set(_window_hashes(sample_hashes, width).tolist()) - seen[width]
+            for key in keys:
+                self._windows[width][key].append(number)
+            self._totals.append(len(keys))
+        self._windows = {width: table for width, table in self._windows.items() if table}
+        for width, table in self._windows.items():
+            ordered = np.array(sorted(table), dtype=np.uint64)
+            bitmap = np.zeros(1 << _FILTER_BITS, dtype=np.bool_)
+            bitmap[ordered >> np.uint64(64 - _FILTER_BITS)] = True
+            self._sorted_keys[width] = ordered
+            self._filters[width] = bitmap
+
+    def scan_bytes(self, data: bytes, where: str) -> list[OverlapHit]:
+        """Every private sample found in ``data``, which ``where`` names in the hits.
+
+        Bytes that are not UTF-8 are read as U+FFFD; nothing is skipped as binary here.
+        """
+        findings = _Findings()
+        text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        self._scan_chunk(text, 0, findings, whole=True)
+        return sorted(self._hits(findings, where), key=_order)
+
+    def scan_tree(self, root: Path, *, max_file_bytes: int = 64 << 20) -> list[OverlapHit]:
+        """Every private sample found in the regular files under ``root``.
+
+        Binary files are scanned like text; symbolic links are not followed.
+        A file is read ``max_file_bytes`` at a time, cut at line ends, so memory stays bounded
+        and every byte is still scanned; near hits add up over a file's chunks, but the
+        whole-file JSON parse applies only to a file that fits in one chunk, and token windows
+        that straddle two chunks are not seen.
+
+        Raises:
+            ValueError: ``max_file_bytes`` is below 1.
+            OSError: ``root`` is not a folder, or a folder or file under it cannot be read; the
+                guard fails closed, since what it could not read it could not check.
+        """
+        if max_file_bytes < 1:
+            raise ValueError(f"max_file_bytes must be at least 1, not {max_file_bytes}")
+        if not root.is_dir():
+            raise NotADirectoryError(f"{root}: not a folder")
+        hits: list[OverlapHit] = []
+        for path in _regular_files(root):
+            findings = self._scan_file(path, max_file_bytes)
+            hits.extend(self._hits(findings, path.relative_to(root).as_posix()))
+        return sorted(hits, key=_order)
+
+    def _scan_file(self, path: Path, chunk: int) -> _Findings:
+        """What the file holds (NUL bytes read as line ends, other bad bytes as U+FFFD)."""
+        # Binary files are read too, with undecodable bytes as U+FFFD: a leaked JSONL file
+        # with one NUL byte in front must not pass as "binary". Compressed or encrypted data
+        # does pass; only the weights rule and re-training from recorded inputs bound that.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        findings = _Findings()
+        carry, offset, first = "", 0, True
+        with path.open("rb") as stream:
+            while True:
+                data = stream.read(chunk)
+                last = len(data) < chunk
+                if first:
+                    text = decoder.decode(data.replace(b"\0", b"\n"), final=last)
+                    text = text.removeprefix("\ufeff")
+                else:
+                    text = carry + decoder.decode(data.replace(b"\0", b"\n"), final=last)
+                if not last and (cut := text.rfind("\n") + 1):
+                    text, carry = text[:cut], text[cut:]
+                else:
+                    carry = ""
+                self._scan_chunk(text, offset, findings, whole=first and last)
+                offset += text.count("\n")
+                first = False
+                if last:
+                    return findings
+
+    def _scan_chunk(self, text: str, offset: int, findings: _Findings, *, whole: bool) -> None:
+        """Add to ``findings`` what ``text`` (starting after line ``offset``) holds."""
+        for ref, line in self._exact_matches(text, offset, whole=whole):
+            findings.exact[ref, line] = None
+        first = findings.first_line
+        for number, key, line in self._shared_windows(text):
+            findings.shared[number].add(key)
+            first[number] = min(first.get(number, offset + line), offset + line)
+
+    def _hits(self, findings: _Findings, where: str) -> list[OverlapHit]:
+        """Exact hits, then near hits of the samples not found exactly in the same place."""
+        hits = [
+            OverlapHit(*ref, kind="exact", where=_place(where, line), share=1.0)
+            for ref, line in findings.exact
+        ]
+        exact = {ref for ref, _ in findings.exact}
+        for number, keys in findings.shared.items():
+            total, ref = self._totals[number], self._refs[number]
+            if ref in exact or 2 * len(keys) < total or len(keys) < min(3, total):
+                continue
+            place = _place(where, findings.first_line[number])
+            hits.append(OverlapHit(*ref, kind="near", where=place, share=len(keys) / total))
+        return hits
+
+    def _exact_matches(
+        self, text: str, offset: int, *, whole: bool
+    ) -> Iterator[tuple[_Ref, int | None]]:
+        parsed = _parse(text) if whole else _NOT_JSON
+        if parsed is not _NOT_JSON:
+            yield from ((ref, None) for ref in self._json_matches(parsed))
+        lines = text.split("\n")
+        for number, line in enumerate(lines, offset + 1):
+            stripped = line.strip()
+            if not stripped:
+                continue
+            yield from ((ref, number) for ref in self._texts.get(stripped, ()))
+            for found in _PRIVATE_ID.findall(stripped):
+                if found in self._ids:
+                    yield self._ids[found], number
+            if parsed is _NOT_JSON and stripped[0] in _JSON_START:
+                value = _parse(stripped)
+                if value is not _NOT_JSON:
+                    yield from ((ref, number) for ref in self._json_matches(value))
+        if whole and len(lines) > 1:
+            yield from ((ref, None) for ref in self._texts.get(text.strip(), ()))
+
+    def _json_matches(self, value: Any) -> Iterator[_Ref]:
+        stack: list[tuple[Any, int]] = [(value, 0)]
+        walked = self._walked
+        while stack:
+            item, depth = stack.pop()
+            if _shape(item) in self._shapes:
+                yield from self._exact.get(_json_hash(item), ())
+            if depth >= _MAX_DEPTH:
+                continue
+            # Children that can neither match nor hold a match (the numbers of a digit image,
+            # when no private input is a number) are not pushed: most of a walk's cost.
+            children = item.values() if isinstance(item, dict) else item
+            if isinstance(item, dict) and str in walked:
+                stack.extend((key, depth + 1) for key in item)
+            if isinstance(item, dict | list) and not walked.isdisjoint(map(type, children)):
+                stack.extend((c, depth + 1) for c in children if type(c) in walked)
+
+    def _shared_windows(self, text: str) -> Iterator[tuple[int, int, int]]:
+        """(sample number, window hash, line of its first occurrence) for each private-specific
+        window of a sample that occurs in ``text``."""
+        if not self._sorted_keys:
+            return
+        hashes, line_of = _token_stream(text)
+        for width, keys in self._sorted_keys.items():
+            windows = _window_hashes(hashes, width)
+            maybe = np.flatnonzero(self._filters[width][windows >> np.uint64(64 - _FILTER_BITS)])
+            slots = np.minimum(np.searchsorted(keys, windows[maybe]), len(keys) - 1)
+            positions = maybe[keys[slots] == windows[maybe]]
+            matched, at = np.unique(windows[positions], return_index=True)
+            lines = line_of[positions[at]].tolist()
+            for key, line in zip(matched.tolist(), lines, strict=True):
+                yield from ((number, key, line) for number in self._windows[width][key])
+
+
+@dataclass
+class _Findings:
+    """What one file or blob holds, gathered over its chunks."""
+
+    exact: dict[tuple[_Ref, int | None], None] = field(default_factory=dict)
+    shared: defaultdict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
+    first_line: dict[int, int] = field(default_factory=dict)
+
+
+def _place(where: str, line: int | None) -> str:
+    return where if line is None else f"{where}:{line}"
+
+
+def _order(hit: OverlapHit) -> tuple[str, str, str, str, str]:
+    return hit.benchmark, hit.tier.value, hit.sample_id, hit.where, hit.kind
+
+
+def _shape(value: Any) -> tuple[type, int]:
+    """A cheap key that equal JSON values share, so only plausible candidates get hashed."""
+    return type(value), len(value) if isinstance(value, str | list | dict) else 0
+
+
+def _json_hash(value: Any) -> str:
+    """The hash :func:`rsilab.tasks.content_hash` gives a sample whose input is ``value``."""
+    return hashlib.sha256(_CANONICAL.encode(value).encode("utf-8")).hexdigest()
+
+
+def _parse(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return _NOT_JSON
+
+
+def _canonical_text(value: JsonValue) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    if match[1] is None:
+        return " "
+    char = chr(int(match[1], 16))
+    return char if char.isalnum() else " "  # never a newline: line numbers must hold
+
+
+def _normalise(text: str) -> str:
+    """Text as the tokeniser sees it: JSON escapes undone, 5.0 as 5, lower case."""
+    return _ZERO_FRACTION.sub(r"\1", _ESCAPE.sub(_unescape, text)).lower()
+
+
+def _token_stream(text: str) -> tuple[_Hashes, npt.NDArray[np.int64]]:
+    """Token hashes of ``text`` and the 1-based line (within ``text``) of each token."""
+    normal = _normalise(text)
+    tokens = (_ASCII_TOKEN if normal.isascii() else _TOKEN).findall(normal)
+    hashes = _token_hashes(tokens)
+    # Newlines are tokens only so that one findall over the whole text yields line numbers.
+    newline = hashes == np.uint64(_NEWLINE)
+    keep = ~newline
+    return hashes[keep], (np.cumsum(newline, dtype=np.int64) + 1)[keep]
+
+
+def _token_hashes(tokens: Sequence[str]) -> _Hashes:
+    table = {
+        token: int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
+        for token in dict.fromkeys(tokens)
+    }
+    return np.fromiter(map(table.__getitem__, tokens), dtype=np.uint64, count=len(tokens))
+
+
+def _window_hashes(hashes: _Hashes, width: int) -> _Hashes:
+    """Hash of every run of ``width`` consecutive tokens (Horner's rule, wrapping mod 2**64)."""
+    count = len(hashes) - width + 1
+    if count <= 0:
+        return np.empty(0, dtype=np.uint64)
+    out = hashes[:count].copy()
+    for k in range(1, width):
+        out *= _MULTIPLIER
+        out += hashes[k : k + count]
+    return out
+
+
+def _regular_files(root: Path) -> Iterator[Path]:
+    """Regular files under ``root`` in sorted order; links are not followed; errors raise."""
+
+    def fail(error: OSError) -> None:
+        raise error
+
+    for folder, dirs, files in os.walk(root, onerror=fail):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder, name)
+            if stat.S_ISREG(path.lstat().st_mode):
+                yield path

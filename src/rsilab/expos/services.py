@@ -1,0 +1,148 @@
+"""What the job and candidate tools need beyond the store: an executor and the controllers.
+
+An :class:`ExperimentOS` built without :class:`LabServices` still serves every record tool;
+tools that run jobs or judge candidates answer ``unavailable`` and say how to get them. One
+``LabServices`` holds one executor for the agents' jobs and the controller's, a background
+pool that judges candidates (agents poll ``candidate_status``), and the futures of jobs started
+without waiting (``job_status``, ``cancel_job``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from threading import Lock
+from typing import Any
+
+from rsilab.controller.host import HostController
+from rsilab.errors import ToolError
+from rsilab.executors.base import Executor
+from rsilab.executors.local import LocalExecutor, available_cores
+from rsilab.expos.guards import WORKSPACE_RESERVED
+from rsilab.records import Campaign
+from rsilab.sandbox.base import Limits
+from rsilab.sandbox.select import default_sandbox
+from rsilab.store.artifacts import ArtifactStore
+from rsilab.store.lab import Lab
+from rsilab.tasks import Task, get_task, lab_secret
+
+
+class LabServices:
+    """Executor, controllers and background work for the tools of one lab.
+
+    ``executor`` defaults to a :class:`LocalExecutor` on the default sandbox, made on first
+    use (so a face that never runs a job never probes the sandbox); :meth:`close` shuts down
+    what this object made. With ``judge_in_background`` False, ``propose_candidate`` returns
+    only once the candidate is decided (for one-shot callers such as ``rsilab call``).
+    """
+
+    def __init__(
+        self,
+        lab: Lab,
+        executor: Executor | None = None,
+        *,
+        lineage: str = "main",
+        seeds: int = 3,
+        job_limits: Limits | None = None,
+        judge_in_background: bool = True,
+        slots: int | None = None,
+    ) -> None:
+        self.lab = lab
+        self.lineage = lineage
+        self.seeds = seeds
+        self.job_limits = job_limits or Limits(wall_s=600.0, cpu_s=1200.0)
+        self.judge_in_background = judge_in_background
+        self._executor = executor
+        self._owns_executor = executor is None
+        self._slots = slots
+        self._controllers: dict[str, HostController] = {}
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsilab-bg")
+        self._futures: dict[str, Future[Any]] = {}
+        self._lock = Lock()
+
+    @property
+    def executor(self) -> Executor:
+        """The executor jobs run on (made on first use when none was given).
+
+        Raises:
+            SandboxUnavailable: no sandbox can be used on this machine.
+        """
+        with self._lock:
+            if self._executor is None:
+                slots = self._slots or min(2, available_cores())
+                self._executor = LocalExecutor(default_sandbox(), self.lab.artifacts, slots)
+            return self._executor
+
+    @property
+    def secret(self) -> bytes:
+        """The lab's secret (splits, seeds)."""
+        return lab_secret(self.lab.path)
+
+    def task_of(self, campaign: Campaign) -> Task:
+        """The task a campaign works on.
+
+        Raises:
+            ToolError: the task is not known here (it may have been removed).
+        """
+        try:
+            return get_task(campaign.task.name)
+        except (KeyError, ValueError) as exc:
+            raise ToolError(
+                "unavailable", f"task {campaign.task.name!r} cannot be loaded here: {exc}"
+            ) from None
+
+    def controller(self, task: Task) -> HostController:
+        """The controller of ``task``'s lineage (one per task, made on first use)."""
+        executor = self.executor
+        with self._lock:
+            found = self._controllers.get(task.name)
+            if found is None:
+                found = HostController(
+                    self.lab, task, executor, lineage=self.lineage, seeds=self.seeds
+                )
+                self._controllers[task.name] = found
+            return found
+
+    def background(self, key: str, work: Callable[[], Any]) -> Future[Any]:
+        """Run ``work`` on the background pool, remembered under ``key``."""
+        future = self._pool.submit(work)
+        with self._lock:
+            self._futures[key] = future
+        return future
+
+    def future(self, key: str) -> Future[Any] | None:
+        """The background work remembered under ``key``, if this process started it."""
+        with self._lock:
+            return self._futures.get(key)
+
+    def close(self, wait: bool = True) -> None:
+        """Finish (or, with ``wait`` False, drop) background work; shut down an executor this
+        object made (one passed in belongs to the caller)."""
+        self._pool.shutdown(wait=wait, cancel_futures=not wait)
+        if self._owns_executor and self._executor is not None:
+            self._executor.shutdown(wait=wait, cancel_pending=not wait)
+
+
+def snapshot_workspace(artifacts: ArtifactStore, workspace: Path) -> str:
+    """Store the workspace as a tree artifact, leaving out :data:`WORKSPACE_RESERVED` folders
+    (the Experiment OS's data and job outputs are not part of the system); returns its hash.
+
+    Raises:
+        LabError: the workspace holds a special file, or the lab cannot be written.
+    """
+    with tempfile.TemporaryDirectory(prefix="rsilab-snapshot-") as tmp:
+        copy = Path(tmp) / "tree"
+        shutil.copytree(
+            workspace,
+            copy,
+            symlinks=True,
+            ignore=lambda folder, names: (
+                [n for n in names if n in WORKSPACE_RESERVED]
+                if Path(folder).resolve() == workspace.resolve()
+                else []
+            ),
+        )
+        return artifacts.put_tree(copy).sha256

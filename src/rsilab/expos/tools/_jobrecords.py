@@ -1,0 +1,327 @@
+"""Records of the agents' jobs: their view, dev evaluations, experiment sync, comparisons.
+
+Pure functions over the store (and direct commits where a job's results are recorded); the
+job tools and the background work of ``run_job`` share them, so an experiment's resources,
+logs and controller metrics are computed in one place: :func:`synced`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rsilab.controller.jobs import CONTROLLER_ACTOR
+from rsilab.controller.stats import avg_at_k, paired_gain
+from rsilab.errors import ConflictError, ToolError
+from rsilab.records import (
+    DataTier,
+    Evaluation,
+    EventDraft,
+    Experiment,
+    ExperimentState,
+    Job,
+    JobStatus,
+    Metric,
+    MetricSource,
+    Resources,
+    Role,
+    SampleScore,
+)
+from rsilab.store.base import Store
+from rsilab.tasks import (
+    Benchmark,
+    HarnessOutputError,
+    Sample,
+    get_scorer,
+    parse_predictions,
+    score_outputs,
+)
+
+SYNC_ATTEMPTS = 5
+"""How often a direct experiment update is retried when another writer got there first."""
+LARGEST = 10
+"""How many of the most different samples a comparison lists."""
+
+DevTiers = tuple[tuple[Benchmark, tuple[Sample, ...]], ...]
+"""Each benchmark with its dev samples, in the order predict sees them."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who asked for the work: the actor and role its ledger events carry."""
+
+    actor: str
+    role: Role
+
+
+def job_view(job: Job) -> dict[str, Any]:
+    """What the tools show of a job (workspace-relative model path, no host paths)."""
+    made = job.status is JobStatus.SUCCEEDED and job.model_out_sha256 is not None
+    return {
+        "job_id": job.id,
+        "kind": str(job.kind),
+        "status": str(job.status),
+        "experiment_id": job.experiment_id,
+        "seed": job.inputs.seed,
+        "created_at": job.created_at,
+        "finished_at": job.finished_at,
+        "resources": {
+            "cpu_s": job.resources.cpu_s,
+            "wall_s": job.resources.wall_s,
+            "peak_rss_mb": job.resources.peak_rss_mb,
+        },
+        "model": job.model_out if made else None,
+        "model_sha256": job.model_out_sha256,
+        "exit_code": job.exit_code,
+        "kill_reason": job.kill_reason,
+        "error": job.error,
+    }
+
+
+# --- dev scores ---------------------------------------------------------------------------
+
+
+def dev_evaluations(store: Store, experiment_id: str) -> list[Evaluation]:
+    """Every dev evaluation of an experiment, oldest first."""
+    return store.query_as(
+        Evaluation, fields={"subject_id": experiment_id, "tier": DataTier.DEV.value}
+    )
+
+
+def score_dev(
+    store: Store, caller: Caller, dev: DevTiers, done: Job, stdout: bytes
+) -> dict[str, Any]:
+    """Score predict's output per benchmark and commit one dev Evaluation for each.
+
+    ``stdout`` answers the dev samples of ``dev`` in order. A broken output contract, or
+    scores that cannot be stored, come back as ``error`` text: the job's fault, not the call's.
+    """
+    ids = [s.id for _, tier in dev for s in tier]
+    try:
+        outputs = parse_predictions(stdout, ids)
+    except HarnessOutputError as exc:
+        return {"error": f"predict broke the output contract: {exc}", "scores": {}}
+    assert done.experiment_id is not None
+    previous = dev_evaluations(store, done.experiment_id)
+    evaluations: list[Evaluation] = []
+    invalid: dict[str, int] = {}
+    problems: list[str] = []
+    seed = done.inputs.seed
+    for bench, samples in dev:
+        scored = score_outputs(bench.scorer, samples, outputs)
+        invalid[bench.name] = sum(1 for s in scored if not s.valid)
+        if not all(math.isfinite(s.score) for s in scored):
+            problems.append(f"{bench.name}: {invalid[bench.name]} outputs could not be scored")
+            continue
+        epoch = sum(1 for e in previous if e.benchmark == bench.name)
+        values = [s.score for s in scored]
+        evaluations.append(
+            Evaluation(
+                campaign_id=done.campaign_id,
+                benchmark=bench.name,
+                tier=DataTier.DEV,
+                subject_id=done.experiment_id,
+                metric=bench.scorer,
+                samples=[
+                    SampleScore(sample_id=s.sample_id, epoch=epoch, seed=seed, score=s.score)
+                    for s in scored
+                ],
+                aggregates={"avg@1": avg_at_k([values])} if len(values) >= 2 else {},
+                evaluator=CONTROLLER_ACTOR,
+            )
+        )
+    if evaluations:
+        draft = EventDraft(
+            actor=caller.actor,
+            role=str(caller.role),
+            action="dev_evaluated",
+            campaign_id=done.campaign_id,
+            detail=f"job {done.id}: {', '.join(e.benchmark for e in evaluations)}",
+        )
+        store.commit(draft, list(evaluations))
+    out: dict[str, Any] = {
+        "scores": {e.benchmark: mean_score(e) for e in evaluations},
+        "evaluation_ids": {e.benchmark: e.id for e in evaluations},
+        "invalid_outputs": invalid,
+    }
+    if problems:
+        out["error"] = "; ".join(problems)
+    return out
+
+
+def mean_score(evaluation: Evaluation) -> float:
+    """Mean of an evaluation's sample scores (0.0 when it has none)."""
+    scores = [s.score for s in evaluation.samples]
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def _epoch(evaluation: Evaluation) -> int:
+    return max((s.epoch for s in evaluation.samples), default=0)
+
+
+# --- experiment sync ----------------------------------------------------------------------
+
+
+def experiment_jobs(store: Store, experiment_id: str) -> list[Job]:
+    """The agents' jobs of an experiment, oldest first (the controller's are never listed)."""
+    jobs = store.query_as(Job, fields={"experiment_id": experiment_id})
+    return [j for j in jobs if not j.kind.is_private]
+
+
+def synced(store: Store, exp: Experiment) -> Experiment:
+    """``exp`` brought up to date with its finished jobs and dev evaluations.
+
+    Recomputed from the records each time, so applying it twice changes nothing: resources
+    are the sums over finished jobs (peak memory: the largest), log blobs are added once in
+    job order, and the controller's dev metrics are one per dev evaluation, replacing earlier
+    ones; agent-reported metrics are kept. Metrics are ordered by time.
+    """
+    jobs = experiment_jobs(store, exp.id)
+    finished = [j for j in jobs if j.is_finished()]
+    used = total([j.resources for j in finished])
+    resources = exp.resources.model_copy(
+        update={"cpu_s": used.cpu_s, "wall_s": used.wall_s, "peak_rss_mb": used.peak_rss_mb}
+    )
+    logs = list(exp.log_artifacts)
+    for job in finished:
+        for sha in (job.stdout_sha256, job.stderr_sha256):
+            if sha is not None and sha not in logs:
+                logs.append(sha)
+    controller = [
+        Metric(
+            name=e.benchmark,
+            value=mean_score(e),
+            split="dev",
+            step=_epoch(e),
+            source=MetricSource.CONTROLLER,
+            at=e.created_at,
+        )
+        for e in dev_evaluations(store, exp.id)
+    ]
+    kept = [m for m in exp.metrics if m.source is not MetricSource.CONTROLLER]
+    state = exp.state
+    if state is ExperimentState.CREATED and jobs:
+        state = ExperimentState.RUNNING
+    return exp.model_copy(
+        update={
+            "resources": resources,
+            "log_artifacts": logs,
+            "metrics": sorted([*kept, *controller], key=lambda m: m.at),
+            "state": state,
+        }
+    )
+
+
+def sync_experiment(store: Store, experiment_id: str, caller: Caller) -> Experiment:
+    """Commit :func:`synced` for one experiment unless it is finished or already current.
+
+    Retried when another writer updated the experiment meanwhile (the result is recomputed
+    from the records, so a retry loses nothing). Returns the experiment as stored.
+    """
+    for _ in range(SYNC_ATTEMPTS):
+        exp = store.get_as(experiment_id, Experiment)
+        if exp.is_finished():
+            return exp
+        update = synced(store, exp)
+        if update == exp:
+            return exp
+        draft = EventDraft(
+            actor=caller.actor,
+            role=str(caller.role),
+            action="experiment_synced",
+            campaign_id=exp.campaign_id,
+            detail=update.summary(),
+        )
+        try:
+            store.commit(draft, [update])
+        except ConflictError:
+            continue
+        return update
+    return store.get_as(experiment_id, Experiment)
+
+
+def mark_running(store: Store, exp: Experiment, caller: Caller) -> None:
+    """Move a created experiment to running before its first job starts."""
+    if exp.state is ExperimentState.CREATED:
+        draft = EventDraft(
+            actor=caller.actor,
+            role=str(caller.role),
+            action="experiment_started",
+            campaign_id=exp.campaign_id,
+            detail=exp.summary(),
+        )
+        store.commit(draft, [exp.model_copy(update={"state": ExperimentState.RUNNING})])
+
+
+def total(resources: Sequence[Resources]) -> Resources:
+    """Resources summed (peak memory: the largest)."""
+    return Resources(
+        cpu_s=sum(r.cpu_s for r in resources),
+        wall_s=sum(r.wall_s for r in resources),
+        peak_rss_mb=max((r.peak_rss_mb for r in resources), default=0.0),
+    )
+
+
+# --- comparisons --------------------------------------------------------------------------
+
+
+def _rows(evaluations: list[Evaluation]) -> list[dict[str, float]]:
+    """One row per (evaluation, epoch): sample id -> score."""
+    rows: dict[tuple[str, int], dict[str, float]] = {}
+    for evaluation in evaluations:
+        for s in evaluation.samples:
+            rows.setdefault((evaluation.id, s.epoch), {})[s.sample_id] = s.score
+    return list(rows.values())
+
+
+def compare(name: str, evals_a: list[Evaluation], evals_b: list[Evaluation]) -> dict[str, Any]:
+    """Paired per-sample comparison of two experiments' dev evaluations on one benchmark.
+
+    Rows are (evaluation, epoch) pairs; columns the samples every row of both scored. Raises
+    ToolError when fewer than two samples are shared (no interval can be made).
+    """
+    rows_a, rows_b = _rows(evals_a), _rows(evals_b)
+    shared = set.intersection(*(set(r) for r in rows_a + rows_b))
+    ids = sorted(shared)
+    if len(ids) < 2:
+        raise ToolError("tool_failed", f"{name}: fewer than two samples scored in every row")
+    a = np.array([[r[i] for i in ids] for r in rows_a])
+    b = np.array([[r[i] for i in ids] for r in rows_b])
+    gain = paired_gain(a, b, 0.95)
+    mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
+    diff = mean_a - mean_b
+    order = sorted(range(len(ids)), key=lambda i: (-abs(float(diff[i])), ids[i]))[:LARGEST]
+    metric = evals_a[-1].metric
+    try:
+        higher_is_better: bool | None = get_scorer(metric).higher_is_better
+    except KeyError:
+        higher_is_better = None
+    out: dict[str, Any] = {
+        "benchmark": name,
+        "metric": metric,
+        "higher_is_better": higher_is_better,
+        "samples": len(ids),
+        "rows_a": len(rows_a),
+        "rows_b": len(rows_b),
+        "mean_a": float(a.mean()),
+        "mean_b": float(b.mean()),
+        "difference": {
+            "mean": gain.value, "low": gain.low, "high": gain.high, "level": gain.level
+        },
+        "a_higher": int((diff > 0).sum()),
+        "b_higher": int((diff < 0).sum()),
+        "equal": int((diff == 0).sum()),
+        "largest_differences": [
+            {"sample_id": ids[i], "a": float(mean_a[i]), "b": float(mean_b[i])} for i in order
+        ],
+    }
+    if len(rows_a) < 2 or len(rows_b) < 2:
+        out["note"] = (
+            "an experiment with one dev evaluation has no measured seed spread; the interval "
+            "holds sample noise only and is too narrow: dev-evaluate models of more seeds"
+        )
+    return out
