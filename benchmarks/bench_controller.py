@@ -105,8 +105,9 @@ def run_throughput(quick: bool) -> list[dict[str, Any]]:
     controller's own process (records, ledger, guards), apart from the sandboxed jobs.
     Candidates are proposals 1..N of one campaign, judged one after another against the
     current head. A candidate is accepted when the lower bound of its gain (at level
-    1 - 2 alpha_j) exceeds the head's seed spread; the starting config's seeds spread widely,
-    so with 3 seeds even a large gain can be rejected and a verdict can differ between runs.
+    1 - 2 alpha_j) exceeds the spread of the head's mean over its seeds (sd of its per-seed
+    means / sqrt(k)); the starting config's seeds spread widely, so with 3 seeds even a large
+    gain can be rejected and a verdict can differ between runs.
     Informational: no target.
     """
     task = get_task("digits")
