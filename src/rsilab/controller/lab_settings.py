@@ -7,7 +7,8 @@ gc_keep_top = 3     # candidates outside a lineage whose models and logs gc keep
 ```
 
 A missing file or key means the default: no size limit, ``gc_keep_top`` 3. The controller
-reads the file when it needs it, so an edit takes effect on the next read.
+reads the file when it needs it, so an edit takes effect on the next read. Other tables of the
+file (``[llm]``) belong to other parts of rsilab and are read with :func:`settings_table`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rsilab.errors import UserError
 
@@ -48,6 +50,27 @@ def parse_size(value: str | int) -> int:
     return int(float(match.group(1)) * (_UNITS[unit.lower()] if unit else 1))
 
 
+def settings_table(lab_path: Path, name: str) -> dict[str, Any]:
+    """The ``[name]`` table of ``<lab_path>/rsilab.toml``; empty when the file or table is missing.
+
+    Other parts of rsilab keep their settings in their own table of the same file (the LLM
+    clients use ``[llm]``) and read it here, so the file is parsed in one place.
+
+    Raises:
+        UserError: the file cannot be read or does not parse, or ``name`` is not a table.
+    """
+    path = Path(lab_path) / SETTINGS_FILE
+    if not path.is_file():
+        return {}
+    try:
+        table = tomllib.loads(path.read_text("utf-8")).get(name, {})
+    except (tomllib.TOMLDecodeError, OSError) as exc:
+        raise UserError(f"{path}: {exc}", "fix the TOML syntax of the file") from exc
+    if not isinstance(table, dict):
+        raise UserError(f"{path}: {name} is not a table", f"write it as a [{name}] table")
+    return table
+
+
 def lab_settings(lab_path: Path) -> LabSettings:
     """The ``[lab]`` table of ``<lab_path>/rsilab.toml`` (defaults when there is none).
 
@@ -55,16 +78,14 @@ def lab_settings(lab_path: Path) -> LabSettings:
         UserError: the file does not parse, or a value has the wrong shape.
     """
     path = Path(lab_path) / SETTINGS_FILE
-    if not path.is_file():
-        return LabSettings()
+    table = settings_table(lab_path, "lab")
     try:
-        table = tomllib.loads(path.read_text("utf-8")).get("lab", {})
         limit = table.get("size_limit")
         keep_top = table.get("gc_keep_top", DEFAULT_KEEP_TOP)
         if not isinstance(keep_top, int) or isinstance(keep_top, bool) or keep_top < 0:
             raise ValueError(f"gc_keep_top must be a whole number >= 0, not {keep_top!r}")
         return LabSettings(None if limit is None else parse_size(limit), keep_top)
-    except (tomllib.TOMLDecodeError, ValueError, AttributeError, OSError) as exc:
+    except ValueError as exc:
         raise UserError(
             f"{path}: {exc}",
             'the [lab] table takes size_limit = "2G" and gc_keep_top = 3',

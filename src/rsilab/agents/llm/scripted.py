@@ -1,0 +1,323 @@
+"""A real local HTTP server that answers LLM requests from a script, for tests.
+
+It speaks both the OpenAI chat-completions protocol (``POST /v1/chat/completions``) and
+Anthropic's Messages protocol (``POST /v1/messages``), so the real SDK clients can be tested
+end to end without a network. Each request takes the next step of the script, whichever
+protocol it came in::
+
+    with ScriptedServer([RateLimited(0.01), Reply("hello")]) as server:
+        model = OpenAIChat("m", api_key="k", base_url=server.openai_base_url)
+        ...
+        assert server.requests[-1].body["messages"][0]["content"] == "hi"
+
+Steps: :class:`Reply` (text and/or tool calls; a call whose ``arguments`` is a string is sent
+verbatim, so it may be malformed, see :func:`malformed_tool_call`), :class:`RateLimited`
+(HTTP 429 with a retry-after), :class:`ServerError` (5xx, or any status) and :class:`Stall`
+(answer only after a delay, to outlast a client's timeout). A request that finds the script
+empty gets HTTP 400, which clients do not retry, so a test fails fast.
+
+The server binds 127.0.0.1 on a free port and serves each request in its own thread.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import threading
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal, cast
+
+Protocol = Literal["openai", "anthropic"]
+_PATHS: dict[str, Protocol] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+
+
+@dataclass(frozen=True)
+class ScriptedToolCall:
+    """A tool call in a scripted reply; a string ``arguments`` is sent as it is."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict)
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A successful answer; ``finish_reason`` None means the protocol's usual word."""
+
+    text: str = ""
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    tokens_in: int = 10
+    tokens_out: int = 5
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class RateLimited:
+    """HTTP 429 asking the client to wait ``retry_after_s`` seconds."""
+
+    retry_after_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class ServerError:
+    """An HTTP error status (5xx by default) with a protocol-shaped error body."""
+
+    status: int = 500
+    message: str = "scripted server error"
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Answer ``then`` only after ``seconds`` (the client has usually given up by then)."""
+
+    seconds: float
+    then: Reply = Reply("late reply")
+
+
+Step = Reply | RateLimited | ServerError | Stall
+
+
+def tool_call(name: str, arguments: dict[str, Any] | None = None) -> Reply:
+    """A reply that is one well-formed tool call."""
+    return Reply(tool_calls=(ScriptedToolCall(name, arguments or {}),))
+
+
+def malformed_tool_call(name: str, raw: str = '{"path": "a.txt"') -> Reply:
+    """A reply that is one tool call whose arguments are not valid JSON.
+
+    Over the Anthropic protocol ``raw`` takes the place of the ``input`` object, as a string.
+    """
+    return Reply(tool_calls=(ScriptedToolCall(name, raw),))
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """A request the server received, whatever step answered it."""
+
+    protocol: Protocol
+    path: str
+    headers: dict[str, str]
+    """Header names in lower case."""
+    body: dict[str, Any]
+
+
+class ScriptedServer:
+    """The server; start it with ``with`` (or :meth:`start`) and stop it with :meth:`close`.
+
+    Thread-safe: steps may be added while it serves; :attr:`requests` is a snapshot.
+    """
+
+    def __init__(self, steps: Iterable[Step] = ()) -> None:
+        self._steps: deque[Step] = deque(steps)
+        self._requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self.closing = threading.Event()
+        self._http = _HTTPServer(("127.0.0.1", 0), _Handler)
+        self._http.script = self
+        # A short poll interval: shutdown() waits for the next poll, and tests close often.
+        self._thread = threading.Thread(
+            target=self._http.serve_forever, args=(0.02,), name="scripted-llm", daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT``; the Anthropic SDK takes it as its ``base_url``."""
+        host, port = self._http.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """The ``base_url`` for the OpenAI SDK (it adds ``/chat/completions``)."""
+        return f"{self.base_url}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """The ``base_url`` for the Anthropic SDK (it adds ``/v1/messages``)."""
+        return self.base_url
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, in order of arrival."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def remaining(self) -> int:
+        """Steps not yet used."""
+        with self._lock:
+            return len(self._steps)
+
+    def add(self, *steps: Step) -> None:
+        """Append steps to the script."""
+        with self._lock:
+            self._steps.extend(steps)
+
+    def start(self) -> ScriptedServer:
+        """Start serving in a background thread."""
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving; stalled answers are dropped and handler threads are joined."""
+        self.closing.set()
+        if self._thread.is_alive():
+            self._http.shutdown()
+        self._http.server_close()
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _take(self, request: RecordedRequest) -> tuple[int, Step | None]:
+        """Record ``request``; its serial number (from 1) and the step that answers it."""
+        with self._lock:
+            self._requests.append(request)
+            return len(self._requests), self._steps.popleft() if self._steps else None
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    script: ScriptedServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that timed out and hung up is part of the script, not a failure.
+        pass
+
+
+class _Handler(BaseHTTPRequestHandler):
+    timeout = 10  # a client that never finishes its request does not hold close() forever
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # tests read the recorded requests, not a log on stderr
+
+    def do_POST(self) -> None:
+        protocol = _PATHS.get(self.path.split("?")[0])
+        if protocol is None:
+            self._send(404, {"error": {"message": f"no such path {self.path}"}})
+            return
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        except json.JSONDecodeError as exc:
+            self._send(400, _error(protocol, "invalid_request_error", f"bad JSON: {exc}"))
+            return
+        script = cast(_HTTPServer, self.server).script
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        recorded = RecordedRequest(protocol, self.path, headers, body)
+        serial, step = script._take(recorded)
+        self._answer(protocol, step, body, serial, script.closing)
+
+    def _answer(
+        self,
+        protocol: Protocol,
+        step: Step | None,
+        body: dict[str, Any],
+        serial: int,
+        closing: threading.Event,
+    ) -> None:
+        if step is None:
+            message = "scripted server: the script has no step left for this request"
+            self._send(400, _error(protocol, "invalid_request_error", message))
+        elif isinstance(step, RateLimited):
+            headers = {
+                "retry-after-ms": str(round(step.retry_after_s * 1000)),
+                "retry-after": str(math.ceil(step.retry_after_s)),
+            }
+            self._send(429, _error(protocol, "rate_limit_error", "slow down"), headers)
+        elif isinstance(step, ServerError):
+            self._send(step.status, _error(protocol, "api_error", step.message))
+        elif isinstance(step, Stall):
+            if not closing.wait(step.seconds):
+                self._answer(protocol, step.then, body, serial, closing)
+        else:
+            model = str(body.get("model", "scripted"))
+            answer = (
+                _openai(step, model, serial)
+                if protocol == "openai"
+                else _anthropic(step, model, serial)
+            )
+            self._send(200, answer)
+
+    def _send(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:
+            pass  # the client gave up (a Stall outlasted its timeout)
+
+
+def _error(protocol: Protocol, kind: str, message: str) -> dict[str, Any]:
+    if protocol == "openai":
+        return {"error": {"message": message, "type": kind, "code": None}}
+    return {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _openai(reply: Reply, model: str, serial: int) -> dict[str, Any]:
+    calls = [
+        {
+            "id": call.id or f"call_{serial}_{i}",
+            "type": "function",
+            "function": {
+                "name": call.name,
+                "arguments": call.arguments
+                if isinstance(call.arguments, str)
+                else json.dumps(call.arguments),
+            },
+        }
+        for i, call in enumerate(reply.tool_calls)
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if calls:
+        message["tool_calls"] = calls
+    finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+    return {
+        "id": f"chatcmpl-{serial}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": reply.tokens_in,
+            "completion_tokens": reply.tokens_out,
+            "total_tokens": reply.tokens_in + reply.tokens_out,
+        },
+    }
+
+
+def _anthropic(reply: Reply, model: str, serial: int) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": reply.text}] if reply.text else []
+    for i, call in enumerate(reply.tool_calls):
+        arguments: object = call.arguments
+        if isinstance(arguments, str):
+            # Malformed: the string stays where the object should be.
+            with contextlib.suppress(json.JSONDecodeError):
+                arguments = json.loads(arguments)
+        content.append(
+            {
+                "type": "tool_use",
+                "id": call.id or f"toolu_{serial}_{i}",
+                "name": call.name,
+                "input": arguments,
+            }
+        )
+    stop = reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn")
+    return {
+        "id": f"msg_{serial}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": reply.tokens_in, "output_tokens": reply.tokens_out},
+    }
