@@ -31,13 +31,22 @@ from rsilab.tasks.builtin.textcls import LABELS, classification_pool, retrieval_
 from rsilab.tasks.builtin.textcls._dataset import (
     GROUP_SIZE,
     PER_CLASS,
+    build_samples,
     class_counts,
     cut,
+    doc_key,
     drop_near_duplicates,
     normalise,
     pool_fingerprint,
 )
-from rsilab.tasks.builtin.textcls._docstrings import clean
+from rsilab.tasks.builtin.textcls._docstrings import Doc, clean, iter_docs
+from rsilab.tasks.builtin.textcls._excluded import EXCLUDED
+from rsilab.tasks.builtin.textcls._exclusions_build import (
+    DocIndex,
+    needle_hits,
+    read_corpus,
+    shingle_matches,
+)
 
 HARNESS = Path(textcls.__file__).parent / "harness"
 NLARGEST = (
@@ -125,7 +134,43 @@ def test_no_text_is_in_two_tiers(secret: bytes) -> None:
         other = make_splits(task, bench, bytes(32))
         assert other[DataTier.FINAL] != splits[DataTier.FINAL], "another secret, other splits"
     sizes = {t: len(s) for t, s in make_splits(task, task.targets[0], secret).items()}
-    assert sizes[DataTier.TRAIN] >= 600 and sizes[DataTier.DEV] >= 200
+    assert sizes[DataTier.TRAIN] >= 500 and sizes[DataTier.DEV] >= 200
+
+
+def test_an_excluded_docstring_gives_no_item() -> None:
+    assert EXCLUDED and all(len(k) == 64 and int(k, 16) >= 0 for k in EXCLUDED)
+    pool = {str(s.input["text"]) for s in classification_pool() if isinstance(s.input, dict)}
+    doc = next(d for d in iter_docs(["heapq"]) if d.qualname == "nlargest")
+    assert doc_key(doc) not in EXCLUDED and NLARGEST in pool
+    fewer = build_samples(excluded=EXCLUDED | {doc_key(doc)})
+    assert NLARGEST not in {str(s.input["text"]) for s in fewer if isinstance(s.input, dict)}
+
+
+def _doc(qualname: str, *paragraphs: str) -> Doc:
+    return Doc("heapq", "heapq.py", qualname, paragraphs)
+
+
+def test_the_exclusion_tool_finds_copies(tmp_path: Path) -> None:
+    copied = _doc("a", "Push item onto heap, maintaining the heap invariant in every case.")
+    short = _doc("b", "Pop smallest remaining element off the heapqueue.")  # 7 words
+    kept = _doc("c", "Push item onto heap and then pop the smallest item off the heap again.")
+    (tmp_path / "copy.py").write_text(
+        '"""PUSH item onto\n    heap, maintaining the heap\n invariant."""'
+    )
+    (tmp_path / "lib.so").write_bytes(
+        b"\0\x7fELF\0Pop smallest remaining element off the heapqueue!\0"
+    )
+    corpus = read_corpus([tmp_path])
+    found = shingle_matches(DocIndex.of([copied, short, kept]), corpus)
+    assert {e.where: e.step for e in found.values()} == {
+        "heapq.py:a": "shingle",
+        "heapq.py:b": "text",
+    }
+    text = "Return the n smallest items of the heap, here cut in two lines, as a list."
+    (tmp_path / "slice.txt").write_text(text.replace(" here ", "\n\t  here\n "))
+    item = Sample(id="x", input={"text": text}, target="numeric")
+    hits = needle_hits([item], read_corpus([tmp_path]))
+    assert list(hits.values()) == [str(tmp_path / "slice.txt")]
 
 
 def test_retrieval_scorer() -> None:

@@ -1,5 +1,10 @@
 """The two sample pools of ``textcls``, built on the host from the stdlib's own docstrings.
 
+Both pools leave out the docstrings of :data:`~rsilab.tasks.builtin.textcls._excluded.EXCLUDED`
+(keys: :func:`doc_key`) before any other rule: those a job can read elsewhere (in the runtime's
+packages, C modules, libpython; see ``_exclusions_build``). The list is static, so the data does
+not depend on whether a runtime is installed where the pools are built.
+
 Classification (:func:`build_samples`): every docstring of a module in
 :data:`~rsilab.tasks.builtin.textcls._families.FAMILIES`, cleaned (see ``_docstrings``), its
 paragraphs joined by one space, cut at the last space before character 600, kept when at least
@@ -11,7 +16,8 @@ paragraphs joined by one space, cut at the last space before character 600, kept
   kept texts (this keeps boilerplate such as repeated "Return ..." docstrings of overloads out
   of the private tiers, so the overlap guard is not tripped by honest training);
 - each family keeps its first :data:`PER_CLASS` texts in the order of the sha256 of their
-  normalised text (a fixed, module-mixing order), so the classes are balanced.
+  normalised text (a fixed, module-mixing order), so the classes are balanced (150: on
+  CPython 3.11.7 the smallest family, ``files``, has 157 left after the exclusions).
 
 Retrieval (:func:`build_retrieval_samples`): docstrings of :data:`RETRIEVAL_MODULES` (disjoint
 from the families) with at least two paragraphs give a pair (first paragraph, the rest): the
@@ -31,16 +37,17 @@ import json
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
 from rsilab.tasks import Sample
 from rsilab.tasks.builtin.textcls._docstrings import Doc, iter_docs
+from rsilab.tasks.builtin.textcls._excluded import EXCLUDED
 from rsilab.tasks.builtin.textcls._families import LABELS, MODULE_FAMILY, RETRIEVAL_MODULES
 
 MIN_CHARS = 40
 MAX_CHARS = 600
 NGRAM = 8
-PER_CLASS = 200
+PER_CLASS = 150
 GROUP_SIZE = 16
 QUERY_CHARS = (20, 300)
 DOCUMENT_MIN_CHARS = 60
@@ -64,6 +71,17 @@ def cut(text: str, limit: int = MAX_CHARS) -> str:
 
 def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def doc_key(doc: Doc) -> str:
+    """sha256 hex of the docstring's whole text (paragraphs joined by one space), normalised:
+    its key in :data:`EXCLUDED`. Docstrings of equal normalised text share a key."""
+    return _digest(normalise(" ".join(doc.paragraphs)))
+
+
+def not_excluded(docs: Iterable[Doc], excluded: Collection[str]) -> Iterator[Doc]:
+    """``docs`` in order, less those whose :func:`doc_key` is in ``excluded``."""
+    return (doc for doc in docs if doc_key(doc) not in excluded)
 
 
 def _ngrams(key: str) -> set[tuple[str, ...]]:
@@ -99,9 +117,10 @@ def drop_near_duplicates(texts: Sequence[str]) -> list[int]:
     return kept
 
 
-def build_samples(per_class: int = PER_CLASS) -> list[Sample]:
-    """The classification pool: ``{"text": str}`` inputs, family targets, sorted by id."""
-    labelled = _labelled(iter_docs(MODULE_FAMILY))
+def build_samples(per_class: int = PER_CLASS, excluded: Collection[str] = EXCLUDED) -> list[Sample]:
+    """The classification pool: ``{"text": str}`` inputs, family targets, sorted by id; no
+    docstring whose key is in ``excluded`` contributes."""
+    labelled = _labelled(not_excluded(iter_docs(MODULE_FAMILY), excluded))
     labelled = [labelled[i] for i in drop_near_duplicates([t for t, _ in labelled])]
     samples: list[Sample] = []
     for family in LABELS:
@@ -139,10 +158,13 @@ def _group(pairs: Sequence[tuple[str, str]]) -> Sample:
     return Sample(id=sid, input={"queries": queries, "documents": documents}, target=answers)
 
 
-def build_retrieval_samples(group_size: int = GROUP_SIZE) -> list[Sample]:
-    """The retrieval pool: groups of (queries, documents) with the answer key, sorted by id."""
+def build_retrieval_samples(
+    group_size: int = GROUP_SIZE, excluded: Collection[str] = EXCLUDED
+) -> list[Sample]:
+    """The retrieval pool: groups of (queries, documents) with the answer key, sorted by id;
+    no docstring whose key is in ``excluded`` contributes."""
     pairs = sorted(
-        _pairs(iter_docs(RETRIEVAL_MODULES)),
+        _pairs(not_excluded(iter_docs(RETRIEVAL_MODULES), excluded)),
         key=lambda p: _digest(normalise(p[0]) + "\n" + normalise(p[1])),
     )
     whole = len(pairs) - len(pairs) % group_size
