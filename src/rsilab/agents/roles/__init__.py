@@ -1,0 +1,23 @@
+"""The roles of the research loop (RSI-Master): Main, Worker and Reviewer.
+
+Each role has a built-in text (its system prompt) that seeds a versioned
+:class:`~rsilab.records.Orientation` named ``role:<role>``; :func:`ensure_role_orientations`
+stores the seeds once and returns the latest revision of each, which is what an agent runs on.
+"""
+
+from rsilab.agents.roles._base import TOOL_RULES, RoleDefinition
+from rsilab.agents.roles._orientations import ROLES, ensure_role_orientations, latest_orientation
+from rsilab.agents.roles.main import MAIN
+from rsilab.agents.roles.reviewer import REVIEWER
+from rsilab.agents.roles.worker import WORKER
+
+__all__ = [
+    "MAIN",
+    "REVIEWER",
+    "ROLES",
+    "TOOL_RULES",
+    "WORKER",
+    "RoleDefinition",
+    "ensure_role_orientations",
+    "latest_orientation",
+]

@@ -1,0 +1,49 @@
+"""Role texts as versioned Orientation records: seeded once, revised by later work."""
+
+from __future__ import annotations
+
+from rsilab.agents.roles._base import RoleDefinition
+from rsilab.agents.roles.main import MAIN
+from rsilab.agents.roles.reviewer import REVIEWER
+from rsilab.agents.roles.worker import WORKER
+from rsilab.records import EventDraft, Orientation, Role
+from rsilab.store.base import Store
+
+ROLES: dict[Role, RoleDefinition] = {d.role: d for d in (MAIN, WORKER, REVIEWER)}
+"""The role definitions, by role."""
+
+
+def latest_orientation(store: Store, name: str) -> Orientation | None:
+    """The newest revision named ``name``: the highest version (ties: the latest created)."""
+    found = store.query_as(Orientation, fields={"name": name})
+    return max(found, key=lambda o: (o.version, o.created_at), default=None)
+
+
+def ensure_role_orientations(
+    store: Store, *, actor: str = "orchestrator", role: Role = Role.CONTROLLER
+) -> dict[str, Orientation]:
+    """The latest Orientation of each role in :data:`ROLES`, keyed by name (``role:main``...).
+
+    A role with no Orientation yet gets its built-in text stored as version 1 (lab-wide, no
+    parent), all in one ledger event (action ``orientations_seeded``, by ``actor`` in
+    ``role``). Roles that have one are left alone, so the call is idempotent and a revision (a
+    newer record pointing at its parent) is what it returns from then on. Agents are to be
+    driven by the returned texts, not by the built-in constants.
+
+    Two processes seeding the same empty lab at once may both write a version 1; the later
+    one is then returned, which is harmless (the texts are the same).
+    """
+    latest: dict[str, Orientation] = {}
+    seeds: list[Orientation] = []
+    for definition in ROLES.values():
+        name = definition.orientation_name
+        current = latest_orientation(store, name)
+        if current is None:
+            current = Orientation(name=name, version=1, text=definition.text)
+            seeds.append(current)
+        latest[name] = current
+    if seeds:
+        names = ", ".join(o.name for o in seeds)
+        draft = EventDraft(actor=actor, role=str(role), action="orientations_seeded", detail=names)
+        store.commit(draft, seeds)
+    return latest
