@@ -219,6 +219,7 @@ def _setup(
         exps.append(exp["id"])
     ok(Role.WORKER, "finish_experiment", {"experiment_id": exps[0], "status": "succeeded"})
     review = ok(Role.REVIEWER, "submit_review", {"experiment_ids": exps})["id"]
+    second = ok(Role.MAIN, "create_direction", {"title": "t2", "hypothesis": "h2"})["id"]
     private = Dataset(name="secret", artifact_sha256="0" * 64, artifact_kind="file", tier="final")
     lab.store.commit(EventDraft(actor="t", role="human", action="setup"), [private])
     job = Job(
@@ -240,6 +241,12 @@ def _setup(
             "parents": [{"parent_id": direction, "relation": "branch"}],
         },
         "list_directions": {"state": "open"},
+        "update_direction": {  # open -> promising once; later calls meet the lifecycle rules
+            "direction_id": second,
+            "status": "promising",
+            "conclusion": "c",
+            "review_ids": [],
+        },
         "create_experiment": {
             "direction_id": direction,
             "description": "d",
@@ -309,7 +316,7 @@ def _setup(
     }
     assert set(templates) == set(TOOL_NAMES)
     return (
-        [campaign.id, other.id, data, direction, *exps, review, private.id, job.id],
+        [campaign.id, other.id, data, direction, second, *exps, review, private.id, job.id],
         [campaign.id, campaign.id, other.id, None],
         templates,
     )

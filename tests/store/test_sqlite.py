@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.errors import LabError, NotFoundError
-from rsilab.records import SCHEMA_VERSION, EventDraft, RecordRef, utc_now
+from rsilab.errors import ConflictError, LabError, NotFoundError
+from rsilab.records import SCHEMA_VERSION, Direction, EventDraft, RecordRef, utc_now
 from rsilab.store import SQLiteStore, keys, verify_store
 from rsilab.store._sqlite_schema import migrate
 from rsilab.store.ledger import (
     GENESIS_HASH,
     build_event,
+    canonical_json,
     make_checkpoint,
     record_text,
     sha256_text,
@@ -212,7 +213,7 @@ def test_schema_1_lab_is_upgraded_with_a_backup(tmp_path: Path) -> None:
     assert backup.is_file()
     assert read_meta(backup)["schema_version"] == "1"
     assert "event_records" not in tables(backup)
-    assert read_meta(path)["schema_version"] == str(SCHEMA_VERSION) == "2"
+    assert read_meta(path)["schema_version"] == str(SCHEMA_VERSION) == "3"
 
 
 def test_upgrade_raced_by_another_process_is_harmless(tmp_path: Path) -> None:
@@ -226,12 +227,64 @@ def test_upgrade_raced_by_another_process_is_harmless(tmp_path: Path) -> None:
 
         SQLiteStore._upgrade(late, path, 1)
 
-    assert read_meta(path)["schema_version"] == "2"
+    assert read_meta(path)["schema_version"] == str(SCHEMA_VERSION)
     assert read_meta(tmp_path / "lab.db.v1.bak")["schema_version"] == "1"
     with SQLiteStore.open(path) as store:
         assert [e.seq for e in store.events(record_id=first_id)] == [1, 3]
         assert store.head()[0] == 4
         assert verify_store(store).ok
+
+
+def build_v2_lab(path: Path) -> list[str]:
+    """A schema-2 lab holding directions in the states schema 2 knew, one event each."""
+    lab_id = "lab-00000000000000v2"
+    key = keys.create_key(lab_id)
+    ids, prev = [], GENESIS_HASH
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("BEGIN")
+        migrate(conn, 0, 2)
+        conn.executemany(
+            "INSERT INTO meta VALUES (?, ?)",
+            [("app", "rsilab"), ("lab_id", lab_id), ("created_at", utc_now())],
+        )
+        for seq, state in enumerate(["open", "concluded", "abandoned"], start=1):
+            direction = Direction(title=state, hypothesis="h", rev=1)
+            body = direction.model_dump(mode="json", exclude={"history"})
+            text = canonical_json({**body, "state": state})
+            ref = RecordRef(kind="direction", id=direction.id, rev=1, digest=sha256_text(text))
+            conn.execute(
+                "INSERT INTO records VALUES (?, 'direction', NULL, 1, ?)", (direction.id, text)
+            )
+            _, stored = build_event(draft(f"event {seq}"), seq, prev, [ref])
+            conn.execute(
+                "INSERT INTO events VALUES (?, ?, NULL, ?)", (seq, stored.hash, stored.text)
+            )
+            conn.execute("INSERT INTO event_records VALUES (?, ?)", (direction.id, seq))
+            ids.append(direction.id)
+            prev = stored.hash
+        cp = make_checkpoint(key, lab_id, 3, prev)
+        conn.execute(
+            "INSERT INTO checkpoints VALUES (?, ?, ?, ?)", (cp.seq, cp.head_hash, cp.mac, cp.at)
+        )
+        conn.execute("COMMIT")
+    return ids
+
+
+def test_schema_2_directions_read_with_their_current_states(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    open_id, concluded_id, abandoned_id = build_v2_lab(path)
+
+    with SQLiteStore.open(path) as store:
+        states = [store.get_as(i, Direction).state for i in (open_id, concluded_id, abandoned_id)]
+        assert states == ["open", "exhausted", "exhausted"]
+        report = verify_store(store)  # the rows were not rewritten, so the digests still hold
+        assert report.ok, report.problems
+        with pytest.raises(ConflictError):  # the old final states stay final
+            store.commit(draft("reopen"), [store.get(concluded_id)])
+        store.commit(draft("update"), [store.get(open_id)])
+
+    assert read_meta(path)["schema_version"] == str(SCHEMA_VERSION) == "3"
+    assert read_meta(tmp_path / "lab.db.v2.bak")["schema_version"] == "2"
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ TOOL_ROLES: dict[str, frozenset[Role]] = {
     "update_data_readme": frozenset({W, H}),
     # execution and state
     "create_direction": frozenset({M}),
+    "update_direction": frozenset({M}),
     "list_directions": EVERYONE,
     "create_experiment": frozenset({W}),
     "get_experiment": EVERYONE,

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rsilab.errors import ConflictError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version of the record shapes and of the database layout; bumped with a migration."""
 
 

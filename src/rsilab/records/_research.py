@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from rsilab.records._base import Model, Record, utc_now
 
@@ -75,14 +75,53 @@ class DirectionEdge(Model):
 
 
 class DirectionState(StrEnum):
-    """Lifecycle of a direction."""
+    """Lifecycle of a direction; supported, refuted and exhausted are final.
+
+    ``open``: being tested. ``promising``: a result looks good but has not been re-run with
+    fresh seeds. ``supported``: a review of this direction's (or a verify child's)
+    experiments supports it. ``refuted``: the evidence speaks against it. ``exhausted``:
+    stopped without a claim either way (out of ideas, budget or interest).
+
+    A supported direction is final because the claim rests on a review that does not change;
+    further checking happens in a new ``verify`` child, which gets a record of its own.
+    """
 
     OPEN = "open"
-    CONCLUDED = "concluded"
-    ABANDONED = "abandoned"
+    PROMISING = "promising"
+    SUPPORTED = "supported"
+    REFUTED = "refuted"
+    EXHAUSTED = "exhausted"
 
     def is_finished(self) -> bool:
-        return self is not DirectionState.OPEN
+        return self not in {DirectionState.OPEN, DirectionState.PROMISING}
+
+    def accepts_experiments(self) -> bool:
+        """True while experiments may be created under a direction in this state."""
+        return not self.is_finished()
+
+
+LEGACY_DIRECTION_STATES: dict[str, DirectionState] = {
+    "concluded": DirectionState.EXHAUSTED,
+    "abandoned": DirectionState.EXHAUSTED,
+}
+"""States written before schema 3, read as their nearest current state.
+
+Both become ``exhausted``: neither was backed by a review, so reading them as ``supported``
+or ``refuted`` would invent an evidential claim. The stored text is left as written (the
+ledger holds its digest), so a field filter on ``state`` in ``Store.query`` still sees the
+old label; filter loaded records instead.
+"""
+
+
+class DirectionChange(Model):
+    """One status change of a direction, kept on the direction as its history."""
+
+    status: DirectionState = Field(description="The state set.")
+    previous: DirectionState = Field(description="The state before.")
+    by: str = Field(default="", description="Actor that made the change.")
+    at: str = Field(default_factory=utc_now, description="When, ISO-8601 UTC.")
+    review_ids: list[str] = Field(default_factory=list, description="Reviews cited as evidence.")
+    conclusion: str = Field(default="", description="Why, in words.")
 
 
 class Direction(Record):
@@ -97,7 +136,15 @@ class Direction(Record):
     parents: list[DirectionEdge] = Field(default_factory=list, description="Incoming DAG edges.")
     state: DirectionState = Field(default=DirectionState.OPEN, description="Lifecycle state.")
     created_by: str = Field(default="", description="Actor that created it.")
-    conclusion: str = Field(default="", description="Why it was concluded or abandoned.")
+    conclusion: str = Field(default="", description="Why it reached its current state.")
+    history: list[DirectionChange] = Field(
+        default_factory=list, description="Status changes, oldest first."
+    )
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _read_legacy_state(cls, value: Any) -> Any:
+        return LEGACY_DIRECTION_STATES.get(value, value) if isinstance(value, str) else value
 
     def is_finished(self) -> bool:
         return self.state.is_finished()

@@ -66,6 +66,18 @@ def _index_event_records(conn: sqlite3.Connection) -> None:
             conn.execute("INSERT OR IGNORE INTO event_records VALUES (?, ?)", (ref["id"], seq))
 
 
+@_step(3)
+def _direction_statuses(conn: sqlite3.Connection) -> None:
+    """Version 3 gives directions the statuses of the research DAG and a status history.
+
+    No row is rewritten: the ledger holds the digest of every stored record, so rewriting
+    ``concluded`` or ``abandoned`` would make ``rsilab verify`` report tampering. Those labels
+    are read as ``exhausted`` (``LEGACY_DIRECTION_STATES``). The version still moves, so an
+    older rsilab refuses a lab holding the new shapes instead of failing on them.
+    """
+    del conn
+
+
 def migrate(conn: sqlite3.Connection, current: int, target: int) -> None:
     """Run steps ``current + 1 .. target`` inside the caller's transaction."""
     for version in range(current + 1, target + 1):

@@ -87,8 +87,7 @@ def test_blank_title_is_refused(any_bench: Bench) -> None:
 
 
 def _conclude(bench: Bench, direction_id: str) -> None:
-    record = bench.get_direction(direction_id)
-    bench.put(record.model_copy(update={"state": DirectionState.CONCLUDED}))
+    bench.ok(Role.MAIN, "update_direction", {"direction_id": direction_id, "status": "exhausted"})
 
 
 def test_list_directions_with_counts_and_state_filter(any_bench: Bench) -> None:
@@ -101,16 +100,17 @@ def test_list_directions_with_counts_and_state_filter(any_bench: Bench) -> None:
     _conclude(bench, a)
     listed = bench.ok(Role.WORKER, "list_directions")["directions"]
     assert [(d["id"], d["experiments"], d["state"]) for d in listed] == [
-        (a, 2, "concluded"),
+        (a, 2, "exhausted"),
         (b, 1, "open"),
     ]
     assert listed[1]["parents"] == [{"parent_id": a, "relation": "revise"}]
     assert listed[0]["hypothesis"] == "a helps"
     open_only = bench.ok(Role.MAIN, "list_directions", {"state": "open"})["directions"]
     assert [d["id"] for d in open_only] == [b]
-    concluded = bench.ok(Role.REVIEWER, "list_directions", {"state": "concluded"})["directions"]
-    assert [d["id"] for d in concluded] == [a]
+    exhausted = bench.ok(Role.REVIEWER, "list_directions", {"state": "exhausted"})["directions"]
+    assert [d["id"] for d in exhausted] == [a]
     bench.fail(Role.MAIN, "list_directions", {"state": "closed"}, code="invalid_arguments")
+    bench.fail(Role.MAIN, "list_directions", {"state": "concluded"}, code="invalid_arguments")
 
 
 def test_list_directions_only_of_the_callers_campaign(any_bench: Bench) -> None:
@@ -314,3 +314,110 @@ def test_experiments_belong_to_one_campaign(any_bench: Bench) -> None:
         assert flag.campaign_id == other.campaign_id
     assert bench.get_experiment(exp).state == ExperimentState.CREATED
     assert bench.get_experiment(exp).metrics == []
+
+
+# -- update_direction: the lifecycle and the evidence rule --------------------------------------
+
+
+def _update(direction_id: str, status: str, **extra: object) -> dict[str, object]:
+    return {"direction_id": direction_id, "status": status, **extra}
+
+
+def _review(bench: Bench, exps: list[str], verdict: str = "supports", **extra: object) -> str:
+    args = {"experiment_ids": exps, "verdict": verdict, "recommendation": "verify", **extra}
+    return str(bench.ok(Role.REVIEWER, "submit_review", args)["id"])
+
+
+def test_update_direction_walks_the_lifecycle(any_bench: Bench) -> None:
+    bench = any_bench
+    d = bench.direction()
+    value = bench.ok(Role.MAIN, "update_direction", _update(d, "promising"))
+    assert value == {"id": d, "state": "promising", "previous": "open"}
+    bench.experiment(d)  # a promising direction still takes experiments
+    bench.ok(Role.MAIN, "update_direction", _update(d, "open"))
+    bench.ok(Role.MAIN, "update_direction", _update(d, "refuted", conclusion="no gain"))
+    record = bench.get_direction(d)
+    assert record.state == DirectionState.REFUTED and record.is_finished()
+    assert record.conclusion == "no gain"
+    assert [(str(c.previous), str(c.status), c.by) for c in record.history] == [
+        ("open", "promising", "main-1"),
+        ("promising", "open", "main-1"),
+        ("open", "refuted", "main-1"),
+    ]
+    error = bench.fail(Role.MAIN, "update_direction", _update(d, "open"), code="conflict")
+    assert error.field == "status" and "none: it is final" in error.message
+    args = {"direction_id": d, "description": "x"}
+    bench.fail(Role.WORKER, "create_experiment", args, code="conflict")
+    bench.assert_verifies()
+
+
+def test_update_direction_names_the_allowed_states(any_bench: Bench) -> None:
+    bench = any_bench
+    d = bench.direction()
+    for status in ("open", "supported"):
+        error = bench.fail(Role.MAIN, "update_direction", _update(d, status), code="conflict")
+        assert "exhausted, promising, refuted" in error.message
+    bench.fail(Role.MAIN, "update_direction", _update(d, "concluded"), code="invalid_arguments")
+    assert bench.get_direction(d).history == []
+
+
+def test_only_the_main_agent_updates_directions(any_bench: Bench) -> None:
+    bench = any_bench
+    d = bench.direction()
+    for role in (Role.WORKER, Role.REVIEWER, Role.LEADER):
+        bench.fail(role, "update_direction", _update(d, "exhausted"), code="permission_denied")
+    other = bench.ctx(Role.MAIN, campaign_id=bench.other_campaign().id)
+    bench.fail(other, "update_direction", _update(d, "exhausted"), code="guard_refused")
+    assert bench.get_direction(d).state == DirectionState.OPEN
+
+
+def test_supported_needs_a_supporting_review_of_the_direction(any_bench: Bench) -> None:
+    bench = any_bench
+    d = bench.direction()
+    exps = [bench.experiment(d), bench.experiment(d)]
+    bench.ok(Role.MAIN, "update_direction", _update(d, "promising"))
+    error = bench.fail(
+        Role.MAIN, "update_direction", _update(d, "supported"), code="invalid_arguments"
+    )
+    assert error.field == "review_ids"
+    doubtful = _review(bench, exps, verdict="inconclusive")
+    args = _update(d, "supported", review_ids=[doubtful])
+    bench.fail(Role.MAIN, "update_direction", args, code="invalid_arguments")
+    elsewhere = _review(bench, [bench.experiment(bench.direction("other"))])
+    args = _update(d, "supported", review_ids=[elsewhere])
+    assert bench.fail(Role.MAIN, "update_direction", args, code="invalid_arguments").field == (
+        "review_ids.0"
+    )
+    bench.fail(
+        Role.MAIN,
+        "update_direction",
+        _update(d, "supported", review_ids=["rev-000000000000"]),
+        code="not_found",
+    )
+    good = _review(bench, exps)
+    args = _update(d, "supported", review_ids=[doubtful, good])
+    assert bench.ok(Role.MAIN, "update_direction", args)["state"] == "supported"
+    assert bench.get_direction(d).history[-1].review_ids == [doubtful, good]
+
+
+def test_a_verify_child_can_support_its_parent_against_any_baseline(any_bench: Bench) -> None:
+    bench = any_bench
+    base_dir = bench.direction("baseline")
+    base = [bench.experiment(base_dir) for _ in range(2)]
+    d = bench.direction("idea")
+    bench.ok(Role.MAIN, "update_direction", _update(d, "promising"))
+    branch = bench.direction("branch", parents=[{"parent_id": d, "relation": "branch"}])
+    verify = bench.direction("re-run", parents=[{"parent_id": d, "relation": "verify"}])
+    for exp, value in zip(base, (0.5, 0.52), strict=True):
+        bench.log(exp, value)
+    reruns = [bench.experiment(verify) for _ in range(2)]
+    for exp, value in zip(reruns, (0.8, 0.82), strict=True):
+        bench.log(exp, value)
+    compared = {"metric": "accuracy", "baseline_ids": base}
+    # A branch child is another hypothesis: its results do not support the parent.
+    branched = _review(bench, [bench.experiment(branch)])
+    args = _update(d, "supported", review_ids=[branched])
+    bench.fail(Role.MAIN, "update_direction", args, code="invalid_arguments")
+    good = _review(bench, reruns, **compared)
+    args = _update(d, "supported", review_ids=[good])
+    assert bench.ok(Role.MAIN, "update_direction", args)["state"] == "supported"

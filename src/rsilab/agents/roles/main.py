@@ -23,6 +23,9 @@ seeds, a clean baseline) before anyone proposes it.
    - revise: the evidence refutes the hypothesis or shows a flaw in the plan; state the \
 corrected hypothesis.
    With no directions yet, create two or three distinct ones from the task.
+   Record a direction's status with update_direction: promising when a gain looks real (then \
+verify it), supported only by citing a review that supports it or its verify child, refuted or \
+exhausted to stop it.
 3. Give every direction a short title, a hypothesis that an experiment can refute, and a plan a \
 worker can follow: what to change, what to measure, against which baseline.
 4. End with a plain answer: the directions to work on next, in priority order, one line of \

@@ -14,12 +14,16 @@ from rsilab.expos.tools._base import FiniteFloat, Name, RecordId, Text, brief, r
 from rsilab.records import (
     Dataset,
     Direction,
+    DirectionChange,
     DirectionEdge,
     DirectionState,
+    EdgeRelation,
     Experiment,
     ExperimentState,
     Metric,
     MetricSource,
+    Review,
+    Verdict,
     utc_now,
 )
 
@@ -62,7 +66,7 @@ def list_directions(env: ToolEnv, state: DirectionState | None = None) -> dict[s
     """List the campaign's directions with their edges and experiment counts.
 
     Args:
-        state: only directions in this state (open, concluded, abandoned).
+        state: only directions in this state (open, promising, supported, refuted, exhausted).
     """
     campaign = env.campaign()
     counts: dict[str, int] = {}
@@ -85,6 +89,119 @@ def list_directions(env: ToolEnv, state: DirectionState | None = None) -> dict[s
     return {"directions": items}
 
 
+TRANSITIONS: dict[DirectionState, frozenset[DirectionState]] = {
+    DirectionState.OPEN: frozenset(
+        {DirectionState.PROMISING, DirectionState.REFUTED, DirectionState.EXHAUSTED}
+    ),
+    DirectionState.PROMISING: frozenset(
+        {
+            DirectionState.SUPPORTED,
+            DirectionState.REFUTED,
+            DirectionState.EXHAUSTED,
+            DirectionState.OPEN,
+        }
+    ),
+}
+"""Status changes ``update_direction`` allows; final states have none. ``supported`` is
+reached only from ``promising``, so a result is re-run (a verify child) before it is claimed."""
+
+
+def _evidence_scope(env: ToolEnv, direction: Direction) -> set[str]:
+    """Ids of the direction and of its verify children: the experiments that may support it."""
+    verify = DirectionEdge(parent_id=direction.id, relation=EdgeRelation.VERIFY)
+    others = env.readable_as(Direction, fields={"campaign_id": direction.campaign_id})
+    return {direction.id} | {d.id for d in others if verify in d.parents}
+
+
+def _treatment(review: Review) -> list[str]:
+    """The experiments a review judges: compared groups ``a`` if it computed effects, else all.
+
+    Baselines (groups ``b``) may come from any direction; they are what was beaten.
+    """
+    if review.comparisons:
+        return list(dict.fromkeys(i for c in review.comparisons for i in c.a_ids))
+    return review.experiment_ids
+
+
+def _cited_reviews(env: ToolEnv, direction: Direction, review_ids: list[str]) -> list[Review]:
+    """The cited reviews, each checked to judge experiments of the direction's scope only."""
+    scope = _evidence_scope(env, direction)
+    reviews = []
+    for i, review_id in enumerate(review_ids):
+        field = f"review_ids.{i}"
+        review = env.read(review_id, Review, field_name=field)
+        exps = [env.read(e, Experiment, field_name=field) for e in _treatment(review)]
+        require(
+            {e.direction_id for e in exps} <= scope,
+            "invalid_arguments",
+            f"review {review.id} judged experiments outside direction {direction.id} and its "
+            "verify children",
+            field,
+        )
+        reviews.append(review)
+    return reviews
+
+
+@tool(Category.EXECUTION)
+def update_direction(
+    env: ToolEnv,
+    direction_id: RecordId,
+    status: DirectionState,
+    conclusion: Text = "",
+    review_ids: list[RecordId] = Field(default_factory=list, max_length=20),  # noqa: B008
+) -> dict[str, Any]:
+    """Move a direction along its lifecycle; supported, refuted and exhausted are final.
+
+    Allowed: open -> promising, refuted, exhausted; promising -> supported, refuted,
+    exhausted, open. ``supported`` needs evidence, not an assertion: at least one cited
+    review must have the verdict ``supports``. Every cited review must judge only
+    experiments of this direction or of its verify children (directions with a ``verify``
+    edge from it): the treatment groups of its computed comparisons, or all the experiments
+    it read when it computed none. Baselines may come from anywhere.
+
+    Args:
+        direction_id: the direction to update.
+        status: open, promising, supported, refuted or exhausted.
+        conclusion: why, in words.
+        review_ids: reviews cited as evidence (required for supported).
+    """
+    env.campaign(writable=True)
+    direction = env.read(direction_id, Direction, field_name="direction_id")
+    allowed = TRANSITIONS.get(direction.state, frozenset())
+    if status not in allowed:
+        options = ", ".join(sorted(allowed)) or "none: it is final"
+        raise ToolError(
+            "conflict",
+            f"direction {direction.id} is {direction.state}; it may become: {options}",
+            field="status",
+        )
+    reviews = _cited_reviews(env, direction, review_ids)
+    require(
+        status != DirectionState.SUPPORTED or any(r.verdict == Verdict.SUPPORTS for r in reviews),
+        "invalid_arguments",
+        "supported needs a cited review with the verdict 'supports' over experiments of this "
+        "direction or of a verify child",
+        "review_ids",
+    )
+    change = DirectionChange(
+        status=status,
+        previous=direction.state,
+        by=env.call.actor,
+        review_ids=[r.id for r in reviews],
+        conclusion=conclusion,
+    )
+    env.stage(
+        direction.model_copy(
+            update={
+                "state": status,
+                "conclusion": conclusion or direction.conclusion,
+                "history": [*direction.history, change],
+            }
+        )
+    )
+    return {"id": direction.id, "state": str(status), "previous": str(direction.state)}
+
+
 @tool(Category.EXECUTION)
 def create_experiment(
     env: ToolEnv,
@@ -97,7 +214,7 @@ def create_experiment(
     """Open an experiment under a direction, recording its configuration and the data it uses.
 
     Args:
-        direction_id: the open direction the experiment serves.
+        direction_id: the open or promising direction the experiment serves.
         description: what the experiment changes or tests.
         config: the configuration it runs with (JSON object).
         parent_experiment_id: an earlier experiment this one builds on.
@@ -108,7 +225,7 @@ def create_experiment(
     campaign = env.campaign(writable=True)
     direction = env.read(direction_id, Direction, field_name="direction_id")
     require(
-        direction.state == DirectionState.OPEN,
+        direction.state.accepts_experiments(),
         "conflict",
         f"direction {direction.id} is {direction.state}; create a new direction",
         "direction_id",
