@@ -22,8 +22,8 @@ import numpy as np
 
 from rsilab.controller.jobs import CONTROLLER_ACTOR, data_hashes, new_job, run_recorded_job
 from rsilab.controller.settings import rules_for
-from rsilab.executors.base import Executor
-from rsilab.records import DataTier, JobInputs, JobKind, Resources, Role
+from rsilab.executors.base import Executor, JobResult
+from rsilab.records import DataTier, Job, JobInputs, JobKind, Resources, Role
 from rsilab.sandbox.base import Limits, RunSpec
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
@@ -276,24 +276,9 @@ class SystemEvaluator:
             seed=seed,
             argv=list(spec.argv[:2]),
         )
-        job = new_job(
-            JobKind.CONTROLLER_PREDICT,
-            inputs,
-            campaign_id=campaign_id,
-            actor=CONTROLLER_ACTOR,
-            candidate_id=candidate_id,
+        done, run = self._recorded(
+            JobKind.CONTROLLER_PREDICT, inputs, spec, result, campaign_id, candidate_id
         )
-        done, run = run_recorded_job(
-            self.store,
-            self.artifacts,
-            self.executor,
-            job,
-            spec,
-            actor=CONTROLLER_ACTOR,
-            role=Role.CONTROLLER,
-        )
-        result.job_ids.append(done.id)
-        result.add(done.resources)
         if run is None or not run.ok:
             how = f"killed at its {done.kill_reason} limit" if done.kill_reason else "it failed"
             raise SystemInvalid(
@@ -373,25 +358,9 @@ class SystemEvaluator:
             seed=seed,
             argv=list(spec.argv),
         )
-        job = new_job(
-            JobKind.CONTROLLER_TRAIN,
-            inputs,
-            campaign_id=campaign_id,
-            actor=CONTROLLER_ACTOR,
-            candidate_id=candidate_id,
-            model_out=model_out,
+        done, _ = self._recorded(
+            JobKind.CONTROLLER_TRAIN, inputs, spec, result, campaign_id, candidate_id, model_out
         )
-        done, _ = run_recorded_job(
-            self.store,
-            self.artifacts,
-            self.executor,
-            job,
-            spec,
-            actor=CONTROLLER_ACTOR,
-            role=Role.CONTROLLER,
-        )
-        result.job_ids.append(done.id)
-        result.add(done.resources)
         if done.model_out_sha256 is None:
             raise SystemInvalid(
                 f"seed {index + 1}: train failed: {done.error}",
@@ -399,6 +368,33 @@ class SystemEvaluator:
             )
         result.model = done.model_out_sha256
         return model_out
+
+    def _recorded(
+        self,
+        kind: JobKind,
+        inputs: JobInputs,
+        spec: RunSpec,
+        result: _SeedResult,
+        campaign_id: str | None,
+        candidate_id: str | None,
+        model_out: str | None = None,
+    ) -> tuple[Job, JobResult | None]:
+        """Run one controller job as a recorded job; its id and resources go to ``result``."""
+        job = new_job(
+            kind,
+            inputs,
+            campaign_id=campaign_id,
+            actor=CONTROLLER_ACTOR,
+            candidate_id=candidate_id,
+            model_out=model_out,
+        )
+        done, run = run_recorded_job(
+            self.store, self.artifacts, self.executor, job, spec,
+            actor=CONTROLLER_ACTOR, role=Role.CONTROLLER,
+        )  # fmt: skip
+        result.job_ids.append(done.id)
+        result.add(done.resources)
+        return done, run
 
 
 @dataclass
