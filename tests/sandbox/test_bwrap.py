@@ -73,6 +73,26 @@ def test_a_mount_appears_at_its_target_read_only(
     assert not (data / "new").exists()
 
 
+def test_a_read_only_workspace_is_read_but_not_written(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    (workspace / "model.json").write_text("{}")
+    (workspace / "model.json").chmod(0o600)  # as a job's umask may leave it
+    code = (
+        "print(open('model.json').read())\n"
+        "for path in ('model.json', 'new.txt'):\n"
+        "    try:\n        open(path, 'a').write('x')\n"
+        "    except OSError as e:\n        print(type(e).__name__)\n"
+        "open('/tmp/scratch', 'w').write('ok')"
+    )
+    result = bwrap.run(py(workspace, code, read_only_workspace=True))
+    assert result.ok, result
+    assert result.stdout.split() == [b"{}", b"OSError", b"OSError"]
+    assert (workspace / "model.json").read_text() == "{}"
+    assert not (workspace / "new.txt").exists()
+    assert (workspace / "model.json").stat().st_uid == os.getuid()  # given back
+
+
 def test_a_writable_mount_is_written_and_given_back(
     bwrap: BwrapSandbox, workspace: Path, tmp_path: Path
 ) -> None:

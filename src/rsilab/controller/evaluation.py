@@ -252,8 +252,8 @@ class SystemEvaluator:
             for tier in PRIVATE_TIERS
             for s in self.private_samples(bench.name, tier)
         ]
-        # predict runs in the same throwaway folder (the model train wrote is there); the folder
-        # is deleted afterwards, so nothing a job writes outlives the evaluation.
+        # predict runs read-only on the same throwaway folder (the model train wrote is there);
+        # the folder is deleted afterwards, so nothing a job does outlives the evaluation.
         spec = task_predict_spec(
             self.task,
             workspace,
@@ -269,6 +269,7 @@ class SystemEvaluator:
             spec.limits,
             stdin=spec.stdin,
             hidden=tuple(self.task.data_sources),
+            read_only_workspace=True,  # predict sees the candidate and its model, writes nothing
         )
         inputs = JobInputs(
             workspace_sha256=recipe.harness_sha256,

@@ -83,6 +83,7 @@ def job_spec(name: str, spec: RunSpec) -> JobSpec:
         stdin=spec.stdin,
         mounts=list(spec.mounts),
         hidden=list(spec.hidden),
+        read_only_workspace=spec.read_only_workspace,
     )
 
 

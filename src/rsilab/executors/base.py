@@ -47,6 +47,9 @@ class JobSpec(Model):
     )
     mounts: list[Mount] = Field(default_factory=list, description="Extra host paths shown.")
     hidden: list[Path] = Field(default_factory=list, description="Host paths kept invisible.")
+    read_only_workspace: bool = Field(
+        default=False, description="Show the workspace read-only (see RunSpec)."
+    )
 
     def run_spec(self, threads: int) -> RunSpec:
         """The sandbox's form of this job, with ``threads`` unless the job names its own."""
@@ -59,6 +62,7 @@ class JobSpec(Model):
             mounts=tuple(self.mounts),
             threads=self.threads or threads,
             hidden=tuple(self.hidden),
+            read_only_workspace=self.read_only_workspace,
         )
 
 

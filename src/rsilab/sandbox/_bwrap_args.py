@@ -162,7 +162,8 @@ class Layout:
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
         args += self.python_args
         binds = [*self.binds, (workspace, WORKSPACE)]
-        args += ["--bind", str(workspace), str(WORKSPACE)]
+        flag = "--ro-bind" if spec.read_only_workspace else "--bind"
+        args += [flag, str(workspace), str(WORKSPACE)]
         frozen = [PurePosixPath(t) for _, t in binds] + [PurePosixPath(r) for r in _RESERVED]
         exists = {*frozen, PurePosixPath("/tmp")}
         for mount in spec.mounts:

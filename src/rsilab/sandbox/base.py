@@ -101,6 +101,9 @@ class RunSpec:
             (a task's raw data files); a sandbox that cannot hide them says so in its notes.
         cancel: set it (from any thread, at any time) to end the run early: see
             :meth:`Sandbox.run`. Not part of the job's description, only a handle on it.
+        read_only_workspace: show the workspace read-only (the controller's predict runs on
+            a read-only copy of a candidate). A sandbox that is no security boundary may
+            ignore it and says so in its notes.
     """
 
     argv: tuple[str, ...]
@@ -112,6 +115,7 @@ class RunSpec:
     threads: int = 1
     hidden: tuple[Path, ...] = ()
     cancel: threading.Event | None = None
+    read_only_workspace: bool = False
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ class ProcessSandbox(Sandbox):
             notes.append("prlimit not found: no rlimits were applied")
         if spec.hidden:
             notes.append("process sandbox cannot hide paths; spec.hidden was not enforced")
+        if spec.read_only_workspace:
+            notes.append("process sandbox cannot mount read-only; the workspace was writable")
         return notes
 
     def run(self, spec: RunSpec) -> RunResult:
