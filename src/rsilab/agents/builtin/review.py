@@ -1,0 +1,101 @@
+"""The built-in Reviewer: a paired comparison of two experiments' per-sample dev scores.
+
+Score matrices are ``scores[seed][sample]`` as in :mod:`rsilab.controller.stats`, higher is
+better, the same samples in the same column order in both. The *noise floor* is how far two
+runs of the same config drift apart by training-seed chance alone: a gain below it is not
+evidence even when its sample interval clears zero (one-seed runs carry no seed term).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rsilab.controller.stats import ScoreMatrix, paired_gain, seed_spread, t_quantile
+from rsilab.records import Interval, Recommendation, Verdict
+
+
+@dataclass(frozen=True)
+class ReviewFinding:
+    """A reviewer's reading of one comparison, ready for a ``Review`` record."""
+
+    verdict: Verdict
+    recommendation: Recommendation
+    effect: Interval
+    """Mean(a) - mean(b) with its paired interval."""
+    within_noise: bool
+    """True when ``|effect|`` is below the decision threshold (see :func:`review_pair`)."""
+    text: str
+    """One-sentence rationale, with the numbers."""
+
+
+def review_pair(
+    a: ScoreMatrix,
+    b: ScoreMatrix,
+    *,
+    noise_floor: float,
+    level: float = 0.95,
+    verified: bool = False,
+) -> ReviewFinding:
+    """Compare candidate ``a`` with reference ``b`` (its parent or the baseline).
+
+    The effect is :func:`~rsilab.controller.stats.paired_gain` ``(a, b, level)``; the threshold
+    is ``max(noise_floor, half-width of its interval)``.
+
+    - ``|effect| < threshold``: inconclusive, within noise; recommend ``verify`` (more seeds).
+    - ``effect >= threshold``: supports; ``verify`` unless ``verified`` (the gain already held
+      on fresh seeds), then ``continue``.
+    - ``effect <= -threshold``: refutes; recommend ``revise`` (the change made things worse).
+
+    ``ValueError`` for a negative noise floor and whatever ``paired_gain`` rejects.
+    """
+    if not noise_floor >= 0.0:
+        raise ValueError(f"noise_floor must be >= 0, got {noise_floor!r}")
+    effect = paired_gain(a, b, level)
+    half = (effect.high - effect.low) / 2.0
+    threshold = max(noise_floor, half)
+    numbers = (
+        f"effect {effect.value:+.4f} [{effect.low:+.4f}, {effect.high:+.4f}] at {level:.0%}, "
+        f"noise floor {noise_floor:.4f}"
+    )
+    if abs(effect.value) < threshold:
+        return ReviewFinding(
+            Verdict.INCONCLUSIVE,
+            Recommendation.VERIFY,
+            effect,
+            True,
+            f"Within noise: {numbers}; re-run with more seeds before deciding.",
+        )
+    if effect.value > 0.0:
+        rec = Recommendation.CONTINUE if verified else Recommendation.VERIFY
+        why = "already verified; build on it" if verified else "verify with fresh seeds"
+        return ReviewFinding(Verdict.SUPPORTS, rec, effect, False, f"Gain: {numbers}; {why}.")
+    return ReviewFinding(
+        Verdict.REFUTES,
+        Recommendation.REVISE,
+        effect,
+        False,
+        f"Loss: {numbers}; revise the hypothesis.",
+    )
+
+
+def noise_floor_from(seed_matrices: Sequence[ScoreMatrix], level: float = 0.95) -> float:
+    """The noise floor from repeated runs of unchanged configs: ``z * sqrt(2) * s_pooled``.
+
+    Each matrix holds ``k >= 2`` seeds of one config; ``s_pooled`` pools their
+    :func:`~rsilab.controller.stats.seed_spread` (variances weighted by ``k - 1``), ``sqrt(2)``
+    makes it the sd of a difference of two single-seed runs, and ``z`` is the two-sided normal
+    quantile at ``level`` (1.96 at 0.95). Matrices with one seed are skipped; ``ValueError``
+    when none has two. Errs high for comparisons of runs averaged over several seeds.
+    """
+    pooled, df = 0.0, 0
+    for matrix in seed_matrices:
+        k = len(matrix)
+        if k >= 2:
+            pooled += (k - 1) * seed_spread(matrix) ** 2
+            df += k - 1
+    if df == 0:
+        raise ValueError("the noise floor needs at least one config run with two or more seeds")
+    z = t_quantile(0.5 + level / 2.0, math.inf)
+    return z * math.sqrt(2.0) * math.sqrt(pooled / df)

@@ -1,0 +1,68 @@
+"""The built-in Reviewer: paired verdicts on constructed score matrices, and the noise floor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rsilab.agents.builtin import noise_floor_from, review_pair
+from rsilab.records import Recommendation, Verdict
+
+N = 400
+
+
+def _runs(quality: float, seeds: int, *, spread: float = 0.0, seed: int = 0) -> np.ndarray:
+    """0/1 scores: seed ``s`` passes sample ``i`` when ``u_i < quality + shift_s`` (paired)."""
+    rng = np.random.default_rng(seed)
+    u = np.random.default_rng(99).random(N)  # the same samples for every arm
+    shifts = rng.normal(0.0, spread, size=seeds)
+    return (u[None, :] < quality + shifts[:, None]).astype(float)
+
+
+def test_a_clear_gain_supports_and_asks_for_verification() -> None:
+    finding = review_pair(_runs(0.70, 3), _runs(0.50, 3), noise_floor=0.03)
+    assert finding.verdict is Verdict.SUPPORTS
+    assert finding.recommendation is Recommendation.VERIFY
+    assert not finding.within_noise
+    assert finding.effect.low > 0.0
+    assert "+0.2" in finding.text
+    verified = review_pair(_runs(0.70, 3), _runs(0.50, 3), noise_floor=0.03, verified=True)
+    assert verified.recommendation is Recommendation.CONTINUE
+
+
+def test_a_clear_loss_refutes_and_asks_for_revision() -> None:
+    finding = review_pair(_runs(0.40, 2), _runs(0.60, 2), noise_floor=0.03)
+    assert finding.verdict is Verdict.REFUTES
+    assert finding.recommendation is Recommendation.REVISE
+    assert finding.effect.high < 0.0
+
+
+def test_a_gain_inside_the_noise_floor_is_inconclusive() -> None:
+    """Paired one-seed runs: the sample interval clears zero, but the gain is below the floor."""
+    a, b = _runs(0.53, 1), _runs(0.50, 1)
+    finding = review_pair(a, b, noise_floor=0.05)
+    assert finding.effect.low > 0.0  # the interval alone would call it a gain
+    assert finding.verdict is Verdict.INCONCLUSIVE
+    assert finding.recommendation is Recommendation.VERIFY
+    assert finding.within_noise
+    assert review_pair(a, b, noise_floor=0.01).verdict is Verdict.SUPPORTS
+
+
+def test_a_gain_inside_its_own_interval_is_inconclusive() -> None:
+    a, b = _runs(0.51, 2, spread=0.05, seed=1), _runs(0.50, 2, spread=0.05, seed=2)
+    finding = review_pair(a, b, noise_floor=0.0)
+    assert finding.verdict is Verdict.INCONCLUSIVE
+    assert finding.within_noise
+    with pytest.raises(ValueError, match="noise_floor"):
+        review_pair(a, b, noise_floor=-0.1)
+
+
+def test_noise_floor_from_repeated_runs_of_one_config() -> None:
+    rng = np.random.default_rng(0)
+    sd = 0.02
+    matrices = [0.5 + rng.normal(0.0, sd, size=(8, 1)) + np.zeros((8, 50)) for _ in range(20)]
+    floor = noise_floor_from(matrices)
+    assert floor == pytest.approx(1.96 * np.sqrt(2.0) * sd, rel=0.15)
+    assert noise_floor_from([np.full((3, 10), 0.5)]) == 0.0
+    with pytest.raises(ValueError, match="two or more seeds"):
+        noise_floor_from([np.zeros((1, 10))])
