@@ -16,6 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 from rsilab.records._base import SCHEMA_VERSION, Model, Record, Role, new_id, utc_now
+from rsilab.records._campaign import (
+    CampaignLease,
+    Intent,
+    IntentState,
+    LeaseHolder,
+    intent_id,
+    lease_id,
+)
 from rsilab.records._control import (
     BenchmarkDecision,
     Candidate,
@@ -86,6 +94,8 @@ RECORD_TYPES: dict[str, type[Record]] = {
         Candidate,
         Lineage,
         Tombstone,
+        CampaignLease,
+        Intent,
     )
 }
 """Every stored record type by its ``KIND``."""
@@ -121,6 +131,7 @@ __all__ = [
     "Artifact",
     "BenchmarkDecision",
     "Campaign",
+    "CampaignLease",
     "CampaignState",
     "Candidate",
     "CandidateState",
@@ -140,11 +151,14 @@ __all__ = [
     "Finding",
     "FindingStatus",
     "FlagStage",
+    "Intent",
+    "IntentState",
     "Interval",
     "Job",
     "JobInputs",
     "JobKind",
     "JobStatus",
+    "LeaseHolder",
     "Lineage",
     "Metric",
     "MetricSource",
@@ -165,8 +179,10 @@ __all__ = [
     "TaskRef",
     "Tombstone",
     "Verdict",
+    "intent_id",
     "json_schemas",
     "kind_of_id",
+    "lease_id",
     "lineage_id",
     "new_id",
     "record_type",
