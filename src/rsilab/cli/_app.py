@@ -8,7 +8,18 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from rsilab.cli import campaign, doctor, lab, ledger, runtime, serve, task, tools, versions
+from rsilab.cli import (
+    campaign,
+    doctor,
+    lab,
+    ledger,
+    run,
+    runtime,
+    serve,
+    task,
+    tools,
+    versions,
+)
 from rsilab.cli._common import EXIT_CODES_HELP, EXIT_USER_ERROR, MARKUP, report_user_error
 from rsilab.errors import ConflictError, NotFoundError, UserError
 
@@ -48,6 +59,7 @@ runtime.register(app)
 doctor.register(app)
 task.register(app)
 versions.register(app)
+run.register(app)
 
 
 def main() -> None:

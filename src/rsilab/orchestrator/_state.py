@@ -1,0 +1,154 @@
+"""What the campaign runner knows, rebuilt from the records before every step.
+
+The runner keeps no state of its own between steps: experiments done are the done intents
+keyed ``exp:<n>`` (their results hold the experiment id, direction, config and dev target
+score), the current reference (what the lineage head scores on dev) is the result of the last
+accepted proposal (else of the campaign's first experiment, which runs the head's config),
+and which knobs a direction may change is written in its plan (``knobs: a, b``). So a resumed
+campaign sees exactly what the stopped one had done.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue
+
+from rsilab.agents.builtin import DirectionStats, gain_reward
+from rsilab.orchestrator.dag import ResearchDag
+from rsilab.records import (
+    DataTier,
+    Direction,
+    EdgeRelation,
+    Evaluation,
+    Intent,
+    IntentState,
+    Verdict,
+)
+from rsilab.store import Store
+
+EXP_PREFIX = "exp:"
+CONCLUDE_PREFIX = "conclude:"
+_KNOBS = re.compile(r"^knobs: (.*)$", re.MULTILINE)
+
+
+def knobs_plan(knobs: list[str], text: str) -> str:
+    """A direction plan that names the knobs its workers may change (read by :func:`knobs_of`)."""
+    return f"{text}\nknobs: {', '.join(knobs)}"
+
+
+def knobs_of(direction: Direction) -> list[str]:
+    """The knobs a direction's plan allows (empty when it names none)."""
+    match = _KNOBS.search(direction.plan)
+    return [k.strip() for k in match.group(1).split(",") if k.strip()] if match else []
+
+
+@dataclass(frozen=True)
+class Run:
+    """One finished experiment as the runner recorded it."""
+
+    index: int
+    experiment_id: str
+    direction_id: str
+    config: dict[str, JsonValue]
+    score: float
+
+
+@dataclass
+class CampaignView:
+    """The campaign as the built-in policy sees it (see the module docstring)."""
+
+    dag: ResearchDag
+    runs: list[Run]
+    ref_ids: list[str]
+    ref_score: float | None
+    concluded: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, store: Store, campaign_id: str) -> CampaignView:
+        """Read the DAG and the done intents of ``campaign_id``."""
+        dag = ResearchDag.load(store, campaign_id)
+        done = store.query_as(
+            Intent, campaign_id=campaign_id, fields={"state": str(IntentState.DONE)}
+        )
+        runs = sorted(
+            (
+                Run(
+                    int(i.key.removeprefix(EXP_PREFIX)),
+                    str(i.result["experiment_id"]),
+                    str(i.result["direction_id"]),
+                    dict(i.result["config"]),
+                    float(i.result["score"]),
+                )
+                for i in done
+                if i.key.startswith(EXP_PREFIX) and i.result
+            ),
+            key=lambda r: r.index,
+        )
+        concluded = {
+            i.key.removeprefix(CONCLUDE_PREFIX): dict(i.result or {})
+            for i in sorted(done, key=lambda i: i.created_at)
+            if i.key.startswith(CONCLUDE_PREFIX)
+        }
+        ref_ids = [runs[0].experiment_id] if runs else []
+        ref_score = runs[0].score if runs else None
+        for result in concluded.values():
+            if result.get("accepted"):
+                ref_ids, ref_score = list(result["ref_ids"]), float(result["ref_score"])
+        return cls(dag, runs, ref_ids, ref_score, concluded)
+
+    def runs_in(self, direction_id: str) -> list[Run]:
+        """The direction's finished experiments, oldest first."""
+        return [r for r in self.runs if r.direction_id == direction_id]
+
+    def verify_child(self, direction_id: str) -> Direction | None:
+        """The direction's verify child, if it has one."""
+        for edge in self.dag.edges:
+            if edge.parent_id == direction_id and edge.relation == EdgeRelation.VERIFY:
+                return self.dag.directions[edge.child_id]
+        return None
+
+    def is_verify(self, direction: Direction) -> bool:
+        """True for a direction made to re-run another's best config."""
+        return any(e.relation == EdgeRelation.VERIFY for e in direction.parents)
+
+    def best(self, direction_id: str) -> Run | None:
+        """The direction's best experiment by dev target score (the earliest of ties)."""
+        runs = self.runs_in(direction_id)
+        return max(runs, key=lambda r: (r.score, -r.index)) if runs else None
+
+    def stats(self, direction_id: str, noise_floor: float) -> DirectionStats:
+        """The direction's :class:`DirectionStats` against the current reference score."""
+        ref = self.ref_score if self.ref_score is not None else 0.0
+        scale = max(2.0 * noise_floor, 1e-6)
+        runs = [r for r in self.runs_in(direction_id) if r.experiment_id not in self.ref_ids]
+        best, last = ref, 0
+        for ordinal, run in enumerate(runs, start=1):
+            if run.score > best:
+                best, last = run.score, ordinal
+        refuted = any(r.verdict == Verdict.REFUTES for r in self.dag.reviews.get(direction_id, []))
+        return DirectionStats(
+            direction_id=direction_id,
+            rewards=[gain_reward(r.score - ref, scale) for r in runs],
+            last_improvement_at=last,
+            experiments=len(runs),
+            best_gain=best - ref,
+            verified=self.verify_child(direction_id) is not None,
+            refuted=refuted,
+        )
+
+
+def dev_matrix(store: Store, experiment_ids: list[str], benchmark: str) -> list[list[float]]:
+    """Per-sample dev scores of ``benchmark``: one row per dev evaluation of the experiments,
+    columns the samples every row scored, in sample-id order."""
+    rows: list[dict[str, float]] = []
+    for experiment_id in experiment_ids:
+        for evaluation in store.query_as(Evaluation, fields={"subject_id": experiment_id}):
+            if evaluation.tier == DataTier.DEV and evaluation.benchmark == benchmark:
+                rows.append({s.sample_id: s.score for s in evaluation.samples})
+    if not rows:
+        return []
+    shared = sorted(set.intersection(*(set(r) for r in rows)))
+    return [[row[i] for i in shared] for row in rows]
