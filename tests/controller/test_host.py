@@ -40,12 +40,12 @@ def test_baseline_is_the_first_version(controller: HostController, lab: Lab) -> 
     assert set(version.scores) == {"quality", "robustness"}
     assert 0.3 < version.scores["quality"].value < 0.55
     assert version.scores["quality"].low < version.scores["quality"].value
-    assert len(version.seeds) == 3 and all(version.model_sha256s)
+    assert len(version.seeds) == 6 and all(version.model_sha256s)  # twice a candidate's
     evaluations = [lab.store.get_as(e, Evaluation) for e in version.evaluation_ids]
     assert {(e.benchmark, e.tier) for e in evaluations} == {
         (b, t) for b in ("quality", "robustness") for t in (DataTier.ACCEPT, DataTier.FINAL)
     }
-    assert all(len({s.epoch for s in e.samples}) == 3 for e in evaluations)
+    assert all(len({s.epoch for s in e.samples}) == 6 for e in evaluations)
     jobs = lab.store.query_as(Job)
     assert {j.kind for j in jobs} == {JobKind.CONTROLLER_TRAIN, JobKind.CONTROLLER_PREDICT}
     with pytest.raises(UserError, match="already has a baseline"):

@@ -50,7 +50,7 @@ def baseline(
             "--seeds",
             min=1,
             metavar="N",
-            help="Controller training seeds. Default: the controller's (3).",
+            help="Seeds the baseline is trained with. Default: twice a candidate's (6).",
             show_default=False,
         ),
     ] = None,
@@ -73,7 +73,7 @@ def baseline(
     from rsilab.executors.local import LocalExecutor, available_cores
     from rsilab.sandbox.select import default_sandbox
 
-    seeds = seeds or DEFAULT_SEEDS
+    seeds = seeds or 2 * DEFAULT_SEEDS
     task = load_task(task_ref)
     with Lab.open(lab) as opened:
         if find_lineage(opened.store, task.name, lineage) is not None:
@@ -87,7 +87,9 @@ def baseline(
                 sandbox, opened.artifacts, slots or min(seeds, available_cores())
             )
             try:
-                controller = HostController(opened, task, executor, lineage=lineage, seeds=seeds)
+                controller = HostController(
+                    opened, task, executor, lineage=lineage, baseline_seeds=seeds
+                )
                 version = controller.baseline(actor=CLI_ACTOR)
             finally:
                 executor.shutdown()

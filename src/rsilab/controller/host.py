@@ -90,6 +90,7 @@ class HostController:
         *,
         lineage: str = "main",
         seeds: int = DEFAULT_SEEDS,
+        baseline_seeds: int | None = None,
         alpha: float = 0.05,
         max_proposals: int = DEFAULT_MAX_PROPOSALS,
         limits: Limits | None = None,
@@ -100,6 +101,10 @@ class HostController:
         self.task = task
         self.lineage = lineage
         self.seeds = seeds
+        # The baseline is evaluated once and every candidate is compared with it, so extra
+        # seeds there are cheap and shrink the interval of every comparison (its seed spread
+        # enters each paired gain as s_b^2 / k_b).
+        self.baseline_seeds = baseline_seeds if baseline_seeds is not None else 2 * seeds
         self.alpha = alpha
         self.max_proposals = max_proposals
         self.secret = lab_secret(lab.path)
@@ -162,7 +167,7 @@ class HostController:
             )
         harness = self.lab.artifacts.put_tree(self.task.harness).sha256
         subject = f"baseline/{self.task.name}/{self.lineage}"
-        seeds = controller_seeds(self.secret, subject, self.seeds)
+        seeds = controller_seeds(self.secret, subject, self.baseline_seeds)
         try:
             result = self.evaluator.evaluate(
                 Recipe(harness), seeds, campaign_id=None, candidate_id=None

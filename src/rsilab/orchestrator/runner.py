@@ -243,6 +243,7 @@ class _Runner:
                 self.view = CampaignView.load(self.lab.store, self.campaign_id)
                 if len(self.view.runs) >= self.budget.experiments:
                     self._say("campaign", "experiment budget spent")
+                    self._conclude_ready()
                     return CampaignState.FINISHED
                 if time.monotonic() > self.deadline:
                     self._say("campaign", "wall budget spent; resume to continue")
@@ -486,6 +487,14 @@ class _Runner:
             "review", f"review of {d.title!r}: {finding.verdict}, advice {finding.recommendation}"
         )
         return str(finding.verdict)
+
+    def _conclude_ready(self) -> None:
+        """Conclude every verification whose re-runs are done: a proposal uses no experiment
+        budget, so a gain verified with the last experiments is still put to the controller."""
+        for d in self.view.dag.frontier():
+            if self.view.is_verify(d) and len(self.view.runs_in(d.id)) >= VERIFY_SEEDS:
+                self._conclude(d)
+                self.view = CampaignView.load(self.lab.store, self.campaign_id)
 
     def _conclude(self, verify: Direction) -> None:
         view = self.view
