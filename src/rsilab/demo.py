@@ -145,7 +145,7 @@ def _controller_act(lab: Lab, campaign_id: str, workspace: Path, console: Consol
         score = baseline.scores["accuracy"]
         console.print(
             f"baseline {baseline.label}: final-tier accuracy {score.value:.3f} "
-            f"[{score.low:.3f}, {score.high:.3f}] (3 controller seeds)"
+            f"[{score.low:.3f}, {score.high:.3f}] ({len(baseline.seeds)} controller seeds)"
         )
         campaign = open_campaign(lab.store, task.ref(), notes="demo: controller act")
         expos = ExperimentOS(lab.store, lab.artifacts, default_registry(), services)
