@@ -100,7 +100,7 @@ def run_throughput(quick: bool) -> list[dict[str, Any]]:
     """Controller evaluation throughput on digits: baseline and candidates judged, 3 seeds.
 
     Each row is one controller evaluation in a real sandbox (the default one): re-training with
-    3 controller seeds in parallel over min(3, cores) executor slots, predicting both private
+    3 controller seeds (the baseline 6) in parallel over 2 executor slots, predicting both private
     tiers, and the acceptance decision with its records. *host CPU s* is CPU time of the
     controller's own process (records, ledger, guards), apart from the sandboxed jobs.
     Candidates are proposals 1..N of one campaign, judged one after another against the
