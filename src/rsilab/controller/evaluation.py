@@ -28,6 +28,8 @@ from rsilab.sandbox.base import Limits, RunSpec
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.tasks import (
+    DATA_DIR,
+    MODEL_SUFFIX,
     HarnessOutputError,
     Manifest,
     ManifestError,
@@ -44,11 +46,8 @@ from rsilab.tasks import (
     write_data_dir,
 )
 
-DATA_DIR = "data-in"
-"""Folder (in the job's workspace) the controller writes the training data into."""
 MODEL_DIR = "model-out"
 MODEL_IN_DIR = "model-in"
-MODEL_SUFFIX = {"safetensors": ".safetensors", "json": ".json", "npz": ".npz", "none": ""}
 PRIVATE_TIERS: tuple[DataTier, ...] = (DataTier.ACCEPT, DataTier.FINAL)
 
 

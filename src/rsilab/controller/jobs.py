@@ -31,6 +31,11 @@ def data_hashes(folder: Path) -> dict[str, str]:
     }
 
 
+def executor_name(job: Job) -> str:
+    """The name a recorded job runs under in the executor (what ``Executor.cancel`` takes)."""
+    return f"{job.kind}-{job.id}"
+
+
 def commit_job(store: Store, job: Job, *, actor: str, role: Role, action: str) -> Job:
     """Write ``job`` (new or updated) with one ledger event; returns it with its new rev."""
     draft = EventDraft(
@@ -112,7 +117,7 @@ def run_recorded_job(
     if on_start is not None:
         on_start(running)
     try:
-        result: JobResult | None = executor.run(job_spec(f"{job.kind}-{job.id}", spec))
+        result: JobResult | None = executor.run(job_spec(executor_name(job), spec))
         error = ""
     except Exception as exc:  # a sandbox failure is the job's failure, recorded as such
         result, error = None, f"the sandbox could not run the job: {exc}"

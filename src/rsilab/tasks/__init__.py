@@ -21,7 +21,9 @@ from rsilab.tasks._drivers import (
 )
 from rsilab.tasks._experiment import ExperimentFailed, Outcome, run_experiment
 from rsilab.tasks._harness import (
+    DATA_DIR,
     MANIFEST,
+    MODEL_SUFFIX,
     HarnessOutputError,
     Manifest,
     ManifestError,
@@ -66,7 +68,9 @@ from rsilab.tasks._toml import TaskLoadError, load_python, load_task, load_toml
 from rsilab.tasks._traps import leaked_final_tier, plant_traps
 
 __all__ = [
+    "DATA_DIR",
     "MANIFEST",
+    "MODEL_SUFFIX",
     "TIERS",
     "Benchmark",
     "Budget",

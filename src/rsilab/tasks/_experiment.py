@@ -16,13 +16,17 @@ from pathlib import Path
 from rsilab.records import DataTier
 from rsilab.sandbox.base import Limits, RunResult, Sandbox
 from rsilab.tasks._drivers import task_predict_spec
-from rsilab.tasks._harness import HarnessOutputError, load_manifest, parse_predictions, train_spec
+from rsilab.tasks._harness import (
+    DATA_DIR,
+    MODEL_SUFFIX,
+    HarnessOutputError,
+    load_manifest,
+    parse_predictions,
+    train_spec,
+)
 from rsilab.tasks._scorers import Scored, score_outputs
 from rsilab.tasks._spec import Task
 from rsilab.tasks._splits import make_splits, write_data_dir
-
-DATA_DIR = "data-in"
-MODEL_SUFFIX = {"safetensors": ".safetensors", "json": ".json", "npz": ".npz", "none": ""}
 
 
 class ExperimentFailed(RuntimeError):

@@ -38,6 +38,10 @@ from rsilab.sandbox.base import Limits, Mount, RunSpec
 from rsilab.tasks._samples import Sample
 
 MANIFEST = "harness.toml"
+DATA_DIR = "data-in"
+"""The workspace folder a job's ``--data DIR`` names (written afresh before each train job)."""
+MODEL_SUFFIX = {"safetensors": ".safetensors", "json": ".json", "npz": ".npz", "none": ""}
+"""File suffix of a model in each manifest ``model`` format."""
 
 
 class ManifestError(ValueError):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rsilab.controller.evaluation import DATA_DIR, MODEL_SUFFIX, public_data
+from rsilab.controller.evaluation import public_data
 from rsilab.controller.jobs import data_hashes, run_recorded_job
 from rsilab.errors import ConflictError, ToolError
 from rsilab.expos.services import LabServices, snapshot_workspace
@@ -38,7 +38,15 @@ from rsilab.records import (
 from rsilab.sandbox.base import RunSpec
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
-from rsilab.tasks import Manifest, Task, task_predict_spec, train_spec, write_data_dir
+from rsilab.tasks import (
+    DATA_DIR,
+    MODEL_SUFFIX,
+    Manifest,
+    Task,
+    task_predict_spec,
+    train_spec,
+    write_data_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -57,11 +65,6 @@ class JobRun:
     job: Job
     spec: RunSpec
     dev: DevTiers = ()
-
-
-def executor_name(job: Job) -> str:
-    """The name ``run_recorded_job`` gives a job in the executor (what ``cancel`` takes)."""
-    return f"{job.kind}-{job.id}"
 
 
 # --- planning -----------------------------------------------------------------------------
@@ -190,9 +193,7 @@ def plan_dev_eval(plan: Plan) -> JobRun:
         suffix = MODEL_SUFFIX[plan.manifest.model]
         model = place_model(plan.artifacts, plan.model_sha256, folder, plan.workspace, suffix)
     splits = plan.services.controller(plan.task).evaluator.splits
-    dev = tuple(
-        (bench, tuple(splits[bench.name][DataTier.DEV])) for bench in plan.task.benchmarks
-    )
+    dev = tuple((bench, tuple(splits[bench.name][DataTier.DEV])) for bench in plan.task.benchmarks)
     samples = [s for _, tier in dev for s in tier]
     if len({s.id for s in samples}) != len(samples):
         raise ToolError(
@@ -279,5 +280,3 @@ def execute_in_background(run: JobRun) -> dict[str, Any]:
     except Exception:
         log.exception("background job %s failed outside the sandbox", run.job.id)
         raise
-
-

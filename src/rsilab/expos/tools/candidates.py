@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import Field
 
-from rsilab.controller.evaluation import DATA_DIR, public_data
+from rsilab.controller.evaluation import public_data
 from rsilab.controller.lineage import find_lineage
 from rsilab.controller.settings import rules_for
 from rsilab.errors import NotFoundError, ToolError
@@ -24,7 +24,14 @@ from rsilab.expos.registry import Category
 from rsilab.expos.services import snapshot_workspace
 from rsilab.expos.tools._base import Name, RecordId, require, tool
 from rsilab.records import Candidate, Experiment, ExperimentState, SystemVersion
-from rsilab.tasks import ManifestError, Setting, Task, load_manifest, make_splits, write_data_dir
+from rsilab.tasks import (
+    DATA_DIR,
+    ManifestError,
+    Setting,
+    Task,
+    load_manifest,
+    write_data_dir,
+)
 
 _LISTED_FILES = 100
 
@@ -106,12 +113,11 @@ def prepare_workspace(
         env.artifacts.materialize(tree, staging, "tree")
         for entry in staging.iterdir():
             shutil.move(entry, workspace / entry.name)
-    splits = {b.name: make_splits(task, b, services.secret) for b in task.benchmarks}
+    # the controller's splits: the data its own jobs and the agents' jobs are written from
+    splits = services.controller(task).evaluator.splits
     write_data_dir(workspace / DATA_DIR, public_data(task, splits))
     rules = rules_for(task.setting)
-    files = sorted(
-        str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file()
-    )
+    files = sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file())
     return {
         "source": source,
         "base_version_id": head.id,

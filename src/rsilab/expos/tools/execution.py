@@ -10,6 +10,7 @@ from pydantic import Field
 from rsilab.errors import ToolError
 from rsilab.expos.context import ToolEnv
 from rsilab.expos.registry import Category
+from rsilab.expos.services import snapshot_workspace
 from rsilab.expos.tools._base import FiniteFloat, Name, RecordId, Text, brief, require, tool
 from rsilab.records import (
     Dataset,
@@ -320,7 +321,8 @@ def finish_experiment(
     workspace_hash = exp.workspace_hash
     workspace = env.call.workspace
     if workspace is not None and Path(workspace).is_dir():
-        workspace_hash = env.artifacts.put_tree(Path(workspace)).sha256
+        # the same snapshot a proposal takes: the Experiment OS's own folders are left out
+        workspace_hash = snapshot_workspace(env.artifacts, Path(workspace))
     done = env.stage(
         exp.model_copy(
             update={

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from rsilab.controller.jobs import commit_job, model_produced_by_job
+from rsilab.controller.jobs import commit_job, executor_name, model_produced_by_job
 from rsilab.controller.settings import rules_for
 from rsilab.errors import ToolError
 from rsilab.expos.context import ToolEnv
@@ -277,7 +277,7 @@ def cancel_job(env: ToolEnv, job_id: RecordId) -> dict[str, Any]:
     services = env.services()  # only a running job needs the executor that runs it
     deadline = time.monotonic() + 2.0
     # The record says running a moment before the executor has the job: retry briefly.
-    while not services.executor.cancel(work.executor_name(job)):
+    while not services.executor.cancel(executor_name(job)):
         job = env.store.get_as(job.id, Job)
         if job.is_finished():
             return {**jobrec.job_view(job), "cancelled": False, "message": "it had already ended"}
