@@ -55,7 +55,7 @@ def resume(
 ) -> None:
     """Continue a stopped (or, with a larger --budget, a finished) campaign."""
     from rsilab.expos.campaigns import find_campaign
-    from rsilab.orchestrator.runner import task_of
+    from rsilab.orchestrator.campaign_run import task_of
 
     with Lab.open(lab) as opened:
         found = find_campaign(opened.store, campaign)

@@ -27,7 +27,6 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
@@ -40,8 +39,6 @@ from rsilab.agents.builtin import (
     review_pair,
 )
 from rsilab.controller.lineage import find_lineage
-from rsilab.errors import UserError
-from rsilab.expos.campaigns import open_campaign
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator import intents
 from rsilab.orchestrator._door import Door, RunnerError
@@ -53,68 +50,42 @@ from rsilab.orchestrator._state import (
     knobs_of,
     knobs_plan,
 )
+from rsilab.orchestrator.campaign_run import (
+    ACTOR,
+    AcceptedVersion,
+    CampaignResult,
+    Progress,
+    ProgressFn,
+    campaign_result,
+    set_campaign_state,
+    start_or_find_campaign,
+    task_of,
+)
 from rsilab.orchestrator.lease import acquire_lease
-from rsilab.orchestrator.measures import LockInMeasures, lock_in_measures
 from rsilab.orchestrator.recovery import recover_campaign
 from rsilab.records import (
-    Campaign,
     CampaignState,
-    Candidate,
-    CandidateState,
     Direction,
-    EventDraft,
-    Role,
-    SystemVersion,
 )
 from rsilab.store import Lab
-from rsilab.tasks import Budget, Task, get_task
+from rsilab.tasks import Budget, Task
 
-__all__ = ["CampaignResult", "Progress", "RunnerError", "run_campaign"]
+__all__ = [
+    "AcceptedVersion",
+    "CampaignResult",
+    "Progress",
+    "ProgressFn",
+    "RunnerError",
+    "run_campaign",
+    "task_of",
+]
 
-ACTOR = "orchestrator"
 REVIEW_EVERY = 3
 """The Reviewer looks at a direction after every this many of its experiments."""
 DEFAULT_NOISE_FLOOR = 0.02
 """Noise floor (dev score units) until verification runs measure one."""
 VERIFY_SEEDS = 2
 """Fresh-seed re-runs of a direction's best config before it is proposed."""
-
-
-@dataclass(frozen=True)
-class Progress:
-    """One step of the campaign, for a progress display."""
-
-    kind: str
-    """experiment, review, direction, candidate, or campaign."""
-    message: str
-    experiments: int
-    budget: int
-    score: float | None = None
-    best: float | None = None
-
-
-@dataclass(frozen=True)
-class AcceptedVersion:
-    """A version the campaign's proposals added to the lineage."""
-
-    version_id: str
-    label: str
-    scores: dict[str, float]
-
-
-@dataclass
-class CampaignResult:
-    """What a campaign run did (this call and any before it on the same campaign)."""
-
-    campaign_id: str
-    state: str
-    experiments: int
-    accepted: list[AcceptedVersion] = field(default_factory=list)
-    measures: LockInMeasures | None = None
-    message: str = ""
-
-
-ProgressFn = Callable[[Progress], None]
 
 
 def run_campaign(
@@ -141,12 +112,12 @@ def run_campaign(
     try:
         if find_lineage(lab.store, task.name, services.lineage) is None:
             services.controller(task).baseline(actor=ACTOR)
-        campaign = _campaign(lab, task, budget, workers, seed, campaign_id)
+        settings = {"agents": "builtin", "budget": str(budget), "workers": workers, "seed": seed}
+        campaign = start_or_find_campaign(lab, task, settings, campaign_id)
         if campaign is None:
             assert campaign_id is not None
-            return _result(
+            return campaign_result(
                 lab,
-                task,
                 campaign_id,
                 "nothing to do: the campaign is finished (records of a "
                 "finished campaign are final; start a new one with `rsilab run`)",
@@ -156,58 +127,11 @@ def run_campaign(
             recover_campaign(lab.store, lease)
             runner = _Runner(lab, task, services, campaign.id, budget, workers, seed, on_progress)
             state = runner.loop(lease.check)
-            _set_state(lab, campaign.id, state)
-        return _result(lab, task, campaign.id, f"campaign {state}")
+            set_campaign_state(lab, campaign.id, state)
+        return campaign_result(lab, campaign.id, f"campaign {state}")
     finally:
         if own:
             services.close()
-
-
-def _campaign(
-    lab: Lab, task: Task, budget: Budget, workers: int, seed: int, campaign_id: str | None
-) -> Campaign | None:
-    settings = {"agents": "builtin", "budget": str(budget), "workers": workers, "seed": seed}
-    if campaign_id is None:
-        return open_campaign(lab.store, task.ref(), actor=ACTOR, settings=settings)
-    try:
-        campaign = lab.store.get_as(campaign_id, Campaign)
-    except Exception as exc:
-        raise UserError(f"no campaign {campaign_id!r} in this lab") from exc
-    return None if campaign.is_finished() else campaign
-
-
-def _set_state(lab: Lab, campaign_id: str, state: CampaignState) -> None:
-    campaign = lab.store.get_as(campaign_id, Campaign)
-    if campaign.state == state:
-        return
-    draft = EventDraft(
-        actor=ACTOR,
-        role=str(Role.CONTROLLER),
-        action=f"campaign_{state}",
-        campaign_id=campaign_id,
-        detail=f"{campaign.state} -> {state}",
-    )
-    lab.store.commit(draft, [campaign.model_copy(update={"state": state})])
-
-
-def _result(lab: Lab, task: Task, campaign_id: str, message: str) -> CampaignResult:
-    view = CampaignView.load(lab.store, campaign_id)
-    accepted = []
-    for c in lab.store.query_as(Candidate, campaign_id=campaign_id):
-        if c.state == CandidateState.ACCEPTED and c.version_id is not None:
-            v = lab.store.get_as(c.version_id, SystemVersion)
-            accepted.append(
-                AcceptedVersion(v.id, v.label, {k: s.value for k, s in sorted(v.scores.items())})
-            )
-    campaign = lab.store.get_as(campaign_id, Campaign)
-    return CampaignResult(
-        campaign_id=campaign_id,
-        state=str(campaign.state),
-        experiments=len(view.runs),
-        accepted=accepted,
-        measures=lock_in_measures(lab.store, campaign_id),
-        message=message,
-    )
 
 
 class _Runner:
@@ -565,11 +489,3 @@ class _Runner:
             self.on_progress(
                 Progress(kind, message, len(self.view.runs), self.budget.experiments, score, best)
             )
-
-
-def task_of(campaign: Campaign) -> Task:
-    """The task a campaign works on (UserError when it cannot be loaded here)."""
-    try:
-        return get_task(campaign.task.name)
-    except (KeyError, ValueError) as exc:
-        raise UserError(f"task {campaign.task.name!r} cannot be loaded here: {exc}") from exc
