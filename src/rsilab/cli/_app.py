@@ -13,6 +13,7 @@ from rsilab.cli import (
     doctor,
     lab,
     ledger,
+    report,
     run,
     runtime,
     serve,
@@ -60,6 +61,7 @@ doctor.register(app)
 task.register(app)
 versions.register(app)
 run.register(app)
+report.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,100 @@
+"""``rsilab report CAMPAIGN``: what a campaign did and used, as Markdown or JSON."""
+
+from __future__ import annotations
+
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rsilab.cli._common import LabOption, print_json, reading_stored_data
+from rsilab.errors import UserError
+from rsilab.expos.campaigns import find_campaign
+from rsilab.store import Lab
+
+
+class ReportFormat(StrEnum):
+    """Output formats of ``rsilab report``."""
+
+    MD = "md"
+    JSON = "json"
+
+
+def report(
+    campaign: Annotated[str, typer.Argument(metavar="CAMPAIGN", help="Campaign id, or 'latest'.")],
+    fmt: Annotated[
+        ReportFormat | None,
+        typer.Option(
+            "--format",
+            help="md or json. Default: json when --out ends in .json, else md.",
+            show_default=False,
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="PATH",
+            help="Write the report to PATH (and print only PATH) instead of printing it.",
+            show_default=False,
+        ),
+    ] = None,
+    lab: LabOption = None,
+) -> None:
+    """The campaign's report: the DAG of directions with status and evidence, accepted
+    versions with final-tier scores and intervals against the baseline, rejected candidates
+    with reasons, protocol flags by stage, resources used, and lock-in measures.
+
+    Works on a running campaign too; it only reads the lab.
+    """
+    from rsilab.orchestrator.report import build_report, render_markdown
+
+    chosen = fmt or (ReportFormat.JSON if out and out.suffix == ".json" else ReportFormat.MD)
+    if out is not None:
+        _check_out(out)
+    with Lab.open(lab) as opened, reading_stored_data():
+        found = find_campaign(opened.store, campaign)
+        built = build_report(opened.store, found.id)
+    if chosen is ReportFormat.JSON:
+        if out is None:
+            print_json(built.model_dump(mode="json"))
+            return
+        text = built.model_dump_json(indent=2) + "\n"
+    else:
+        text = render_markdown(built)
+        if out is None:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return
+    _write(out, text)
+    typer.echo(str(out))
+
+
+def _check_out(out: Path) -> None:
+    """Refuse a PATH that cannot be written, before any work is done."""
+    if out.is_dir():
+        raise UserError(f"--out {out}: is a folder", "give a file path, e.g. --out report.md")
+    if not out.parent.is_dir():
+        raise UserError(
+            f"--out {out}: folder {out.parent} does not exist",
+            f"create it first (mkdir -p {out.parent}) or pick another path",
+        )
+
+
+def _write(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` whole: a reader never sees half a report."""
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        partial.replace(out)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise UserError(f"--out {out}: cannot write it ({exc.strerror or exc})") from exc
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``report`` to ``app``."""
+    app.command("report")(report)

@@ -1,0 +1,17 @@
+"""Campaign reports: everything a campaign did and used, read from the store.
+
+:func:`build_report` reads one campaign's records and ledger into a :class:`CampaignReport`
+(its ``model_dump(mode="json")`` is the JSON form); :func:`render_markdown` writes it for
+people. Shown: the DAG of directions with status and evidence, each accepted version with
+per-benchmark final-tier scores and paired intervals against the baseline, candidates not
+accepted with the controller's reasons, protocol flags by stage, resources (CPU and wall time,
+tokens, money where a price is known) and lock-in measures.
+"""
+
+from __future__ import annotations
+
+from rsilab.orchestrator.report._build import build_report
+from rsilab.orchestrator.report._markdown import render_markdown
+from rsilab.orchestrator.report._model import REPORT_VERSION, CampaignReport
+
+__all__ = ["REPORT_VERSION", "CampaignReport", "build_report", "render_markdown"]

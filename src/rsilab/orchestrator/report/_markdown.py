@@ -1,0 +1,311 @@
+"""A :class:`CampaignReport` as Markdown, for people: plain text that reads well unrendered.
+
+Sections come in a fixed order: summary (scores before and after), research DAG with its
+evidence, accepted versions, rejected candidates, protocol flags by stage, resources, lock-in
+and review measures. Intervals read ``value [low, high]`` at the level the report states.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from rsilab.orchestrator.report._model import (
+    AcceptedReport,
+    CampaignReport,
+    DirectionReport,
+    RejectedReport,
+    VersionScores,
+)
+from rsilab.records import Interval
+
+
+def render_markdown(report: CampaignReport) -> str:
+    """The whole report as one Markdown document (ends with a newline)."""
+    parts = [
+        _header(report),
+        _summary(report),
+        _dag(report),
+        _accepted(report),
+        _rejected(report.rejected, report.pending),
+        _flags(report),
+        _resources(report),
+        _measures(report),
+    ]
+    return "\n\n".join(p.rstrip() for p in parts) + "\n"
+
+
+# -- sections ------------------------------------------------------------------------------
+
+
+def _header(r: CampaignReport) -> str:
+    c = r.campaign
+    settings = ", ".join(f"{k}={v}" for k, v in sorted(c.settings.items())) or "none recorded"
+    lines = [
+        f"# Campaign report: {c.id}",
+        "",
+        f"Task **{c.task}** (lineage `{c.lineage}`), state **{c.state}**, started "
+        f"{_time(c.created_at)}. Settings: {settings}.",
+    ]
+    if c.notes:
+        lines.append(f"Notes: {_flat(c.notes)}")
+    lines.append(f"Report made {_time(r.generated_at)}; every number is read from the lab.")
+    return "\n".join(lines)
+
+
+def _summary(r: CampaignReport) -> str:
+    c = r.campaign
+    not_accepted = len(r.rejected)
+    lines = [
+        "## Summary",
+        "",
+        f"- Experiments: {c.experiments}"
+        + (f" of {c.experiment_budget} in the budget" if c.experiment_budget is not None else ""),
+        f"- Candidates: {c.candidates} proposed, {c.accepted} accepted, {not_accepted} not "
+        f"accepted, {len(r.pending)} pending",
+        f"- Protocol flags: {r.flags.total}",
+        f"- Active wall time: {_duration(r.resources.wall_s)}; job CPU time: "
+        f"{_duration(r.resources.cpu_s)}",
+    ]
+    if r.start is None:
+        lines += ["", "The lineage has no baseline in this lab: no scores to compare."]
+        return "\n".join(lines)
+    after = r.accepted[-1] if r.accepted else None
+    lines += [
+        "",
+        f"Final-tier scores (private, controller-evaluated; 95% intervals). Before: "
+        f"{r.start.label} `{r.start.id}`; after: "
+        + (f"{after.label} `{after.version_id}`." if after else "unchanged (nothing accepted)."),
+        "",
+    ]
+    rows = []
+    for bench in sorted(r.start.scores):
+        gain = after.vs_baseline.get(bench) if after else None
+        rows.append(
+            [
+                _bench(r, bench),
+                _iv(r.start.scores[bench]),
+                _iv(after.scores[bench]) if after and bench in after.scores else "-",
+                _gain(gain),
+            ]
+        )
+    lines.append(_table(["benchmark", "before", "after", "after - baseline"], rows))
+    return "\n".join(lines)
+
+
+def _dag(r: CampaignReport) -> str:
+    if not r.directions:
+        return "## Research DAG\n\nNo directions yet."
+    rows = [
+        [
+            f"`{d.id}`",
+            d.title,
+            d.state,
+            f"{d.experiments} ({d.succeeded} ok, {d.failed} failed)",
+            ", ".join(f"{b} {v.score:.4f}" for b, v in d.best_dev.items()) or "-",
+            _verdicts(d),
+            d.conclusion or "-",
+        ]
+        for d in r.directions
+    ]
+    head = ["direction", "title", "state", "experiments", "best dev", "reviews", "conclusion"]
+    lines = ["## Research DAG", "", "```text", r.dag_text, "```", "", _table(head, rows)]
+    evidence = [_evidence(d) for d in r.directions if d.reviews]
+    if evidence:
+        lines += ["", "### Evidence (reviews)", "", *evidence]
+    return "\n".join(lines)
+
+
+def _evidence(d: DirectionReport) -> str:
+    lines = [f"**{d.title}** (`{d.id}`, {d.state}): {_flat(d.hypothesis)}", ""]
+    for review in d.reviews:
+        effects = "; ".join(f"{m} {_gain(e)}" for m, e in review.effects.items())
+        lines.append(
+            f"- `{review.id}` {review.verdict}, advice {review.recommendation}: "
+            f"{_flat(review.rationale) or '(no rationale)'}"
+            + (f" Effects: {effects}." if effects else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _accepted(r: CampaignReport) -> str:
+    lines = ["## Accepted versions", ""]
+    if r.baseline is not None:
+        lines.append(f"Baseline: {_version_line(r.baseline)}")
+    if r.start is not None and r.baseline is not None and r.start.id != r.baseline.id:
+        lines.append(f"Started from: {_version_line(r.start)}")
+    if not r.accepted:
+        lines += ["", "None: no candidate of this campaign was accepted."]
+        return "\n".join(lines)
+    rows = [row for a in r.accepted for row in _accepted_rows(r, a)]
+    head = ["version", "candidate", "benchmark", "score", "vs baseline"]
+    lines += ["", _table(head, rows), "", "Decisions (accept tier, against the version replaced):"]
+    lines += [f"- {a.label} `{a.version_id}`: {_flat(a.decision)}" for a in r.accepted]
+    return "\n".join(lines)
+
+
+def _accepted_rows(r: CampaignReport, a: AcceptedReport) -> list[list[str]]:
+    return [
+        [
+            f"{a.label} `{a.version_id}`" if i == 0 else "",
+            f"`{a.candidate_id}`" if i == 0 else "",
+            _bench(r, bench),
+            _iv(score),
+            _gain(a.vs_baseline.get(bench)),
+        ]
+        for i, (bench, score) in enumerate(a.scores.items())
+    ]
+
+
+def _rejected(rejected: Sequence[RejectedReport], pending: Sequence[str]) -> str:
+    lines = ["## Rejected candidates", ""]
+    if not rejected:
+        lines.append("None.")
+    else:
+        rows = [
+            [
+                f"`{c.candidate_id}`",
+                c.state,
+                str(c.proposal_index),
+                _code(c.experiment_id),
+                c.reason,
+            ]
+            for c in rejected
+        ]
+        lines.append(_table(["candidate", "state", "proposal", "experiment", "reason"], rows))
+    if pending:
+        lines += ["", "Not decided yet: " + ", ".join(f"`{p}`" for p in pending)]
+    return "\n".join(lines)
+
+
+def _flags(r: CampaignReport) -> str:
+    rows = [
+        [
+            stage,
+            str(s.count),
+            str(s.blocked),
+            str(s.detected),
+            ", ".join(f"{rule} x{n}" for rule, n in s.rules.items()) or "-",
+        ]
+        for stage, s in r.flags.by_stage.items()
+    ]
+    lines = [
+        "## Protocol flags by stage",
+        "",
+        _table(["stage", "flags", "blocked", "detected", "rules"], rows),
+    ]
+    if r.flags.items:
+        lines.append("")
+        lines += [
+            f"- `{f.id}` {f.stage}/{f.rule} by {f.actor or '-'} "
+            f"({'blocked' if f.blocked else 'detected'}): {_flat(f.detail)}"
+            for f in r.flags.items
+        ]
+    return "\n".join(lines)
+
+
+def _resources(r: CampaignReport) -> str:
+    res = r.resources
+    rows = [
+        [kind, str(u.count), f"{u.cpu_s:.1f}", f"{u.wall_s:.1f}", f"{u.peak_rss_mb:.0f}"]
+        for kind, u in res.jobs.items()
+    ]
+    llm = res.llm
+    money = f"{llm.cost_usd:.4f} USD"
+    if llm.unpriced_calls:
+        money += f" ({llm.unpriced_calls} calls without a known price are not in it)"
+    lines = [
+        "## Resources",
+        "",
+        f"- Active wall time: {_duration(res.wall_s)} over {res.runs} run(s)",
+        f"- Job CPU time: {_duration(res.cpu_s)}",
+        f"- LLM: {llm.calls} calls, {llm.tokens_in} tokens in, {llm.tokens_out} tokens out; "
+        f"cost {money if llm.calls else '-'}",
+    ]
+    if rows:
+        head = ["job kind", "jobs", "CPU s", "wall s", "peak RSS MiB"]
+        lines += ["", _table(head, rows)]
+    return "\n".join(lines)
+
+
+def _measures(r: CampaignReport) -> str:
+    m = r.measures
+    share = f"{m.top_direction_share:.2f}" if m.top_direction_share is not None else "-"
+    influence = f"{m.review_influence:.2f}" if m.review_influence is not None else "-"
+    rows = [
+        ["directions created", str(m.directions)],
+        ["directions with experiments", str(m.directions_explored)],
+        [
+            "share of experiments in the most-used direction",
+            f"{share} ({_code(m.top_direction_id)})",
+        ],
+        ["branches", str(m.branches)],
+        ["revisions", str(m.revisions)],
+        ["verifications", str(m.verifications)],
+        ["experiments since the last improvement", str(m.experiments_since_improvement)],
+        ["reviews", str(m.reviews)],
+        ["reviews acted on / followed", f"{m.reviews_acted_on} / {m.reviews_followed}"],
+        ["review influence (followed / acted on)", influence],
+    ]
+    return "\n".join(["## Lock-in and review measures", "", _table(["measure", "value"], rows)])
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return _flat(text).replace("|", "\\|") or " "
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _code(value: str | None) -> str:
+    return f"`{value}`" if value else "-"
+
+
+def _iv(score: Interval) -> str:
+    return f"{score.value:.4f} [{score.low:.4f}, {score.high:.4f}]"
+
+
+def _gain(gain: Interval | None) -> str:
+    if gain is None:
+        return "-"
+    return f"{gain.value:+.4f} [{gain.low:+.4f}, {gain.high:+.4f}]"
+
+
+def _bench(r: CampaignReport, name: str) -> str:
+    for b in r.benchmarks:
+        if b.name == name:
+            side = "higher" if b.higher_is_better else "lower"
+            return f"{name} ({'target, ' if b.target else ''}{side} is better)"
+    return name
+
+
+def _verdicts(d: DirectionReport) -> str:
+    return ", ".join(f"{rv.verdict}->{rv.recommendation}" for rv in d.reviews) or "-"
+
+
+def _version_line(v: VersionScores) -> str:
+    scores = ", ".join(f"{b} {_iv(s)}" for b, s in v.scores.items())
+    return f"{v.label} `{v.id}`: {scores or 'no scores'}"
+
+
+def _time(stamp: str) -> str:
+    return stamp[:19].replace("T", " ") + " UTC"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

@@ -1,0 +1,56 @@
+"""``rsilab report`` on a real campaign, in Markdown, JSON and to a file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.helpers import explain, rsilab
+
+
+def test_report_of_a_finished_campaign(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    ran = rsilab("run", "synthetic", "--budget", "experiments=4", "--lab", lab)
+    assert ran.exit_code == 0, explain(ran)
+
+    md = rsilab("report", "latest", "--lab", lab)
+    assert md.exit_code == 0, explain(md)
+    assert md.stdout.startswith("# Campaign report: cmp-")
+    assert "Task **synthetic**" in md.stdout and "H0/M0" in md.stdout
+    assert "- Experiments: 4 of 4 in the budget" in md.stdout
+    assert "| quality (target, higher is better) |" in md.stdout
+    assert "| train | 4 |" in md.stdout  # four experiments, one train job each
+
+    as_json = rsilab("report", "latest", "--format", "json", "--lab", lab)
+    assert as_json.exit_code == 0, explain(as_json)
+    data = json.loads(as_json.stdout)
+    cid = data["campaign"]["id"]
+    assert data["campaign"]["experiments"] == 4 and data["campaign"]["state"] == "finished"
+    assert data["measures"]["experiments"] == 4
+    assert data["baseline"]["label"] == "H0/M0" and data["directions"]
+
+    out = tmp_path / "r.json"  # the format follows the file's suffix
+    wrote = rsilab("report", cid, "--out", out, "--lab", lab)
+    assert wrote.exit_code == 0 and wrote.stdout.strip() == str(out), explain(wrote)
+    assert json.loads(out.read_text())["campaign"]["id"] == cid
+    out_md = tmp_path / "report.md"
+    assert rsilab("report", cid, "--out", out_md, "--lab", lab).exit_code == 0
+    assert out_md.read_text().startswith(f"# Campaign report: {cid}")
+    assert not list(tmp_path.glob(".*partial"))
+
+
+def test_report_refuses_bad_input(lab: Path, tmp_path: Path) -> None:
+    none_yet = rsilab("report", "latest", "--lab", lab)
+    assert none_yet.exit_code == 1 and "no campaign yet" in none_yet.stderr
+    unknown = rsilab("report", "cmp-000000000000", "--lab", lab)
+    assert unknown.exit_code == 1 and "rsilab campaign list" in unknown.stderr
+    missing = tmp_path / "nowhere" / "r.md"
+    bad_out = rsilab("report", "latest", "--out", missing, "--lab", lab)
+    assert bad_out.exit_code == 1 and "does not exist" in bad_out.stderr
+    assert "mkdir -p" in bad_out.stderr
+    bad_format = rsilab("report", "latest", "--format", "xml", "--lab", lab)
+    assert bad_format.exit_code == 2
