@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from rsilab.cli import (
+    agent,
     campaign,
     doctor,
     lab,
@@ -56,6 +57,7 @@ campaign.register(app)
 tools.register(app)
 ledger.register(app)
 serve.register(app)
+agent.register(app)
 runtime.register(app)
 doctor.register(app)
 task.register(app)

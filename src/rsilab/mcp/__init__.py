@@ -1,4 +1,5 @@
-"""The Experiment OS tools served over MCP (stdio); see :mod:`rsilab.mcp.server`."""
+"""The Experiment OS tools served over MCP: on stdio (:mod:`rsilab.mcp.server`), and on a Unix
+socket bound into the sandbox for `rsilab agent` (:mod:`rsilab.mcp.agent_run`)."""
 
 from rsilab.mcp.server import build_server, run_stdio_server
 

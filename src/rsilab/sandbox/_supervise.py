@@ -91,17 +91,22 @@ class _Loop:
         limits: Limits,
         watch: Watch,
         cancel: threading.Event | None,
+        on_output: Callable[[int, bytes], None] | None = None,
     ) -> None:
         self.proc, self.limits, self.watch, self.cancel = proc, limits, watch, cancel
+        self.on_output = on_output
+        self.streams: dict[int, int] = {}
+        """pipe fd -> the job's fd it carries (1 or 2), for ``on_output``."""
         self.buffers: dict[int, bytearray] = {}
         self.truncated: dict[int, bool] = {}
         self.killed: KillReason | None = None
         self.status: int | None = None
         self.rusage: tuple[float, float] = (0.0, 0.0)
         self.selector = selectors.DefaultSelector()
-        for pipe in (proc.stdout, proc.stderr):
+        for job_fd, pipe in ((1, proc.stdout), (2, proc.stderr)):
             if pipe is not None:
                 fd = pipe.fileno()
+                self.streams[fd] = job_fd
                 self.buffers[fd], self.truncated[fd] = bytearray(), False
                 self.selector.register(fd, selectors.EVENT_READ)
         # A pidfd wakes the loop the moment the main process ends, not a tick later.
@@ -129,7 +134,10 @@ class _Loop:
                 self.selector.unregister(fd)
                 continue
             buffer, room = self.buffers[fd], self.limits.output_bytes - len(self.buffers[fd])
-            buffer += chunk[: max(room, 0)]
+            kept = chunk[: max(room, 0)]
+            buffer += kept
+            if self.on_output is not None and kept:
+                self.on_output(self.streams[fd], kept)
             if len(chunk) > room and not self.truncated[fd]:
                 self.truncated[fd] = True
                 self.kill(KillReason.OUTPUT)
@@ -224,17 +232,19 @@ def supervise(
     watch: Watch,
     started: float,
     cancel: threading.Event | None = None,
+    on_output: Callable[[int, bytes], None] | None = None,
 ) -> Supervised:
     """Run the loop until the job's main process has ended and its output is drained.
 
     The whole tree is killed when the main process ends, at the first limit hit (output over
     ``limits.output_bytes`` on either stream, wall time, or what ``watch.check`` reports),
     within a tick of ``cancel`` being set (reported as ``KillReason.CANCELLED``), or if this
-    loop fails. ``started`` is the ``time.monotonic()`` of the launch.
+    loop fails. ``started`` is the ``time.monotonic()`` of the launch. ``on_output`` sees each
+    chunk kept, as ``RunSpec.on_output`` describes.
     """
     writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
     writer.start()
-    loop = _Loop(proc, limits, watch, cancel)
+    loop = _Loop(proc, limits, watch, cancel, on_output)
     try:
         result = loop.run(started)
     except BaseException:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -104,6 +105,11 @@ class RunSpec:
         read_only_workspace: show the workspace read-only (the controller's predict runs on
             a read-only copy of a candidate). A sandbox that is no security boundary may
             ignore it and says so in its notes.
+        on_output: called as ``on_output(fd, chunk)`` (fd 1: stdout, 2: stderr) with each
+            chunk the job writes, as it arrives, from the thread supervising the run; for
+            streaming a job's output to a terminal. Chunks over ``limits.output_bytes`` are
+            not passed on. The result keeps its copy as usual. Not part of the job's
+            description: an exception it raises ends the run (the tree is killed).
     """
 
     argv: tuple[str, ...]
@@ -116,6 +122,7 @@ class RunSpec:
     hidden: tuple[Path, ...] = ()
     cancel: threading.Event | None = None
     read_only_workspace: bool = False
+    on_output: Callable[[int, bytes], None] | None = None
 
 
 @dataclass(frozen=True)

@@ -271,7 +271,7 @@ class BwrapSandbox(Sandbox):
                 if pipe is not None:
                     pipe.close()
             raise SandboxError(f"cannot put the job into its cgroups: {exc}") from exc
-        return supervise(proc, spec.stdin, spec.limits, watch, started, spec.cancel)
+        return supervise(proc, spec.stdin, spec.limits, watch, started, spec.cancel, spec.on_output)
 
     def _watch(
         self,

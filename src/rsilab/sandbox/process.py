@@ -125,7 +125,7 @@ class ProcessSandbox(Sandbox):
             return KillReason.DISK if disk.over() else None
 
         watch = Watch(check=check, kill=kill)
-        seen = supervise(proc, spec.stdin, spec.limits, watch, started, spec.cancel)
+        seen = supervise(proc, spec.stdin, spec.limits, watch, started, spec.cancel, spec.on_output)
         exit_code, sig = decode_status(seen.returncode)
         killed = seen.killed or kill_reason_of_signal(sig)
         if killed is None and sig == signal.SIGKILL and seen.rusage_cpu_s >= spec.limits.cpu_s:

@@ -1,0 +1,73 @@
+"""The parts of ``rsilab agent`` that need no sandbox run (the runs: tests/cli/test_agent.py)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import stat
+from pathlib import Path
+
+import pytest
+
+from rsilab.errors import UserError
+from rsilab.mcp.agent_run import (
+    BRIDGE,
+    CONFIG,
+    SOCKET,
+    AgentOptions,
+    agent_env,
+    check_role,
+    exit_status,
+    write_inside,
+)
+from rsilab.records import Campaign, Role
+from rsilab.sandbox import KillReason, RunResult
+
+
+def ended(exit_code: int | None, signal: int | None, killed: KillReason | None) -> RunResult:
+    return RunResult(exit_code, signal, killed, b"", b"", False, False, 0.0, 0.0, 0.0)
+
+
+def test_exit_status_is_the_commands() -> None:
+    assert exit_status(ended(0, None, None)) == 0
+    assert exit_status(ended(5, None, None)) == 5
+    assert exit_status(ended(None, 15, None)) == 128 + 15
+    assert exit_status(ended(None, 9, KillReason.WALL_TIME)) == 137
+    assert exit_status(ended(None, 24, KillReason.CPU_TIME)) == 137
+
+
+def test_main_is_refused_with_a_reason() -> None:
+    check_role(Role.WORKER)
+    check_role(Role.REVIEWER)
+    with pytest.raises(UserError, match="steers the whole campaign") as caught:
+        check_role(Role.MAIN)
+    assert caught.value.hint is not None and "rsilab run" in caught.value.hint
+    for role in (Role.LEADER, Role.CONTROLLER, Role.HUMAN):
+        with pytest.raises(UserError, match="not a role an external agent can hold"):
+            check_role(role)
+
+
+def test_the_folder_shown_at_rsilab(tmp_path: Path) -> None:
+    python = Path("/opt/runtime/bin/python")
+    write_inside(tmp_path, python)
+    bridge = tmp_path / "bin" / BRIDGE.name
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755
+    assert stat.S_IMODE(bridge.stat().st_mode) == 0o755
+    assert bridge.read_text().startswith("#!/usr/bin/env python3\n")
+    server = json.loads((tmp_path / CONFIG.name).read_text())["mcpServers"]["rsilab"]
+    assert [server["command"], *server["args"]] == [str(python), "-I", str(BRIDGE)]
+    assert server["env"] == {"RSILAB_MCP_SOCKET": str(SOCKET)}
+
+
+def test_the_agents_environment(campaign: Campaign) -> None:
+    options = AgentOptions(argv=("a",), campaign="latest", actor="ext", env={"MODEL": "m"})
+    env = agent_env(options, campaign, Path("/opt/runtime/bin/python"))
+    assert shlex.split(env["RSILAB_MCP_COMMAND"]) == ["/opt/runtime/bin/python", "-I", str(BRIDGE)]
+    assert env["RSILAB_MCP_SOCKET"] == str(SOCKET) and env["RSILAB_MCP_CONFIG"] == str(CONFIG)
+    assert env["RSILAB_WORKSPACE"] == "/workspace"
+    assert (env["RSILAB_CAMPAIGN"], env["RSILAB_ROLE"], env["RSILAB_ACTOR"]) == (
+        campaign.id,
+        "worker",
+        "ext",
+    )
+    assert env["MODEL"] == "m"

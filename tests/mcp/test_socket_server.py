@@ -1,0 +1,170 @@
+"""The Experiment OS on a Unix socket, reached through the bridge by the SDK's stdio client.
+
+On the host (no sandbox): the sandboxed path is covered by tests/cli/test_agent.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+import rsilab.mcp.bridge as bridge_module
+from rsilab.expos import CallContext, ExperimentOS
+from rsilab.mcp.bridge import DEFAULT_SOCKET, socket_path
+from rsilab.mcp.server import build_server
+from rsilab.mcp.socket_server import SOCKET_MODE, socket_endpoint
+from rsilab.records import Campaign, Outcome, ProtocolFlag, Role
+from rsilab.store import Lab
+
+BRIDGE = Path(bridge_module.__file__)
+
+
+def bridge_params(sock: Path, workspace: Path) -> StdioServerParameters:
+    """The bridge as an MCP client starts it: isolated mode, so it cannot import rsilab."""
+    return StdioServerParameters(
+        command=sys.executable, args=["-I", str(BRIDGE), str(sock)], env={}, cwd=str(workspace)
+    )
+
+
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+def endpoint(
+    expos: ExperimentOS, ctx: CallContext, sock: Path, owner: tuple[int, int] | None = None
+) -> Any:
+    return socket_endpoint(sock, lambda: build_server(expos, ctx), owner)
+
+
+@pytest.fixture
+def open_folder() -> Iterator[Path]:
+    """A folder every user may traverse (pytest's tmp_path is root's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="rsilab-test-sock-"))
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.anyio
+async def test_calls_through_the_bridge_land_in_the_ledger(
+    tmp_path: Path, lab: Lab, campaign: Campaign, expos: ExperimentOS, workspace: Path
+) -> None:
+    ctx = CallContext("ext-agent", Role.WORKER, campaign.id, workspace)
+    sock = tmp_path / "mcp.sock"
+    with endpoint(expos, ctx, sock), (tmp_path / "bridge.err").open("w") as errlog:
+        assert stat.S_IMODE(sock.stat().st_mode) == SOCKET_MODE
+        async with Client(stdio_client(bridge_params(sock, workspace), errlog=errlog)) as client:
+            tools = (await client.list_tools()).tools
+            written = await client.call_tool("write_file", {"path": "a.txt", "content": "x"})
+            refused = await client.call_tool("create_direction", {"title": "t", "hypothesis": "h"})
+        # the listener outlives a session: a second client gets a session of its own
+        async with Client(stdio_client(bridge_params(sock, workspace), errlog=errlog)) as again:
+            listed = await again.call_tool("list_files", {})
+    assert not sock.exists()
+    assert "Traceback" not in (tmp_path / "bridge.err").read_text()
+    assert "create_direction" not in [t.name for t in tools]
+    assert not written.is_error and refused.is_error and not listed.is_error
+    assert isinstance(listed.content[0], types.TextContent)
+    assert [e["path"] for e in json.loads(listed.content[0].text)["entries"]] == ["a.txt"]
+    assert (workspace / "a.txt").read_text() == "x"
+
+    events = [e for e in lab.store.events(campaign_id=campaign.id) if e.tool]
+    assert [(e.tool, e.actor, e.role, e.outcome) for e in events] == [
+        ("write_file", "ext-agent", "worker", Outcome.OK),
+        ("create_direction", "ext-agent", "worker", Outcome.DENIED),
+        ("list_files", "ext-agent", "worker", Outcome.OK),
+    ]
+    assert [f.tool for f in lab.store.query_as(ProtocolFlag)] == ["create_direction"]
+
+
+def test_a_line_that_is_not_json_rpc_does_not_end_the_session(
+    tmp_path: Path, campaign: Campaign, expos: ExperimentOS, workspace: Path
+) -> None:
+    ctx = CallContext("ext-agent", Role.WORKER, campaign.id, workspace)
+    sock = tmp_path / "mcp.sock"
+    with endpoint(expos, ctx, sock), socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(sock))
+        stream = conn.makefile("rwb")
+        stream.write(b"this is not json\n\n" + json.dumps(HELLO).encode() + b"\n")
+        stream.flush()
+        answer = json.loads(stream.readline())
+        stream.close()
+    assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "rsilab"
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv"
+)
+def test_only_the_owner_may_connect(
+    open_folder: Path, campaign: Campaign, expos: ExperimentOS, workspace: Path
+) -> None:
+    ctx = CallContext("ext-agent", Role.WORKER, campaign.id, workspace)
+    sock = open_folder / "mcp.sock"
+
+    def bridge_as(uid: int) -> subprocess.CompletedProcess[bytes]:
+        as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        return subprocess.run(
+            [*as_user, sys.executable, "-I", str(BRIDGE), str(sock)],
+            input=json.dumps(HELLO).encode() + b"\n",
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+
+    with endpoint(expos, ctx, sock, owner=(65533, 65533)):
+        assert stat.S_IMODE(sock.stat().st_mode) == SOCKET_MODE == 0o600
+        assert sock.stat().st_uid == 65533
+        owner, other = bridge_as(65533), bridge_as(65532)
+    assert owner.returncode == 0, owner.stderr
+    assert json.loads(owner.stdout)["result"]["serverInfo"]["name"] == "rsilab"
+    assert other.returncode == 1 and b"Permission denied" in other.stderr
+
+
+def test_bridge_without_a_socket_says_where_it_looked(tmp_path: Path) -> None:
+    missing = tmp_path / "none.sock"
+    done = subprocess.run(
+        [sys.executable, "-I", str(BRIDGE), str(missing)],
+        input=b"",
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert str(missing).encode() in done.stderr and b"rsilab agent" in done.stderr
+    assert done.stdout == b""
+
+
+def test_bridge_socket_path_precedence() -> None:
+    assert socket_path(["rsilab-mcp", "/a.sock"], {"RSILAB_MCP_SOCKET": "/b.sock"}) == "/a.sock"
+    assert socket_path(["rsilab-mcp"], {"RSILAB_MCP_SOCKET": "/b.sock"}) == "/b.sock"
+    assert socket_path(["rsilab-mcp"], {}) == DEFAULT_SOCKET
+
+
+def test_bridge_imports_only_the_standard_library() -> None:
+    source = BRIDGE.read_text()
+    assert "rsilab." not in "".join(
+        line for line in source.splitlines() if line.startswith(("import", "from"))
+    )
+    assert source.startswith("#!/usr/bin/env python3\n")
