@@ -20,10 +20,17 @@ from rsilab.records._research import Resources
 
 
 class JobKind(StrEnum):
-    """What a job was for. ``controller-*`` jobs are the controller's own and private."""
+    """What a job was for. ``controller-*`` jobs are the controller's own and private.
+
+    ``fold-train`` and ``fold-eval`` are an agent's cross-validation on the train tier (its
+    own data): one fold's train job on the other folds, and its predict job on the held-out
+    fold. They are as public as ``train`` and ``dev-eval``.
+    """
 
     TRAIN = "train"
     DEV_EVAL = "dev-eval"
+    FOLD_TRAIN = "fold-train"
+    FOLD_EVAL = "fold-eval"
     CONTROLLER_TRAIN = "controller-train"
     CONTROLLER_PREDICT = "controller-predict"
 
@@ -70,7 +77,9 @@ class Job(Record):
     KIND: ClassVar[str] = "job"
     PREFIX: ClassVar[str] = "job"
 
-    kind: JobKind = Field(description="train, dev-eval, controller-train, controller-predict.")
+    kind: JobKind = Field(
+        description="train, dev-eval, fold-train, fold-eval, controller-train, controller-predict."
+    )
     status: JobStatus = Field(default=JobStatus.QUEUED, description="Lifecycle state.")
     experiment_id: str | None = Field(default=None, description="Experiment it served.")
     candidate_id: str | None = Field(default=None, description="Candidate it evaluated.")
@@ -78,6 +87,9 @@ class Job(Record):
     model_out: str | None = Field(default=None, description="Model path in the workspace.")
     model_out_sha256: str | None = Field(default=None, description="Model it produced.")
     benchmark: str | None = Field(default=None, description="Benchmark scored (eval jobs).")
+    fold: str | None = Field(
+        default=None, description="'i/k' for fold-train and fold-eval jobs: the fold held out."
+    )
     exit_code: int | None = Field(default=None, description="Exit code; None if signalled.")
     kill_reason: str | None = Field(default=None, description="Limit that ended it, if any.")
     stdout_sha256: str | None = Field(default=None, description="Blob holding stdout.")

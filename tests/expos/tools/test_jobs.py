@@ -156,7 +156,9 @@ def test_train_then_dev_eval_end_to_end(door: Door) -> None:
     assert record.state is ExperimentState.RUNNING
     controller = [m for m in record.metrics if m.source is MetricSource.CONTROLLER]
     assert [(m.name, m.split, m.step) for m in controller] == [
-        ("quality", "dev", 0), ("robustness", "dev", 0), ("quality", "dev", 1),
+        ("quality", "dev", 0),
+        ("robustness", "dev", 0),
+        ("quality", "dev", 1),
         ("robustness", "dev", 1),
     ]
     assert record.resources.wall_s > 0 and len(record.log_artifacts) >= 2

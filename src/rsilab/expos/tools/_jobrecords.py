@@ -36,6 +36,7 @@ from rsilab.tasks import (
     Benchmark,
     HarnessOutputError,
     Sample,
+    Scored,
     get_scorer,
     parse_predictions,
     score_outputs,
@@ -47,7 +48,9 @@ LARGEST = 10
 """How many of the most different samples a comparison lists."""
 
 DevTiers = tuple[tuple[Benchmark, tuple[Sample, ...]], ...]
-"""Each benchmark with its dev samples, in the order predict sees them."""
+"""Each benchmark with the samples predict sees (its dev tier, or a held-out fold), in order."""
+ScoredTiers = tuple[tuple[Benchmark, tuple[Scored, ...]], ...]
+"""Each benchmark with its samples' scores, in the same order."""
 
 
 @dataclass(frozen=True)
@@ -82,13 +85,33 @@ def job_view(job: Job) -> dict[str, Any]:
     }
 
 
-# --- dev scores ---------------------------------------------------------------------------
+# --- dev and fold scores -----------------------------------------------------------------
+
+
+def tier_evaluations(store: Store, experiment_id: str, tier: DataTier) -> list[Evaluation]:
+    """Every evaluation of an experiment on ``tier``, oldest first (train: fold scores)."""
+    return store.query_as(Evaluation, fields={"subject_id": experiment_id, "tier": tier.value})
 
 
 def dev_evaluations(store: Store, experiment_id: str) -> list[Evaluation]:
     """Every dev evaluation of an experiment, oldest first."""
-    return store.query_as(
-        Evaluation, fields={"subject_id": experiment_id, "tier": DataTier.DEV.value}
+    return tier_evaluations(store, experiment_id, DataTier.DEV)
+
+
+def fold_evaluations(store: Store, experiment_id: str) -> list[Evaluation]:
+    """Every fold evaluation (scores on the train tier, out of fold) of an experiment."""
+    return tier_evaluations(store, experiment_id, DataTier.TRAIN)
+
+
+def score_tiers(tiers: DevTiers, stdout: bytes) -> ScoredTiers:
+    """Score predict's ``stdout``, which answers the samples of ``tiers`` in order.
+
+    Raises:
+        HarnessOutputError: predict broke the output contract.
+    """
+    outputs = parse_predictions(stdout, [s.id for _, tier in tiers for s in tier])
+    return tuple(
+        (bench, tuple(score_outputs(bench.scorer, tier, outputs))) for bench, tier in tiers
     )
 
 
@@ -100,35 +123,62 @@ def score_dev(
     ``stdout`` answers the dev samples of ``dev`` in order. A broken output contract, or
     scores that cannot be stored, come back as ``error`` text: the job's fault, not the call's.
     """
-    ids = [s.id for _, tier in dev for s in tier]
     try:
-        outputs = parse_predictions(stdout, ids)
+        scored = score_tiers(dev, stdout)
     except HarnessOutputError as exc:
         return {"error": f"predict broke the output contract: {exc}", "scores": {}}
     assert done.experiment_id is not None
-    previous = dev_evaluations(store, done.experiment_id)
+    subject = Subject(done.campaign_id, done.experiment_id, done.inputs.seed)
+    return record_scores(store, caller, subject, DataTier.DEV, scored, f"job {done.id}")
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What scores are recorded for: an experiment of a campaign, at one seed."""
+
+    campaign_id: str | None
+    experiment_id: str
+    seed: int
+
+
+def record_scores(
+    store: Store,
+    caller: Caller,
+    subject: Subject,
+    tier: DataTier,
+    scored: ScoredTiers,
+    detail: str,
+) -> dict[str, Any]:
+    """Commit one Evaluation of ``subject`` on ``tier`` per benchmark of ``scored``.
+
+    Each is the experiment's next epoch on that benchmark and tier. A benchmark with scores
+    that cannot be stored (not finite) gets no evaluation and is named in ``error``. Returns
+    ``scores`` (mean per benchmark), ``samples`` (how many), ``evaluation_ids`` and
+    ``invalid_outputs``.
+    """
+    previous = tier_evaluations(store, subject.experiment_id, tier)
     evaluations: list[Evaluation] = []
     invalid: dict[str, int] = {}
     problems: list[str] = []
-    seed = done.inputs.seed
-    for bench, samples in dev:
-        scored = score_outputs(bench.scorer, samples, outputs)
-        invalid[bench.name] = sum(1 for s in scored if not s.valid)
-        if not all(math.isfinite(s.score) for s in scored):
+    for bench, results in scored:
+        invalid[bench.name] = sum(1 for s in results if not s.valid)
+        if not all(math.isfinite(s.score) for s in results):
             problems.append(f"{bench.name}: {invalid[bench.name]} outputs could not be scored")
             continue
         epoch = sum(1 for e in previous if e.benchmark == bench.name)
-        values = [s.score for s in scored]
+        values = [s.score for s in results]
         evaluations.append(
             Evaluation(
-                campaign_id=done.campaign_id,
+                campaign_id=subject.campaign_id,
                 benchmark=bench.name,
-                tier=DataTier.DEV,
-                subject_id=done.experiment_id,
+                tier=tier,
+                subject_id=subject.experiment_id,
                 metric=bench.scorer,
                 samples=[
-                    SampleScore(sample_id=s.sample_id, epoch=epoch, seed=seed, score=s.score)
-                    for s in scored
+                    SampleScore(
+                        sample_id=s.sample_id, epoch=epoch, seed=subject.seed, score=s.score
+                    )
+                    for s in results
                 ],
                 aggregates={"avg@1": avg_at_k([values])} if len(values) >= 2 else {},
                 evaluator=CONTROLLER_ACTOR,
@@ -138,13 +188,14 @@ def score_dev(
         draft = EventDraft(
             actor=caller.actor,
             role=str(caller.role),
-            action="dev_evaluated",
-            campaign_id=done.campaign_id,
-            detail=f"job {done.id}: {', '.join(e.benchmark for e in evaluations)}",
+            action="dev_evaluated" if tier is DataTier.DEV else "fold_evaluated",
+            campaign_id=subject.campaign_id,
+            detail=f"{detail}: {', '.join(e.benchmark for e in evaluations)}",
         )
         store.commit(draft, list(evaluations))
     out: dict[str, Any] = {
         "scores": {e.benchmark: mean_score(e) for e in evaluations},
+        "samples": {e.benchmark: len(e.samples) for e in evaluations},
         "evaluation_ids": {e.benchmark: e.id for e in evaluations},
         "invalid_outputs": invalid,
     }
@@ -157,6 +208,14 @@ def mean_score(evaluation: Evaluation) -> float:
     """Mean of an evaluation's sample scores (0.0 when it has none)."""
     scores = [s.score for s in evaluation.samples]
     return sum(scores) / len(scores) if scores else 0.0
+
+
+def latest_means(evaluations: Sequence[Evaluation]) -> dict[str, Any]:
+    """The newest of ``evaluations`` (oldest first) per benchmark: its mean, id and time."""
+    return {
+        e.benchmark: {"mean": mean_score(e), "evaluation_id": e.id, "at": e.created_at}
+        for e in evaluations
+    }
 
 
 def _epoch(evaluation: Evaluation) -> int:
@@ -173,12 +232,13 @@ def experiment_jobs(store: Store, experiment_id: str) -> list[Job]:
 
 
 def synced(store: Store, exp: Experiment) -> Experiment:
-    """``exp`` brought up to date with its finished jobs and dev evaluations.
+    """``exp`` brought up to date with its finished jobs and its dev and fold evaluations.
 
     Recomputed from the records each time, so applying it twice changes nothing: resources
     are the sums over finished jobs (peak memory: the largest), log blobs are added once in
-    job order, and the controller's dev metrics are one per dev evaluation, replacing earlier
-    ones; agent-reported metrics are kept. Metrics are ordered by time.
+    job order, and the controller's metrics are one per evaluation (split ``dev`` for a dev
+    evaluation, ``train`` for a fold evaluation's out-of-fold mean), replacing earlier ones;
+    agent-reported metrics are kept. Metrics are ordered by time.
     """
     jobs = experiment_jobs(store, exp.id)
     finished = [j for j in jobs if j.is_finished()]
@@ -195,12 +255,12 @@ def synced(store: Store, exp: Experiment) -> Experiment:
         Metric(
             name=e.benchmark,
             value=mean_score(e),
-            split="dev",
+            split="dev" if e.tier is DataTier.DEV else "train",
             step=_epoch(e),
             source=MetricSource.CONTROLLER,
             at=e.created_at,
         )
-        for e in dev_evaluations(store, exp.id)
+        for e in [*dev_evaluations(store, exp.id), *fold_evaluations(store, exp.id)]
     ]
     kept = [m for m in exp.metrics if m.source is not MetricSource.CONTROLLER]
     state = exp.state
@@ -279,7 +339,8 @@ def _rows(evaluations: list[Evaluation]) -> list[dict[str, float]]:
 
 
 def compare(name: str, evals_a: list[Evaluation], evals_b: list[Evaluation]) -> dict[str, Any]:
-    """Paired per-sample comparison of two experiments' dev evaluations on one benchmark.
+    """Paired per-sample comparison of two experiments' evaluations on one benchmark and tier
+    (dev scores, or the train tier's out-of-fold scores).
 
     Rows are (evaluation, epoch) pairs; columns the samples every row of both scored. Raises
     ToolError when fewer than two samples are shared (no interval can be made).
@@ -309,9 +370,7 @@ def compare(name: str, evals_a: list[Evaluation], evals_b: list[Evaluation]) -> 
         "rows_b": len(rows_b),
         "mean_a": float(a.mean()),
         "mean_b": float(b.mean()),
-        "difference": {
-            "mean": gain.value, "low": gain.low, "high": gain.high, "level": gain.level
-        },
+        "difference": {"mean": gain.value, "low": gain.low, "high": gain.high, "level": gain.level},
         "a_higher": int((diff > 0).sum()),
         "b_higher": int((diff < 0).sum()),
         "equal": int((diff == 0).sum()),
@@ -320,8 +379,13 @@ def compare(name: str, evals_a: list[Evaluation], evals_b: list[Evaluation]) -> 
         ],
     }
     if len(rows_a) < 2 or len(rows_b) < 2:
+        what, fix = (
+            ("dev", "dev-evaluate models of more seeds")
+            if evals_a[-1].tier is DataTier.DEV
+            else ("fold", "run fold_eval with more seeds")
+        )
         out["note"] = (
-            "an experiment with one dev evaluation has no measured seed spread; the interval "
-            "holds sample noise only and is too narrow: dev-evaluate models of more seeds"
+            f"an experiment with one {what} evaluation has no measured seed spread; the "
+            f"interval holds sample noise only and is too narrow: {fix}"
         )
     return out

@@ -121,6 +121,16 @@ def write_job_data(
     remove_planted(data)
     # The controller's own splits, so agents' jobs and its re-training see the same data.
     write_data_dir(data, public_data(task, services.controller(task).evaluator.splits))
+    write_extras(store, artifacts, exp, data)
+    return data
+
+
+def write_extras(store: Store, artifacts: ArtifactStore, exp: Experiment, data: Path) -> None:
+    """Write each of the experiment's datasets under ``data/extra/<name>``.
+
+    Raises:
+        ToolError: a dataset is private or its name is not a plain file name.
+    """
     for data_id in exp.data_ids:
         dataset = store.get_as(data_id, Dataset)
         if DataTier(dataset.tier).is_private or not _safe_component(dataset.name):
@@ -133,7 +143,6 @@ def write_job_data(
         artifacts.materialize(
             dataset.artifact_sha256, data / "extra" / dataset.name, dataset.artifact_kind
         )
-    return data
 
 
 @dataclass(frozen=True)
@@ -180,7 +189,7 @@ def plan_train(plan: Plan) -> JobRun:
         seed=plan.seed,
         argv=list(spec.argv),
     )
-    job = _job(plan, job_id, JobKind.TRAIN, inputs, model_out)
+    job = new_agent_job(plan, job_id, JobKind.TRAIN, inputs, model_out)
     return JobRun(plan.store, plan.artifacts, plan.services, plan.caller, job, spec)
 
 
@@ -194,12 +203,36 @@ def plan_dev_eval(plan: Plan) -> JobRun:
         model = place_model(plan.artifacts, plan.model_sha256, folder, plan.workspace, suffix)
     splits = plan.services.controller(plan.task).evaluator.splits
     dev = tuple((bench, tuple(splits[bench.name][DataTier.DEV])) for bench in plan.task.benchmarks)
-    samples = [s for _, tier in dev for s in tier]
+    spec = predict_job_spec(plan, dev, model, "dev")
+    inputs = JobInputs(
+        workspace_sha256=snapshot_workspace(plan.artifacts, plan.workspace),
+        model_in_sha256=plan.model_sha256,
+        seed=plan.seed,
+        argv=recorded_argv(plan.task, spec),
+    )
+    job = new_agent_job(plan, job_id, JobKind.DEV_EVAL, inputs, None)
+    return JobRun(plan.store, plan.artifacts, plan.services, plan.caller, job, spec, dev)
+
+
+def predict_job_spec(
+    plan: Plan,
+    tiers: DevTiers,
+    model: str | None,
+    what: str,
+    hidden: tuple[Path, ...] = (),
+) -> RunSpec:
+    """One predict job over the samples of ``tiers``, concatenated in order; the task's
+    raw data files and ``hidden`` are hidden from it. ``what`` names the samples in errors.
+
+    Raises:
+        ToolError: sample ids repeat across benchmarks, or the harness cannot predict.
+    """
+    samples = [s for _, tier in tiers for s in tier]
     if len({s.id for s in samples}) != len(samples):
         raise ToolError(
             "tool_failed",
-            f"task {plan.task.name!r} has dev samples whose ids repeat across benchmarks, so "
-            "one predict job cannot score them; this is a fault of the task, not the harness",
+            f"task {plan.task.name!r} has {what} samples whose ids repeat across benchmarks, "
+            "so one predict job cannot score them; this is a fault of the task, not the harness",
         )
     try:
         spec = task_predict_spec(
@@ -213,21 +246,26 @@ def plan_dev_eval(plan: Plan) -> JobRun:
         )
     except ValueError as exc:
         raise ToolError("tool_failed", f"the harness cannot predict: {exc}") from None
-    spec = replace(spec, hidden=tuple(plan.task.data_sources))
+    return replace(spec, hidden=(*plan.task.data_sources, *hidden))
+
+
+def recorded_argv(task: Task, spec: RunSpec) -> list[str]:
+    """The command as a job record keeps it: a task driver's source is left out."""
     argv = list(spec.argv)
-    if plan.task.predict_driver is not None:  # keep the driver's source out of the record
-        argv[3] = f"<predict driver {plan.task.predict_driver}>"
-    inputs = JobInputs(
-        workspace_sha256=snapshot_workspace(plan.artifacts, plan.workspace),
-        model_in_sha256=plan.model_sha256,
-        seed=plan.seed,
-        argv=argv,
-    )
-    job = _job(plan, job_id, JobKind.DEV_EVAL, inputs, None)
-    return JobRun(plan.store, plan.artifacts, plan.services, plan.caller, job, spec, dev)
+    if task.predict_driver is not None:
+        argv[3] = f"<predict driver {task.predict_driver}>"
+    return argv
 
 
-def _job(plan: Plan, job_id: str, kind: JobKind, inputs: JobInputs, model_out: str | None) -> Job:
+def new_agent_job(
+    plan: Plan,
+    job_id: str,
+    kind: JobKind,
+    inputs: JobInputs,
+    model_out: str | None,
+    fold: str | None = None,
+) -> Job:
+    """A queued Job record of the planned experiment, started by the caller (not written)."""
     return Job(
         id=job_id,
         campaign_id=plan.exp.campaign_id,
@@ -235,6 +273,7 @@ def _job(plan: Plan, job_id: str, kind: JobKind, inputs: JobInputs, model_out: s
         inputs=inputs,
         experiment_id=plan.exp.id,
         model_out=model_out,
+        fold=fold,
         actor=plan.caller.actor,
     )
 

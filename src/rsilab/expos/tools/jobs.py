@@ -1,14 +1,16 @@
-"""Job tools: run train and dev-eval jobs in the sandbox, follow them, compare dev scores.
+"""Job tools: run train, dev-eval and fold-eval jobs in the sandbox, follow them, compare
+their per-sample scores.
 
-``run_job`` runs the caller's workspace (a harness copy) as a recorded job through the lab's
+``run_job`` runs the caller's workspace (a harness copy) as recorded jobs through the lab's
 executor: ``train`` on the data the setting allows (written afresh into ``data-in/``, never
 through a link the agent planted) with the model written to ``runs/<job-id>/``; ``dev_eval``
 runs predict on the dev tier of every benchmark and scores it with the task's scorers, where
-the setting returns dev scores at all. A model passed in must be one a recorded job produced.
+the setting returns dev scores at all; ``fold_eval`` cross-validates on the train tier in
+every setting (see :mod:`._foldwork`). A model passed in must be one a recorded job produced.
 
 Write path: unlike the other tools, whose writes are staged and committed with the call's
 event, the records a job writes (its :class:`~rsilab.records.Job` as it starts and ends, dev
-:class:`~rsilab.records.Evaluation` records, the experiment's synced resources, logs and
+and fold :class:`~rsilab.records.Evaluation` records, the experiment's synced resources, logs and
 controller metrics) are committed directly, each with its own ledger event, as they happen. A
 job started with ``wait=False`` outlives the call that started it, and a finished job must
 stay recorded even when the call's own event cannot be written; so a call that fails after
@@ -24,17 +26,20 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from rsilab.controller.jobs import commit_job, executor_name, model_produced_by_job
-from rsilab.controller.settings import rules_for
+from rsilab.controller.jobs import commit_job, executor_name
 from rsilab.errors import ToolError
 from rsilab.expos.context import ToolEnv
 from rsilab.expos.guards import GuardRefusal
 from rsilab.expos.registry import Category
+from rsilab.expos.tools import _foldwork as foldwork
+from rsilab.expos.tools import _jobargs as args
 from rsilab.expos.tools import _jobrecords as jobrec
 from rsilab.expos.tools import _jobwork as work
 from rsilab.expos.tools._base import Name, RecordId, WorkspacePath, require, tool
+from rsilab.expos.tools._folds import DEFAULT_FOLDS, MAX_FOLDS, MIN_FOLDS
 from rsilab.expos.tools.execution import _open_experiment
 from rsilab.records import (
+    DataTier,
     Evaluation,
     Experiment,
     FlagStage,
@@ -42,8 +47,6 @@ from rsilab.records import (
     JobStatus,
     utc_now,
 )
-from rsilab.store.artifacts import hash_file
-from rsilab.tasks import ManifestError, Task, load_manifest
 
 MAX_TAIL_BYTES = 65536
 CANCEL_WAIT_S = 5.0
@@ -51,106 +54,67 @@ CANCEL_WAIT_S = 5.0
 
 Seed = Annotated[int, Field(ge=0, le=2**31 - 1)]
 TailBytes = Annotated[int, Field(ge=1, le=MAX_TAIL_BYTES)]
-
-
-def _workspace(env: ToolEnv) -> Path:
-    if env.call.workspace is None or not Path(env.call.workspace).is_dir():
-        raise ToolError(
-            "no_workspace",
-            "this call has no workspace folder; jobs run in the caller's workspace",
-            expected="a workspace folder in the call context (prepare_workspace fills it)",
-        )
-    return Path(env.call.workspace).resolve()
-
-
-def _require_dev_feedback(task: Task) -> None:
-    if not rules_for(task.setting).dev_scores_returned:
-        raise GuardRefusal(
-            rule="dev_feedback_not_allowed",
-            stage=FlagStage.ACCESS,
-            message=f"the {task.setting.value} setting gives no benchmark feedback, so dev "
-            "scores are not returned; validate your changes on folds of the train tier "
-            "(data-in/train.jsonl) instead",
-        )
-
-
-def _recorded_model(env: ToolEnv, path: Path, stage: FlagStage) -> str:
-    """The sha256 of a model a recorded job produced; a GuardRefusal for any other file."""
-    require(path.is_file(), "invalid_arguments", "model must name a file", "model")
-    sha = hash_file(path)
-    if model_produced_by_job(env.store, sha) is None:
-        raise GuardRefusal(
-            rule="unrecorded_weights",
-            stage=stage,
-            message=f"{path.name} (sha256 {sha[:12]}) was not produced by a recorded job; "
-            "only a model that a succeeded train job wrote may be used (its job_status "
-            "names it, e.g. runs/<job-id>/model...)",
-            field="model",
-        )
-    if not env.artifacts.has(sha):  # jobs give the stored bytes, never the workspace file
-        raise ToolError(
-            "tool_failed",
-            f"the recorded model {sha[:12]} is missing from the lab's artifact store; the lab "
-            "is damaged, ask a person to run `rsilab verify`",
-            field="model",
-        )
-    return sha
+FoldCount = Annotated[int, Field(ge=MIN_FOLDS, le=MAX_FOLDS)]
 
 
 @tool(Category.EXECUTION)
 def run_job(
     env: ToolEnv,
     experiment_id: RecordId,
-    kind: Literal["train", "dev_eval"],
+    kind: Literal["train", "dev_eval", "fold_eval"],
     seed: Seed = 0,
     model: WorkspacePath | None = None,
     wait: bool = True,
+    folds: FoldCount | None = None,
 ) -> dict[str, Any]:
-    """Run the workspace's harness as a sandboxed, recorded job of an open experiment.
+    """Run the workspace's harness as sandboxed, recorded jobs of an open experiment.
 
     train: writes data-in/ afresh (train tier, dev tier with labels only where the setting
     gives them, and the experiment's datasets under data-in/extra/<name>) and trains into
-    runs/<job-id>/model.<ext>. dev_eval (only in settings that return dev scores): runs
-    predict on every benchmark's dev tier and returns the mean score per benchmark; the
-    per-sample scores are stored as dev evaluations of the experiment. A failed or killed job
-    is a normal result with its status and error text.
+    runs/<job-id>/model.<ext>.
+
+    dev_eval (only in settings that return dev scores): runs predict on every benchmark's
+    dev tier and returns the mean score per benchmark; the per-sample scores are stored as
+    dev evaluations of the experiment.
+
+    fold_eval (every setting): cross-validation on the train tier. Use it to judge a change
+    where dev scores are not returned, or to check a dev gain on other data. Each
+    benchmark's train tier is split into folds fixed by the seed; for each fold the harness
+    trains from scratch on the other folds only (their train samples, dev inputs without
+    labels, the experiment's datasets; never the held-out fold) and predicts the held-out
+    fold, scored with the benchmark's scorer. Returns the out-of-fold mean score per
+    benchmark with its sample count ('fold_scores'); the per-sample scores are stored as
+    train-tier evaluations, so compare_eval_samples(tier='train') pairs two experiments
+    (fold-evaluate both with the same seeds so they share folds). Costs a train and a
+    predict job per fold.
+
+    A failed or killed job is a normal result with its status and error text.
 
     Args:
-        experiment_id: an open experiment of this campaign; the job's resources, logs and
-            dev scores are added to it.
-        kind: 'train' or 'dev_eval'.
-        seed: the seed passed to the harness (0 to 2**31-1).
+        experiment_id: an open experiment of this campaign; the jobs' resources, logs and
+            scores are added to it.
+        kind: 'train', 'dev_eval' or 'fold_eval'.
+        seed: the seed passed to the harness (0 to 2**31-1); for fold_eval it also fixes
+            the folds.
         model: a model file a recorded train job wrote (its job_status 'model'), to start
             training from (train) or to predict with (dev_eval; required when the harness
-            trains).
-        wait: False returns the job id at once; follow it with job_status.
+            trains). Not for fold_eval, which trains every fold from scratch.
+        wait: False returns the job id at once; follow it with job_status (fold_eval: the
+            id of its last job, whose job_status shows 'fold_scores' once every fold is
+            scored; job_ids lists all of them).
+        folds: fold_eval only: the number of folds, 2 to 10 (default 3).
     """
     campaign = env.campaign(writable=True)
     exp = _open_experiment(env, experiment_id)
     services = env.services()
     task = services.task_of(campaign)
     if kind == "dev_eval":
-        _require_dev_feedback(task)
-    workspace = _workspace(env)
-    try:
-        manifest = load_manifest(workspace)
-    except ManifestError as exc:
-        raise ToolError(
-            "tool_failed",
-            f"the workspace is not a harness: {exc}",
-            expected="a harness.toml at the workspace root (prepare_workspace makes one)",
-        ) from None
-    if kind == "train":
-        require(manifest.trains, "invalid_arguments", "this harness has no train step", "kind")
-    elif manifest.trains:
-        require(
-            model is not None,
-            "invalid_arguments",
-            "this harness trains: pass the model a train job wrote (job_status 'model')",
-            "model",
-        )
+        args.require_dev_feedback(task)
+    workspace = args.workspace_of(env)
+    manifest = args.manifest_of(workspace)
+    args.check_arguments(kind, manifest, model, folds)
     stage = FlagStage.TRAINING if kind == "train" else FlagStage.INFERENCE
-    model_sha = _recorded_model(env, Path(model), stage) if model is not None else None
+    model_sha = args.recorded_model(env, Path(model), stage) if model is not None else None
     caller = jobrec.Caller(env.call.actor, env.call.role)
     plan = work.Plan(
         services=services,
@@ -164,6 +128,8 @@ def run_job(
         seed=seed,
         model_sha256=model_sha,
     )
+    if kind == "fold_eval":
+        return _run_folds(env, plan, folds or DEFAULT_FOLDS, wait)
     run = work.plan_train(plan) if kind == "train" else work.plan_dev_eval(plan)
     jobrec.mark_running(env.store, exp, caller)
     if wait:
@@ -173,6 +139,17 @@ def run_job(
     commit_job(env.store, run.job, actor=caller.actor, role=caller.role, action="job_queued")
     services.background(run.job.id, lambda: work.execute_in_background(run))
     return {**jobrec.job_view(run.job), "message": "queued; follow it with job_status"}
+
+
+def _run_folds(env: ToolEnv, plan: work.Plan, k: int, wait: bool) -> dict[str, Any]:
+    run = foldwork.plan_fold_eval(plan, k)
+    jobrec.mark_running(env.store, plan.exp, plan.caller)
+    if wait:
+        return foldwork.execute(run)
+    foldwork.queue(run)
+    services = plan.services
+    services.background(run.jobs[-1].id, lambda: foldwork.execute_in_background(run))
+    return foldwork.queued_view(run)
 
 
 @tool(Category.EXECUTION)
@@ -190,8 +167,12 @@ def job_status(env: ToolEnv, job_id: RecordId) -> dict[str, Any]:
         problem = future.exception()
         if problem is not None:
             out["error"] = out["error"] or f"the job's bookkeeping failed: {problem}"
-        elif isinstance(future.result(), dict) and "dev" in future.result():
-            out["dev"] = future.result()["dev"]
+        elif isinstance(future.result(), dict):
+            # The scores of the call's work: a dev evaluation's, or a whole fold evaluation's
+            # (remembered under its last job).
+            for key in ("dev", "fold_scores"):
+                if key in future.result():
+                    out[key] = future.result()[key]
     return out
 
 
@@ -305,10 +286,11 @@ def _wait_finished(env: ToolEnv, job_id: str, timeout_s: float) -> Job:
 @tool(Category.EXECUTION)
 def state_sync_results(env: ToolEnv, experiment_id: RecordId) -> dict[str, Any]:
     """Bring an experiment's record up to date with its finished jobs; list its jobs and its
-    latest dev scores. Safe to call any number of times.
+    latest dev and fold scores. Safe to call any number of times.
 
     Resources are summed over its finished jobs, their log blobs are added to its log
-    artifacts, and each dev evaluation gives one controller-sourced dev metric.
+    artifacts, and each dev evaluation gives one controller-sourced dev metric (each fold
+    evaluation one with split 'train').
 
     Args:
         experiment_id: an experiment of this campaign (a finished one is listed, not changed).
@@ -320,13 +302,6 @@ def state_sync_results(env: ToolEnv, experiment_id: RecordId) -> dict[str, Any]:
     if changed:
         env.stage(update)
     shown = update if changed else exp
-    latest: dict[str, Any] = {}
-    for evaluation in jobrec.dev_evaluations(env.store, exp.id):
-        latest[evaluation.benchmark] = {
-            "mean": jobrec.mean_score(evaluation),
-            "evaluation_id": evaluation.id,
-            "at": evaluation.created_at,
-        }
     return {
         "experiment_id": exp.id,
         "state": str(shown.state),
@@ -335,7 +310,8 @@ def state_sync_results(env: ToolEnv, experiment_id: RecordId) -> dict[str, Any]:
             {"job_id": j.id, "kind": str(j.kind), "status": str(j.status)}
             for j in jobrec.experiment_jobs(env.store, exp.id)
         ],
-        "dev_scores": latest,
+        "dev_scores": jobrec.latest_means(jobrec.dev_evaluations(env.store, exp.id)),
+        "fold_scores": jobrec.latest_means(jobrec.fold_evaluations(env.store, exp.id)),
         "resources": shown.resources.model_dump(mode="json"),
         "log_artifacts": len(shown.log_artifacts),
     }
@@ -347,39 +323,47 @@ def compare_eval_samples(
     experiment_a: RecordId,
     experiment_b: RecordId,
     benchmark: Name | None = None,
+    tier: Literal["dev", "train"] = "dev",
 ) -> dict[str, Any]:
-    """Compare two experiments' per-sample dev scores, paired by sample id.
+    """Compare two experiments' per-sample scores, paired by sample id.
 
-    For each benchmark both were dev-evaluated on: the paired difference a - b with its 95%
-    interval (rows are the experiments' dev evaluations), how many samples each wins, and the
-    samples that differ most. Only in settings that return dev scores.
+    For each benchmark both were evaluated on: the paired difference a - b with its 95%
+    interval (rows are the experiments' evaluations), how many samples each wins, and the
+    samples that differ most. tier 'dev' compares dev scores (only in settings that return
+    them); tier 'train' compares the out-of-fold train-tier scores of run_job fold_eval (every
+    setting; fold-evaluate both with the same seeds so their folds match).
 
     Args:
         experiment_a: the experiment compared (a).
         experiment_b: the one it is compared with (b).
         benchmark: only this benchmark (default: every one both have).
+        tier: 'dev' (dev evaluations) or 'train' (fold evaluations).
     """
     services = env.services()
     task = services.task_of(env.campaign())
-    _require_dev_feedback(task)
+    if tier == "dev":
+        args.require_dev_feedback(task)
+    scored = DataTier(tier)
     a = env.read(experiment_a, Experiment, field_name="experiment_a")
     b = env.read(experiment_b, Experiment, field_name="experiment_b")
-    evals_a = _readable_dev(env, a.id, "experiment_a")
-    evals_b = _readable_dev(env, b.id, "experiment_b")
+    evals_a = _readable_evaluations(env, a.id, scored, "experiment_a")
+    evals_b = _readable_evaluations(env, b.id, scored, "experiment_b")
+    what = _EVALUATED[scored]
     names = sorted({e.benchmark for e in evals_a} & {e.benchmark for e in evals_b})
     if benchmark is not None:
         require(
             benchmark in names,
             "not_found",
-            f"both experiments need a dev evaluation on {benchmark!r}; they share: "
+            f"both experiments need a {what} evaluation on {benchmark!r}; they share: "
             f"{', '.join(names) or 'none'}",
             "benchmark",
         )
         names = [benchmark]
-    require(bool(names), "not_found", "the experiments share no dev-evaluated benchmark")
+    require(bool(names), "not_found", f"the experiments share no {what}-evaluated benchmark")
     return {
         "experiment_a": a.id,
         "experiment_b": b.id,
+        "tier": tier,
         "benchmarks": [
             jobrec.compare(
                 name,
@@ -391,13 +375,22 @@ def compare_eval_samples(
     }
 
 
-def _readable_dev(env: ToolEnv, experiment_id: str, field: str) -> list[Evaluation]:
-    found = [e for e in jobrec.dev_evaluations(env.store, experiment_id) if _readable(env, e)]
+_EVALUATED = {DataTier.DEV: "dev", DataTier.TRAIN: "fold"}
+"""How the tools name the evaluations of each tier an agent can have scored."""
+
+
+def _readable_evaluations(
+    env: ToolEnv, experiment_id: str, tier: DataTier, field: str
+) -> list[Evaluation]:
+    found = [
+        e for e in jobrec.tier_evaluations(env.store, experiment_id, tier) if _readable(env, e)
+    ]
     if not found:
+        what = _EVALUATED[tier]
         raise ToolError(
             "not_found",
-            f"experiment {experiment_id} has no dev evaluation yet; run run_job with "
-            "kind='dev_eval' on it first",
+            f"experiment {experiment_id} has no {what} evaluation yet; run run_job with "
+            f"kind='{what}_eval' on it first",
             field=field,
         )
     return found
