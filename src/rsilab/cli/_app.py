@@ -12,6 +12,7 @@ from rsilab.cli import (
     agent,
     campaign,
     doctor,
+    guide,
     lab,
     ledger,
     report,
@@ -63,6 +64,7 @@ doctor.register(app)
 task.register(app)
 versions.register(app)
 run.register(app)
+guide.register(app)
 report.register(app)
 
 

@@ -58,6 +58,7 @@ from rsilab.records._evidence import (
     Verdict,
 )
 from rsilab.records._gc import Tombstone
+from rsilab.records._guidance import Guidance
 from rsilab.records._ledger import Event, EventDraft, Outcome, RecordRef
 from rsilab.records._research import (
     Campaign,
@@ -96,6 +97,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         Tombstone,
         CampaignLease,
         Intent,
+        Guidance,
     )
 }
 """Every stored record type by its ``KIND``."""
@@ -151,6 +153,7 @@ __all__ = [
     "Finding",
     "FindingStatus",
     "FlagStage",
+    "Guidance",
     "Intent",
     "IntentState",
     "Interval",

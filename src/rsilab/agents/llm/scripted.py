@@ -12,9 +12,12 @@ protocol it came in::
 
 Steps: :class:`Reply` (text and/or tool calls; a call whose ``arguments`` is a string is sent
 verbatim, so it may be malformed, see :func:`malformed_tool_call`), :class:`RateLimited`
-(HTTP 429 with a retry-after), :class:`ServerError` (5xx, or any status) and :class:`Stall`
-(answer only after a delay, to outlast a client's timeout). A request that finds the script
-empty gets HTTP 400, which clients do not retry, so a test fails fast.
+(HTTP 429 with a retry-after), :class:`ServerError` (5xx, or any status), :class:`Stall`
+(answer only after a delay, to outlast a client's timeout) and :class:`Respond` (a function
+of the request that returns one of the others, so a script can answer with ids that earlier
+tool results returned: see :meth:`RecordedRequest.tool_results`). A request that finds the
+script empty, or whose :class:`Respond` function raises, gets HTTP 400, which clients do not
+retry, so a test fails fast.
 
 The server binds 127.0.0.1 on a free port and serves each request in its own thread.
 """
@@ -26,7 +29,7 @@ import json
 import math
 import threading
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, cast
@@ -78,7 +81,22 @@ class Stall:
     then: Reply = Reply("late reply")
 
 
-Step = Reply | RateLimited | ServerError | Stall
+Answer = Reply | RateLimited | ServerError | Stall
+"""What a :class:`Respond` function may return."""
+
+
+@dataclass(frozen=True)
+class Respond:
+    """Answer with what ``fn`` makes of the request (called in the server's handler thread).
+
+    ``fn`` gets the :class:`RecordedRequest` (protocol and parsed body) and returns the step
+    that answers it; an exception it raises becomes an HTTP 400 naming it.
+    """
+
+    fn: Callable[[RecordedRequest], Answer]
+
+
+Step = Reply | RateLimited | ServerError | Stall | Respond
 
 
 def tool_call(name: str, arguments: dict[str, Any] | None = None) -> Reply:
@@ -95,14 +113,96 @@ def malformed_tool_call(name: str, raw: str = '{"path": "a.txt"') -> Reply:
 
 
 @dataclass(frozen=True)
+class SeenToolResult:
+    """A tool result a request carried back to the model, with the call it answers."""
+
+    name: str
+    """The tool called ('' when the call is not in the request's history)."""
+    arguments: str
+    """The call's arguments as the request echoed them (JSON text)."""
+    content: str
+    is_error: bool
+    """As the Anthropic protocol marks it; always False over OpenAI's, which has no mark."""
+
+    def first_line_json(self) -> Any:
+        """The content's first line as JSON: rsilab's agent loop puts the tool's answer there
+        (and its budget footer on the last line). Raises ValueError when it is not JSON."""
+        return json.loads(self.content.split("\n", 1)[0])
+
+    def arguments_json(self) -> Any:
+        """The call's arguments as JSON. Raises ValueError when they are not JSON."""
+        return json.loads(self.arguments)
+
+
+@dataclass(frozen=True)
 class RecordedRequest:
-    """A request the server received, whatever step answered it."""
+    """A request the server received, whatever step answered it.
+
+    The helpers read the body the same way for both protocols, so a :class:`Respond`
+    function need not care which client sent it.
+    """
 
     protocol: Protocol
     path: str
     headers: dict[str, str]
     """Header names in lower case."""
     body: dict[str, Any]
+
+    def system_text(self) -> str:
+        """The system prompt(s), joined by blank lines."""
+        if self.protocol == "anthropic":
+            system = self.body.get("system", "")
+            return system if isinstance(system, str) else "\n\n".join(_texts(system))
+        return "\n\n".join(
+            str(m.get("content") or "") for m in self.body["messages"] if m["role"] == "system"
+        )
+
+    def user_texts(self) -> list[str]:
+        """The text of every user turn, in order (tool results are not user text)."""
+        out: list[str] = []
+        for message in self.body["messages"]:
+            if message["role"] != "user":
+                continue
+            content = message.get("content")
+            out += [content] if isinstance(content, str) else _texts(content or [])
+        return out
+
+    def tool_names(self) -> list[str]:
+        """The tools offered with the request."""
+        tools = self.body.get("tools", [])
+        if self.protocol == "anthropic":
+            return [t["name"] for t in tools]
+        return [t["function"]["name"] for t in tools]
+
+    def tool_results(self) -> list[SeenToolResult]:
+        """Every tool result of the conversation, oldest first, named by the call it answers."""
+        calls: dict[str, tuple[str, str]] = {}
+        out: list[SeenToolResult] = []
+        for message in self.body["messages"]:
+            if self.protocol == "openai":
+                for call in message.get("tool_calls") or []:
+                    function = call["function"]
+                    calls[call["id"]] = (function["name"], function["arguments"])
+                if message["role"] == "tool":
+                    name, args = calls.get(message["tool_call_id"], ("", ""))
+                    out.append(SeenToolResult(name, args, message["content"], False))
+                continue
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                if block["type"] == "tool_use":
+                    calls[block["id"]] = (block["name"], json.dumps(block["input"]))
+                elif block["type"] == "tool_result":
+                    name, args = calls.get(block["tool_use_id"], ("", ""))
+                    text = block["content"]
+                    text = text if isinstance(text, str) else "\n".join(_texts(text))
+                    out.append(SeenToolResult(name, args, text, bool(block.get("is_error"))))
+        return out
+
+
+def _texts(blocks: Iterable[Any]) -> list[str]:
+    """The text of Anthropic content blocks (other blocks are skipped)."""
+    texts = (b for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    return [str(b.get("text", "")) for b in texts]
 
 
 class ScriptedServer:
@@ -209,16 +309,16 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {name.lower(): value for name, value in self.headers.items()}
         recorded = RecordedRequest(protocol, self.path, headers, body)
         serial, step = script._take(recorded)
-        self._answer(protocol, step, body, serial, script.closing)
+        self._answer(recorded, step, serial, script.closing)
 
     def _answer(
         self,
-        protocol: Protocol,
+        request: RecordedRequest,
         step: Step | None,
-        body: dict[str, Any],
         serial: int,
         closing: threading.Event,
     ) -> None:
+        protocol, body = request.protocol, request.body
         if step is None:
             message = "scripted server: the script has no step left for this request"
             self._send(400, _error(protocol, "invalid_request_error", message))
@@ -232,7 +332,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(step.status, _error(protocol, "api_error", step.message))
         elif isinstance(step, Stall):
             if not closing.wait(step.seconds):
-                self._answer(protocol, step.then, body, serial, closing)
+                self._answer(request, step.then, serial, closing)
+        elif isinstance(step, Respond):
+            try:
+                made: Step = step.fn(request)
+            except Exception as exc:  # the script's own bug: fail the test's request fast
+                message = f"scripted server: the Respond step raised {type(exc).__name__}: {exc}"
+                self._send(400, _error(protocol, "invalid_request_error", message))
+                return
+            self._answer(request, made, serial, closing)
         else:
             model = str(body.get("model", "scripted"))
             answer = (

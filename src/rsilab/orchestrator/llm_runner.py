@@ -1,0 +1,279 @@
+"""The campaign runner with LLM agents: a Main, Workers and a Reviewer, each an agent step.
+
+:func:`run_llm_campaign` has :func:`~rsilab.orchestrator.runner.run_campaign`'s contract
+(baseline if missing, lease, recovery, resume, final finished campaigns); what differs is who
+decides: each role is a chat model driven by :func:`~rsilab.agents.loop.run_agent_step`
+through the Experiment OS tools its role may call. A campaign runs in rounds:
+
+1. the Main agent plans (its prompt holds the budget left, the DAG, recent reviews, candidate
+   verdicts and any unread guidance, which is marked read once the step has run) and ends by
+   naming the directions to work on;
+2. one Worker step per direction it named (then other open ones), up to ``workers``, each
+   in its own workspace ``<lab>/workspaces/<campaign>/worker-<i>``; Workers take turns;
+3. a Reviewer step when some finished experiments have no review yet.
+
+Each step is an intent keyed ``step:<round>:<actor>``: a resumed campaign re-enters its last
+round, skips the steps done and runs again, from a fresh conversation with the state in its
+prompt, a step that was interrupted. Conversations are kept in memory only, per actor.
+
+Budgets: experiments are the campaign's Experiment records (no Worker step starts once they
+reach ``budget.experiments``; a step's footer shows what is left, and a step already running
+may overshoot by the experiments it creates); tokens are the sum over the campaign's
+``llm_call`` events (spent: the campaign ends, finished); wall time is checked before each
+step and bounds each step (passed: stopped, resumable). An LLM error that outlasts the
+client's retries stops the campaign (state stopped) with the step left to be run again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rsilab.agents.llm import ChatModel, resolve_chat_model
+from rsilab.controller.lineage import find_lineage
+from rsilab.errors import UserError
+from rsilab.expos.services import LabServices
+from rsilab.orchestrator import intents
+from rsilab.orchestrator._llm_prompts import main_prompt, reviewer_prompt, worker_prompt
+from rsilab.orchestrator._llm_state import (
+    assign_workers,
+    dev_score,
+    last_round,
+    step_key,
+    unreviewed,
+)
+from rsilab.orchestrator._llm_step import MAX_TURNS, Halt, StepRunner
+from rsilab.orchestrator.campaign_run import (
+    ACTOR,
+    CampaignResult,
+    ProgressFn,
+    campaign_result,
+    set_campaign_state,
+    start_or_find_campaign,
+)
+from rsilab.orchestrator.dag import ResearchDag
+from rsilab.orchestrator.guidance import mark_guidance_read, unread_guidance
+from rsilab.orchestrator.lease import acquire_lease
+from rsilab.orchestrator.recovery import recover_campaign
+from rsilab.records import CampaignState, Candidate, Direction, Experiment, Role
+from rsilab.store import Lab
+from rsilab.tasks import Budget, Task
+
+__all__ = ["MAX_IDLE_ROUNDS", "MAX_TURNS", "run_llm_campaign"]
+
+MAIN, REVIEWER = "main", "reviewer"
+MAX_IDLE_ROUNDS = 3
+"""Rounds in a row without a new experiment after which the campaign stops (resumable)."""
+
+
+def run_llm_campaign(
+    lab: Lab,
+    task: Task,
+    *,
+    agents: str,
+    budget: Budget,
+    workers: int = 1,
+    seed: int = 0,
+    on_progress: ProgressFn | None = None,
+    campaign_id: str | None = None,
+    services: LabServices | None = None,
+    model: ChatModel | None = None,
+) -> CampaignResult:
+    """Run a new campaign on ``task`` with LLM agents (or resume ``campaign_id``).
+
+    ``agents`` is ``openai:MODEL`` or ``anthropic:MODEL`` ("" takes the lab's ``[llm]``
+    table); the model is built from it, the table and the environment (see
+    :func:`resolve_chat_model`) unless ``model`` is given, in which case ``agents`` is only
+    recorded. All roles share one model, so a ``TokenBudget`` on it caps the whole run. The
+    campaign's settings record the spec, budget, workers and seed (which the LLM runner does
+    not otherwise use: model sampling is not seeded).
+
+    Raises:
+        UserError: ``agents`` is ``builtin`` or malformed, its API key is missing (checked
+            before anything is written), or ``campaign_id`` names no campaign.
+        LeaseHeld: another process runs the campaign.
+    """
+    own_model = model is None
+    chat = model or _model_for(agents, lab)
+    own = services is None
+    services = services or LabServices(lab, judge_in_background=False)
+    try:
+        if find_lineage(lab.store, task.name, services.lineage) is None:
+            services.controller(task).baseline(actor=ACTOR)
+        spec = agents.strip() or chat.name  # "" defers to the [llm] table: record its choice
+        settings = {"agents": spec, "budget": str(budget), "workers": workers, "seed": seed}
+        campaign = start_or_find_campaign(lab, task, settings, campaign_id)
+        if campaign is None:
+            assert campaign_id is not None
+            return campaign_result(
+                lab,
+                campaign_id,
+                "nothing to do: the campaign is finished (records of a "
+                "finished campaign are final; start a new one with `rsilab run`)",
+            )
+        with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
+            recover_campaign(lab.store, lease)
+            runner = _Rounds(lab, task, services, campaign.id, budget, workers, chat, on_progress)
+            state, message = runner.loop(lease.check)
+            set_campaign_state(lab, campaign.id, state)
+        return campaign_result(lab, campaign.id, message)
+    finally:
+        if own_model:
+            chat.close()
+        if own:
+            services.close()
+
+
+def _model_for(agents: str, lab: Lab) -> ChatModel:
+    model = resolve_chat_model(agents, lab_path=lab.path)
+    if model is None:
+        raise UserError(
+            f"--agents {agents} is the built-in policy, not an LLM",
+            "run it with `rsilab run TASK --agents builtin`, or name openai:MODEL or "
+            "anthropic:MODEL",
+        )
+    return model
+
+
+class _Rounds:
+    """One run of the round loop; see the module docstring."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        task: Task,
+        services: LabServices,
+        campaign_id: str,
+        budget: Budget,
+        workers: int,
+        model: ChatModel,
+        on_progress: ProgressFn | None,
+    ) -> None:
+        self.store, self.task, self.budget = lab.store, task, budget
+        self.workers = max(1, workers)
+        self.campaign_id = campaign_id
+        self.steps = StepRunner(lab, services, campaign_id, budget, model, on_progress)
+
+    def loop(self, check: Callable[[], None]) -> tuple[CampaignState, str]:
+        """Run rounds until a budget or the agents end the campaign; its state and why."""
+        self.steps.check = check
+        round_no, idle = max(1, last_round(self.store, self.campaign_id)), 0
+        try:
+            while True:
+                before = self.steps.experiments()
+                self._round(round_no)
+                after = self.steps.experiments()
+                if after >= self.budget.experiments:
+                    raise Halt(CampaignState.FINISHED, "experiment budget spent")
+                idle = 0 if after > before else idle + 1
+                if idle >= MAX_IDLE_ROUNDS:
+                    raise Halt(
+                        CampaignState.STOPPED,
+                        f"{idle} rounds without a new experiment; give guidance with "
+                        f"`rsilab guide {self.campaign_id} TEXT` and resume",
+                    )
+                round_no += 1
+        except Halt as halt:
+            self.steps.say("campaign", halt.message)
+            return halt.state, halt.message
+        except KeyboardInterrupt:
+            self.steps.say("campaign", "interrupted; resume to continue")
+            return CampaignState.STOPPED, "interrupted; resume to continue"
+
+    def _round(self, round_no: int) -> None:
+        if self.steps.experiments() < self.budget.experiments:
+            assignments = self._main(round_no)
+            if not ResearchDag.load(self.store, self.campaign_id).frontier():
+                self.steps.gate()  # a spent budget explains an empty plan better
+                raise Halt(CampaignState.FINISHED, "the Main agent left no open direction")
+            for i, direction_id in enumerate(assignments, start=1):
+                if self.steps.experiments() < self.budget.experiments:
+                    self._worker(round_no, f"worker-{i}", direction_id)
+        self._reviewer(round_no)
+
+    # -- the roles ---------------------------------------------------------------------------
+
+    def _main(self, round_no: int) -> list[str]:
+        """The planning step; the directions its Workers take (stored, so a resume agrees)."""
+        begun = self.steps.begin(step_key(round_no, MAIN), "main_step", {})
+        if isinstance(begun, intents.DoneIntent):
+            return [str(i) for i in begun.result.get("assignments", [])]
+        guidance = unread_guidance(self.store, self.campaign_id)
+        prompt = main_prompt(
+            self.store,
+            self.campaign_id,
+            self.task,
+            round_no=round_no,
+            left=self.steps.left(),
+            workers=self.workers,
+            guidance=guidance,
+        )
+        outcome = self.steps.converse(MAIN, Role.MAIN, prompt)
+        for g in guidance:  # only after the step ran: a failed one shows it again on resume
+            mark_guidance_read(self.store, g, MAIN)
+        dag = ResearchDag.load(self.store, self.campaign_id)
+        counts = {d: len(exps) for d, exps in dag.experiments.items()}
+        assignments = assign_workers(outcome.final_text, dag.frontier(), counts, self.workers)
+        extra = {"assignments": assignments, "guidance_read": [g.id for g in guidance]}
+        self.steps.complete(begun, outcome, extra)
+        return assignments
+
+    def _worker(self, round_no: int, actor: str, direction_id: str) -> None:
+        payload = {"direction_id": direction_id}
+        begun = self.steps.begin(step_key(round_no, actor), "worker_step", payload)
+        if isinstance(begun, intents.DoneIntent):
+            return
+        direction = self.store.get_as(direction_id, Direction)
+        if direction.is_finished():  # closed since a Main step assigned it
+            self.steps.skip(begun, f"direction {direction_id} is {direction.state}")
+            return
+        known = {e.id for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)}
+        proposed = {c.id for c in self.store.query_as(Candidate, campaign_id=self.campaign_id)}
+        left = self.steps.left()
+        prompt = worker_prompt(self.store, self.campaign_id, self.task, direction, left=left)
+        outcome = self.steps.converse(actor, Role.WORKER, prompt)
+        made = [
+            e
+            for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)
+            if e.id not in known
+        ]
+        self.steps.complete(begun, outcome, {"experiments": [e.id for e in made]})
+        self._report(made, direction, proposed)
+
+    def _reviewer(self, round_no: int) -> None:
+        """Review the finished experiments no review has read, if there are any."""
+        key = step_key(round_no, REVIEWER)
+        todo = unreviewed(self.store, self.campaign_id)
+        stored = self.steps.stored(key)
+        if stored is not None:  # begun before a resume: its directions, what is left of them
+            payload = stored.payload
+            todo = {d: ids for d, ids in todo.items() if d in payload.get("direction_ids", [])}
+        elif not todo:
+            return
+        else:
+            payload = {"direction_ids": sorted(todo)}
+        begun = self.steps.begin(key, "reviewer_step", payload)
+        if isinstance(begun, intents.DoneIntent):
+            return
+        if not todo:
+            self.steps.skip(begun, "everything was reviewed")
+            return
+        left = self.steps.left()
+        prompt = reviewer_prompt(self.store, self.campaign_id, self.task, todo, left=left)
+        outcome = self.steps.converse(REVIEWER, Role.REVIEWER, prompt)
+        self.steps.complete(begun, outcome, {})
+        filed = [c for c in outcome.tool_calls if c.name == "submit_review" and c.ok]
+        self.steps.say("review", f"reviewer filed {len(filed)} review(s)")
+
+    def _report(self, made: list[Experiment], direction: Direction, proposed: set[str]) -> None:
+        """Progress lines for a Worker step's new experiments and candidates."""
+        target = self.task.targets[0].name
+        exps = self.store.query_as(Experiment, campaign_id=self.campaign_id)
+        best = max((s for e in exps if (s := dev_score(e, target)) is not None), default=None)
+        for exp in (e for e in exps if e.id in {m.id for m in made}):
+            score = dev_score(exp, target)
+            shown = f"dev {target} {score:.4f}" if score is not None else "no dev score"
+            message = f"experiment {exp.id} [{direction.title}] {exp.state}: {shown}"
+            self.steps.say("experiment", message, score, best)
+        for c in self.store.query_as(Candidate, campaign_id=self.campaign_id):
+            if c.id not in proposed:
+                self.steps.say("candidate", f"candidate {c.id}: {c.state}")
