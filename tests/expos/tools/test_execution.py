@@ -421,3 +421,24 @@ def test_a_verify_child_can_support_its_parent_against_any_baseline(any_bench: B
     good = _review(bench, reruns, **compared)
     args = _update(d, "supported", review_ids=[good])
     assert bench.ok(Role.MAIN, "update_direction", args)["state"] == "supported"
+
+
+def test_create_experiment_stops_at_the_campaigns_experiment_budget(bench: Bench) -> None:
+    from rsilab.expos import open_campaign
+    from rsilab.records import TaskRef
+
+    campaign = open_campaign(
+        bench.store, TaskRef(name="digits"), settings={"budget": "experiments=2,wall=60s"}
+    )
+    bench.campaign = campaign
+    direction = bench.direction()
+    bench.experiment(direction)
+    bench.experiment(direction)
+    error = bench.fail(
+        Role.WORKER,
+        "create_experiment",
+        {"direction_id": direction, "description": "a third"},
+        code="budget_exhausted",
+    )
+    assert "2 of 2" in error.message
+    assert len(bench.store.query_as(Experiment, campaign_id=campaign.id)) == 2

@@ -13,6 +13,7 @@ from rsilab.expos.registry import Category
 from rsilab.expos.services import snapshot_workspace
 from rsilab.expos.tools._base import FiniteFloat, Name, RecordId, Text, brief, require, tool
 from rsilab.records import (
+    Campaign,
     Dataset,
     Direction,
     DirectionChange,
@@ -203,6 +204,34 @@ def update_direction(
     return {"id": direction.id, "state": str(status), "previous": str(direction.state)}
 
 
+def _require_experiment_budget(env: ToolEnv, campaign: Campaign) -> None:
+    """Refuse a new experiment once the campaign's experiment budget is spent.
+
+    The budget is the one the campaign was started with (``settings["budget"]``, as the
+    runners record it); a campaign opened without one has no limit here. Every experiment
+    counts, failed and verification runs too, since each one spent the compute, except the
+    cancelled: a stopped runner's open experiments are closed so and re-run as new attempts.
+    """
+    from rsilab.tasks import Budget
+
+    stored = campaign.settings.get("budget")
+    if stored is None:
+        return
+    try:
+        limit = Budget.model_validate(stored).experiments
+    except ValueError:
+        return  # a budget this version cannot read does not block the campaign's work
+    experiments = env.store.query_as(Experiment, campaign_id=campaign.id)
+    used = sum(e.state is not ExperimentState.CANCELLED for e in experiments)
+    require(
+        used < limit,
+        "budget_exhausted",
+        f"the campaign's experiment budget is spent ({used} of {limit}); create no more "
+        "experiments: record your conclusions (finish_experiment, submit_review) and end "
+        "your step",
+    )
+
+
 @tool(Category.EXECUTION)
 def create_experiment(
     env: ToolEnv,
@@ -224,6 +253,7 @@ def create_experiment(
     from rsilab.expos.tools.data import find_dataset
 
     campaign = env.campaign(writable=True)
+    _require_experiment_budget(env, campaign)
     direction = env.read(direction_id, Direction, field_name="direction_id")
     require(
         direction.state.accepts_experiments(),
@@ -233,9 +263,7 @@ def create_experiment(
     )
     if parent_experiment_id is not None:
         env.read(parent_experiment_id, Experiment, field_name="parent_experiment_id")
-    datasets: list[Dataset] = [
-        find_dataset(env, ref, f"data.{i}") for i, ref in enumerate(data)
-    ]
+    datasets: list[Dataset] = [find_dataset(env, ref, f"data.{i}") for i, ref in enumerate(data)]
     exp = env.stage(
         Experiment(
             campaign_id=campaign.id,
