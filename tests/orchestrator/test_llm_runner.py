@@ -387,3 +387,52 @@ def test_an_interrupt_stops_the_campaign_and_leaves_the_step_to_run_again(
     assert lab.store.get_as(outcome.campaign_id, Campaign).state == "stopped"
     assert step_intent(lab, outcome.campaign_id, "step:1:main").state == "pending"
     assert verify_store(lab.store, None).problems == []
+
+
+def play_two_workers(r: RecordedRequest) -> Reply:
+    """Main opens D1 and D2; each Worker runs one experiment in its direction; the
+    Reviewer files nothing. Answers by the conversation's state, so the order in which the
+    two Workers' requests arrive does not matter."""
+    who = role(r)
+    if who == "main":
+        made = ids(r, "create_direction")
+        if len(made) < 2:
+            return call("create_direction", **(D1 if not made else D2))
+        return Reply("Work on {} and {}.".format(*made))
+    if who != "worker":
+        return Reply("Nothing to review.")
+    done = {s.name for s in r.tool_results()}
+    exp = "create_experiment"
+    if "prepare_workspace" not in done:
+        return call("prepare_workspace", overwrite=True)
+    if exp not in done:
+        return call(exp, direction_id=named(r, "dir"), description="as prepared", config={})
+    trained = results(r, "run_job")
+    if not trained:
+        return call("run_job", experiment_id=result(r, exp)["id"], kind="train")
+    if len(trained) == 1:
+        model = trained[0]["model"]
+        return call("run_job", experiment_id=result(r, exp)["id"], kind="dev_eval", model=model)
+    if "finish_experiment" not in done:
+        return call("finish_experiment", experiment_id=result(r, exp)["id"], status="succeeded")
+    return Reply("One experiment done.")
+
+
+def test_workers_of_a_round_run_at_once_each_in_its_own_direction(
+    lab: Lab, server: ScriptedServer, model: ChatModel
+) -> None:
+    server.add(*[Respond(play_two_workers) for _ in range(40)])
+    outcome = run_llm_campaign(
+        lab,
+        get_task("synthetic"),
+        agents=SPEC,
+        budget=Budget(experiments=2, tokens=100_000),
+        workers=2,
+        model=model,
+    )
+    assert outcome.state == "finished" and outcome.experiments == 2, outcome.message
+    exps = lab.store.query_as(Experiment, campaign_id=outcome.campaign_id)
+    assert sorted(e.created_by for e in exps) == ["worker-1", "worker-2"]
+    assert len({e.direction_id for e in exps}) == 2
+    assert all(e.state == "succeeded" for e in exps)
+    assert verify_store(lab.store, None).problems == []

@@ -9,7 +9,7 @@ through the Experiment OS tools its role may call. A campaign runs in rounds:
    verdicts and any unread guidance, which is marked read once the step has run) and ends by
    naming the directions to work on;
 2. one Worker step per direction it named (then other open ones), up to ``workers``, each
-   in its own workspace ``<lab>/workspaces/<campaign>/worker-<i>``; Workers take turns;
+   in its own workspace ``<lab>/workspaces/<campaign>/worker-<i>``, all at once;
 3. a Reviewer step when some finished experiments have no review yet.
 
 Each step is an intent keyed ``step:<round>:<actor>``: a resumed campaign re-enters its last
@@ -17,8 +17,8 @@ round, skips the steps done and runs again, from a fresh conversation with the s
 prompt, a step that was interrupted. Conversations are kept in memory only, per actor.
 
 Budgets: experiments are the campaign's Experiment records (no Worker step starts once they
-reach ``budget.experiments``; a step's footer shows what is left, and a step already running
-may overshoot by the experiments it creates); tokens are the sum over the campaign's
+reach ``budget.experiments``; a step's footer shows what is left, and ``create_experiment``
+refuses once the campaign's budget is spent); tokens are the sum over the campaign's
 ``llm_call`` events (spent: the campaign ends, finished); wall time is checked before each
 step and bounds each step (passed: stopped, resumable). An LLM error that outlasts the
 client's retries stops the campaign (state stopped) with the step left to be run again.
@@ -27,6 +27,7 @@ client's retries stops the campaign (state stopped) with the step left to be run
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from rsilab.agents.llm import ChatModel, resolve_chat_model
 from rsilab.controller.lineage import find_lineage
@@ -185,10 +186,28 @@ class _Rounds:
             if not ResearchDag.load(self.store, self.campaign_id).frontier():
                 self.steps.gate()  # a spent budget explains an empty plan better
                 raise Halt(CampaignState.FINISHED, "the Main agent left no open direction")
-            for i, direction_id in enumerate(assignments, start=1):
-                if self.steps.experiments() < self.budget.experiments:
-                    self._worker(round_no, f"worker-{i}", direction_id)
+            self._workers(round_no, assignments)
         self._reviewer(round_no)
+
+    def _workers(self, round_no: int, assignments: list[str]) -> None:
+        """The round's Worker steps, at once when there are several (each in its own thread
+        and workspace; the experiments run as sandboxed jobs, so threads suffice).
+
+        A Halt or error of one step is raised once every step of the round has ended, so no
+        step is abandoned half-way; Ctrl-C likewise waits for the running steps (each is
+        bounded by the wall budget) before the campaign is marked stopped.
+        """
+        steps = [(f"worker-{i}", d) for i, d in enumerate(assignments, start=1)]
+        if len(steps) <= 1:
+            for actor, direction_id in steps:
+                if self.steps.experiments() < self.budget.experiments:
+                    self._worker(round_no, actor, direction_id)
+            return
+        with ThreadPoolExecutor(len(steps), thread_name_prefix="rsilab-worker") as pool:
+            futures = [pool.submit(self._worker, round_no, a, d) for a, d in steps]
+            wait(futures)
+        for future in futures:
+            future.result()  # the first failure, now that all have ended
 
     # -- the roles ---------------------------------------------------------------------------
 
@@ -231,13 +250,13 @@ class _Rounds:
         left = self.steps.left()
         prompt = worker_prompt(self.store, self.campaign_id, self.task, direction, left=left)
         outcome = self.steps.converse(actor, Role.WORKER, prompt)
-        made = [
+        made = [  # its own: Workers of the same round run at once
             e
             for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)
-            if e.id not in known
+            if e.id not in known and e.created_by == actor
         ]
         self.steps.complete(begun, outcome, {"experiments": [e.id for e in made]})
-        self._report(made, direction, proposed)
+        self._report(made, direction, actor, proposed)
 
     def _reviewer(self, round_no: int) -> None:
         """Review the finished experiments no review has read, if there are any."""
@@ -264,8 +283,11 @@ class _Rounds:
         filed = [c for c in outcome.tool_calls if c.name == "submit_review" and c.ok]
         self.steps.say("review", f"reviewer filed {len(filed)} review(s)")
 
-    def _report(self, made: list[Experiment], direction: Direction, proposed: set[str]) -> None:
-        """Progress lines for a Worker step's new experiments and candidates."""
+    def _report(
+        self, made: list[Experiment], direction: Direction, actor: str, proposed: set[str]
+    ) -> None:
+        """Progress lines for a Worker step's new experiments and candidates (``proposed``:
+        the campaign's candidates before the step)."""
         target = self.task.targets[0].name
         exps = self.store.query_as(Experiment, campaign_id=self.campaign_id)
         best = max((s for e in exps if (s := dev_score(e, target)) is not None), default=None)
@@ -275,5 +297,5 @@ class _Rounds:
             message = f"experiment {exp.id} [{direction.title}] {exp.state}: {shown}"
             self.steps.say("experiment", message, score, best)
         for c in self.store.query_as(Candidate, campaign_id=self.campaign_id):
-            if c.id not in proposed:
+            if c.proposer == actor and c.id not in proposed:
                 self.steps.say("candidate", f"candidate {c.id}: {c.state}")
