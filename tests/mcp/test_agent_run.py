@@ -13,13 +13,18 @@ from rsilab.errors import UserError
 from rsilab.mcp.agent_run import (
     BRIDGE,
     CONFIG,
+    LAUNCHER,
+    NET,
     SOCKET,
     AgentOptions,
     agent_env,
+    check_options,
     check_role,
     exit_status,
+    sandbox_argv,
     write_inside,
 )
+from rsilab.mcp.llm_endpoints import BASE_HOSTS, plan
 from rsilab.records import Campaign, Role
 from rsilab.sandbox import KillReason, RunResult
 
@@ -57,6 +62,45 @@ def test_the_folder_shown_at_rsilab(tmp_path: Path) -> None:
     server = json.loads((tmp_path / CONFIG.name).read_text())["mcpServers"]["rsilab"]
     assert [server["command"], *server["args"]] == [str(python), "-I", str(BRIDGE)]
     assert server["env"] == {"RSILAB_MCP_SOCKET": str(SOCKET)}
+    assert not (tmp_path / "bin" / LAUNCHER.name).exists() and not (tmp_path / NET.name).exists()
+
+
+def test_endpoints_add_the_launcher_its_config_and_a_hosts_file(tmp_path: Path) -> None:
+    python = Path("/opt/runtime/bin/python")
+    served = plan(["llm.test:443", "localhost:8000"])
+    write_inside(tmp_path, python, served)
+    launcher = tmp_path / "bin" / LAUNCHER.name
+    assert stat.S_IMODE(launcher.stat().st_mode) == 0o755
+    assert "def splice(" in launcher.read_text()
+    net = tmp_path / NET.name
+    assert stat.S_IMODE(net.stat().st_mode) == 0o755
+    relays = json.loads((net / "relays.json").read_text())
+    assert [(r["listen"], r["port"], r["socket"]) for r in relays] == [
+        (["127.77.0.1"], 443, f"{NET}/llm.test_443.sock"),
+        (["127.0.0.1", "::1"], 8000, f"{NET}/localhost_8000.sock"),
+    ]
+    assert (net / "hosts").read_text() == BASE_HOSTS + "127.77.0.1 llm.test\n"
+    assert stat.S_IMODE((net / "hosts").stat().st_mode) == 0o444
+
+    options = AgentOptions(argv=("agent", "-p", "x"), campaign="latest", llm_endpoints=("a:1",))
+    assert sandbox_argv(options, python, served) == (
+        str(python),
+        "-I",
+        str(LAUNCHER),
+        f"{NET}/relays.json",
+        "--",
+        "agent",
+        "-p",
+        "x",
+    )
+    assert sandbox_argv(options, python, ()) == ("agent", "-p", "x")
+
+
+def test_endpoints_are_checked_with_the_other_options() -> None:
+    options = AgentOptions(argv=("a",), campaign="latest", llm_endpoints=("https://h.test",))
+    with pytest.raises(UserError, match="is a URL") as caught:
+        check_options(options)
+    assert caught.value.hint is not None and "h.test:443" in caught.value.hint
 
 
 def test_the_agents_environment(campaign: Campaign) -> None:
@@ -71,3 +115,7 @@ def test_the_agents_environment(campaign: Campaign) -> None:
         "ext",
     )
     assert env["MODEL"] == "m"
+    assert "RSILAB_LLM_ENDPOINTS" not in env
+    served = plan(["llm.test:443", "[::1]:8000"])
+    env = agent_env(options, campaign, Path("/opt/runtime/bin/python"), served)
+    assert env["RSILAB_LLM_ENDPOINTS"] == "llm.test:443 [::1]:8000"

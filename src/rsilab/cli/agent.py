@@ -106,6 +106,15 @@ def agent(
             show_default=False,
         ),
     ] = None,
+    llm_endpoint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--llm-endpoint",
+            metavar="HOST:PORT",
+            help="An LLM endpoint the agent may reach (repeatable, up to 8); nothing else is.",
+            show_default=False,
+        ),
+    ] = None,
     lab: LabOption = None,
 ) -> None:
     """Run an external agent's CMD inside the sandbox, as a Worker of a campaign.
@@ -115,6 +124,10 @@ def agent(
     $RSILAB_MCP_COMMAND and $RSILAB_MCP_CONFIG name them), and nothing else: no network,
     no lab, no private data. Every tool call is checked and recorded as with `rsilab mcp`.
     Needs bubblewrap: without it, this refuses rather than run CMD unconfined.
+
+    With --llm-endpoint HOST:PORT, the agent can reach that endpoint (and only it) at the
+    same HOST:PORT inside, so its usual base URL works; bytes are relayed untouched (TLS
+    stays end to end) and each connection is recorded in the ledger.
 
     CMD's stdin is empty (run the agent headless); its output streams here. The exit
     status is CMD's, 128+N if signal N ended it, 137 if a limit did.
@@ -137,6 +150,7 @@ def agent(
         memory_mb=_megabytes("--memory", memory),
         disk_mb=_megabytes("--disk", disk),
         env=_env(env or []),
+        llm_endpoints=tuple(llm_endpoint or ()),
     )
     try:
         result = run_agent(options, _relay)

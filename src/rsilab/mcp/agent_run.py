@@ -3,8 +3,9 @@
 The command (CMD) runs in :class:`~rsilab.sandbox.BwrapSandbox` with two ways out and no
 others: its workspace (read-write, at :data:`WORKSPACE`), and the Experiment OS served over
 MCP on a Unix socket that is bound into the sandbox. No network (a new network namespace with
-loopback only), and the lab, its ledger keys and the task's private data files are not
-visible, even where the workspace holds them. What CMD finds at ``/rsilab`` (read-only):
+loopback only; a third way out, to its own LLM endpoints, only when asked for: see below),
+and the lab, its ledger keys and the task's private data files are not visible, even where
+the workspace holds them. What CMD finds at ``/rsilab`` (read-only):
 
 - ``/rsilab/mcp.sock``: the socket; each connection is one MCP session as ``--role`` on the
   campaign, every call role-checked, validated and recorded (:mod:`rsilab.mcp.socket_server`).
@@ -14,8 +15,17 @@ visible, even where the workspace holds them. What CMD finds at ``/rsilab`` (rea
   (e.g. ``claude --mcp-config /rsilab/mcp.json``).
 
 and in its environment: ``RSILAB_MCP_SOCKET``, ``RSILAB_MCP_COMMAND`` (the bridge command line,
-shell-quoted), ``RSILAB_MCP_CONFIG``, ``RSILAB_WORKSPACE``, ``RSILAB_CAMPAIGN``, ``RSILAB_ROLE``
-and ``RSILAB_ACTOR``, plus what ``--env`` passes; nothing else of the caller's environment.
+shell-quoted), ``RSILAB_MCP_CONFIG``, ``RSILAB_WORKSPACE``, ``RSILAB_CAMPAIGN``, ``RSILAB_ROLE``,
+``RSILAB_ACTOR`` and, with endpoints, ``RSILAB_LLM_ENDPOINTS`` (space-separated), plus what
+``--env`` passes; nothing else of the caller's environment.
+
+With ``--llm-endpoint HOST:PORT`` (:mod:`rsilab.mcp.llm_endpoints`), CMD can also reach its own
+LLM endpoints and nothing else on the network: before CMD starts, ``/rsilab/bin/rsilab-net``
+(:mod:`rsilab.mcp.netrelay`) listens at each endpoint's place on the sandbox's loopback (the
+sandbox's ``/etc/hosts`` maps each host name there) and relays each connection, byte for byte,
+through a Unix socket in ``/rsilab/net`` to the host, which connects to HOST:PORT
+(:mod:`rsilab.mcp.llm_relay`) and records every connection in the ledger
+(:data:`NET_ACTION`: endpoint, bytes each way, seconds). TLS stays end to end.
 
 Tool path arguments are relative to the workspace root, as for every caller: the host checks
 them against the host folder, so an absolute ``/workspace/...`` path is refused (and flagged).
@@ -42,9 +52,11 @@ from pathlib import Path, PurePosixPath
 from rsilab.errors import ToolError, UserError
 from rsilab.expos import CallContext, ExperimentOS, default_registry, find_campaign
 from rsilab.expos.services import LabServices
+from rsilab.mcp.llm_endpoints import Served, hosts_file, plan, relay_config
+from rsilab.mcp.llm_relay import Connection, relay_endpoints
 from rsilab.mcp.server import build_server
 from rsilab.mcp.socket_server import socket_endpoint
-from rsilab.records import Campaign, Role
+from rsilab.records import Campaign, EventDraft, Outcome, Resources, Role
 from rsilab.sandbox import (
     WORKSPACE,
     BwrapSandbox,
@@ -55,6 +67,7 @@ from rsilab.sandbox import (
     SandboxError,
 )
 from rsilab.sandbox.select import ENV_VAR, choose_sandbox
+from rsilab.store.base import Store
 from rsilab.store.keys import key_dir
 from rsilab.store.lab import Lab
 
@@ -65,6 +78,11 @@ INSIDE = PurePosixPath("/rsilab")
 SOCKET = INSIDE / "mcp.sock"
 BRIDGE = INSIDE / "bin" / "rsilab-mcp"
 CONFIG = INSIDE / "mcp.json"
+LAUNCHER = INSIDE / "bin" / "rsilab-net"
+NET = INSIDE / "net"
+"""The endpoints' sockets, the relay's config and the hosts file shown at /etc/hosts."""
+NET_ACTION = "agent_net_connect"
+"""The ledger action of one connection to an LLM endpoint, recorded when it closes."""
 
 ROLES = (Role.WORKER, Role.REVIEWER)
 """Roles an external agent may hold. Main is not one: see :func:`check_role`."""
@@ -90,6 +108,7 @@ class AgentOptions:
         wall_s, memory_mb, disk_mb: limits of CMD's whole process tree (disk: its workspace
             and its /tmp).
         env: extra environment variables for CMD.
+        llm_endpoints: ``HOST:PORT`` of each LLM endpoint CMD may reach (see the module).
     """
 
     argv: tuple[str, ...]
@@ -102,6 +121,7 @@ class AgentOptions:
     memory_mb: int = 4096
     disk_mb: int = 2048
     env: Mapping[str, str] = field(default_factory=dict)
+    llm_endpoints: tuple[str, ...] = ()
 
 
 def check_role(role: Role) -> None:
@@ -127,7 +147,7 @@ def check_role(role: Role) -> None:
 
 
 def check_options(options: AgentOptions) -> None:
-    """Checks that need no lab: a command, a role, a name, limits, variables.
+    """Checks that need no lab: a command, a role, a name, limits, variables, endpoints.
 
     Raises:
         UserError: what is wrong, and what to pass instead.
@@ -155,6 +175,7 @@ def check_options(options: AgentOptions) -> None:
                 "pass NAME=VALUE with a NAME of letters, digits and '_' "
                 f"(not {', '.join(_RESERVED_ENV)}, which the sandbox sets)",
             )
+    plan(options.llm_endpoints)
 
 
 def require_bwrap() -> BwrapSandbox:
@@ -226,8 +247,8 @@ def hidden_paths(lab: Lab, services: LabServices, campaign: Campaign) -> tuple[P
     return (lab.path, key_dir(), *task.data_sources)
 
 
-def _bridge_source() -> bytes:
-    return resources.files("rsilab.mcp").joinpath("bridge.py").read_bytes()
+def _source(module: str) -> bytes:
+    return resources.files("rsilab.mcp").joinpath(f"{module}.py").read_bytes()
 
 
 def bridge_command(python: Path) -> list[str]:
@@ -235,14 +256,27 @@ def bridge_command(python: Path) -> list[str]:
     return [str(python), "-I", str(BRIDGE)]
 
 
-def write_inside(folder: Path, python: Path) -> None:
-    """Fill ``folder`` (shown at :data:`INSIDE`) with the bridge and the MCP config; readable
-    and traversable by the sandbox user, writable by no one there (the bind is read-only)."""
+def write_inside(folder: Path, python: Path, served: Sequence[Served] = ()) -> None:
+    """Fill ``folder`` (shown at :data:`INSIDE`) with the bridge and the MCP config, and, with
+    endpoints, the launcher and :data:`NET` (its config and the hosts file); readable and
+    traversable by the sandbox user, writable by no one there (the bind is read-only)."""
     folder.chmod(0o755)
     (folder / "bin").mkdir(mode=0o755)
-    bridge = folder / "bin" / BRIDGE.name
-    bridge.write_bytes(_bridge_source())
-    bridge.chmod(0o755)
+    programs = {BRIDGE.name: "bridge", **({LAUNCHER.name: "netrelay"} if served else {})}
+    for name, module in programs.items():
+        program = folder / "bin" / name
+        program.write_bytes(_source(module))
+        program.chmod(0o755)
+    if served:
+        net = folder / NET.name
+        net.mkdir(mode=0o755)
+        files = {
+            "relays.json": json.dumps(relay_config(served, NET), indent=2) + "\n",
+            "hosts": hosts_file(served),
+        }
+        for name, text in files.items():
+            (net / name).write_text(text)
+            (net / name).chmod(0o444)
     command = bridge_command(python)
     config = {
         "mcpServers": {
@@ -258,9 +292,40 @@ def write_inside(folder: Path, python: Path) -> None:
     (folder / CONFIG.name).chmod(0o644)
 
 
-def agent_env(options: AgentOptions, campaign: Campaign, python: Path) -> dict[str, str]:
-    """CMD's environment: where things are, who it is, and ``options.env``."""
+def sandbox_argv(options: AgentOptions, python: Path, served: Sequence[Served]) -> tuple[str, ...]:
+    """What the sandbox runs: CMD, behind the launcher when there are endpoints to serve."""
+    if not served:
+        return tuple(options.argv)
+    config = NET / "relays.json"
+    return (str(python), "-I", str(LAUNCHER), str(config), "--", *options.argv)
+
+
+def check_ports(served: Sequence[Served], sandbox: BwrapSandbox) -> None:
+    """Refuse ports below 1024 where the sandbox user cannot listen on them.
+
+    As root, the sandbox lets its user bind any port in the job's own network namespace;
+    without root, the sandbox runs in a user namespace that keeps the kernel's default.
+
+    Raises:
+        UserError: naming the endpoints, and what to do instead.
+    """
+    low = [str(s.endpoint) for s in served if s.endpoint.port < 1024]
+    if low and not sandbox.root:
+        raise UserError(
+            f"--llm-endpoint {', '.join(low)}: without root, the sandbox cannot listen on "
+            "ports below 1024, so the agent could not reach it at that port",
+            "run `rsilab agent` as root, or serve the LLM on a port from 1024 up "
+            "(e.g. a local proxy on localhost:8443) and give that",
+        )
+
+
+def agent_env(
+    options: AgentOptions, campaign: Campaign, python: Path, served: Sequence[Served] = ()
+) -> dict[str, str]:
+    """CMD's environment: where things are, who it is, its endpoints and ``options.env``."""
     env = dict(options.env)
+    if served:
+        env["RSILAB_LLM_ENDPOINTS"] = " ".join(str(s.endpoint) for s in served)
     env.update(
         RSILAB_MCP_SOCKET=str(SOCKET),
         RSILAB_MCP_COMMAND=shlex.join(bridge_command(python)),
@@ -317,6 +382,7 @@ def run_agent(options: AgentOptions, relay: Callable[[int, bytes], None]) -> Run
             sandbox = require_bwrap()
             try:
                 check_command(options.argv[0], sandbox)
+                check_ports(plan(options.llm_endpoints), sandbox)
                 ctx = CallContext(options.actor, options.role, campaign.id, workspace)
                 expos = ExperimentOS(lab.store, lab.artifacts, default_registry(), services)
                 return _confined(options, campaign, ctx, expos, sandbox, hidden, relay)
@@ -324,6 +390,30 @@ def run_agent(options: AgentOptions, relay: Callable[[int, bytes], None]) -> Run
                 sandbox.close()
         finally:
             services.close(wait=True)  # let a proposal being judged reach its verdict
+
+
+def recorder(store: Store, ctx: CallContext) -> Callable[[Connection], None]:
+    """Record each ended connection to an endpoint as a :data:`NET_ACTION` event of the
+    agent, on its campaign: the endpoint, bytes each way and how long (its ``wall_s``)."""
+
+    def record(done: Connection) -> None:
+        if done.error is None:
+            what = f"{done.sent} bytes sent, {done.received} received"
+        else:
+            what = f"not reached: {done.error}"
+        store.commit(
+            EventDraft(
+                actor=ctx.actor,
+                role=str(ctx.role),
+                action=NET_ACTION,
+                campaign_id=ctx.campaign_id,
+                outcome=Outcome.OK if done.error is None else Outcome.ERROR,
+                detail=f"{done.endpoint}: {what}",
+                cost=Resources(wall_s=round(done.seconds, 3)),
+            )
+        )
+
+    return record
 
 
 def _confined(
@@ -346,20 +436,28 @@ def _confined(
         disk_mb=options.disk_mb,
         file_mb=min(options.disk_mb, 1024),
     )
+    served = plan(options.llm_endpoints)
     with tempfile.TemporaryDirectory(prefix="rsilab-agent-") as tmp:
         folder = Path(tmp)
-        write_inside(folder, python)
+        write_inside(folder, python, served)
+        mounts = [Mount(folder, Path(INSIDE))]
+        if served:
+            mounts.append(Mount(folder / NET.name / "hosts", Path("/etc/hosts")))
         spec = RunSpec(
-            argv=tuple(options.argv),
+            argv=sandbox_argv(options, python, served),
             workspace=ctx.workspace,
             limits=limits,
-            env=agent_env(options, campaign, python),
-            mounts=(Mount(folder, Path(INSIDE)),),
+            env=agent_env(options, campaign, python, served),
+            mounts=tuple(mounts),
             hidden=tuple(hidden),
             on_output=relay,
         )
         owner = (sandbox.uid, sandbox.gid)  # the user CMD runs as: the only one to connect
-        with socket_endpoint(folder / SOCKET.name, lambda: build_server(expos, ctx), owner):
+        endpoints = [s.endpoint for s in served]
+        with (
+            socket_endpoint(folder / SOCKET.name, lambda: build_server(expos, ctx), owner),
+            relay_endpoints(folder / NET.name, endpoints, recorder(expos.store, ctx), owner),
+        ):
             log.info(
                 "running %s as %s (%s) on %s", options.argv[0], ctx.actor, ctx.role, ctx.campaign_id
             )

@@ -5,10 +5,10 @@ Visible to a job: /usr (and the /bin, /lib, /lib64, /sbin links or folders), a g
 resolv.conf), the Python the runtime venv was made from (its own site-packages masked, and its
 standard library replaced by the runtime's stripped copy: compiled ``.pyc`` files without
 sources or docstrings, see :mod:`rsilab.sandbox.runtime`), the runtime venv, a fresh /proc of
-the job's pid namespace, a minimal /dev, size-limited tmpfs /tmp and /dev/shm, extra mounts,
-and the workspace at :data:`WORKSPACE` (the only writable host folder). Folders bwrap creates
-on the way to a bind get mode 0755, so an unprivileged uid can reach a path whose host parents
-it could not (e.g. a Python under /root).
+the job's pid namespace, a minimal /dev, size-limited tmpfs /tmp and /dev/shm, extra mounts
+(a read-only file may replace /etc/hosts), and the workspace at :data:`WORKSPACE` (the only
+writable host folder). Folders bwrap creates on the way to a bind get mode 0755, so an
+unprivileged uid can reach a path whose host parents it could not (e.g. a Python under /root).
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ _ETC_FROM_HOST = ("ld.so.cache", "localtime", "alternatives")
 _SYSTEM_PYTHON_LIBS = ("/usr/lib", "/usr/local/lib")
 """Where a system Python keeps its stdlib and packages (``python3*`` folders, masked)."""
 _RESERVED = ("/usr", "/etc", "/proc", "/dev", "/workspace", "/bin", "/lib", "/lib64", "/sbin")
+_REPLACEABLE = (PurePosixPath("/etc/hosts"),)
+"""Generated files a read-only mount of a file may replace (``rsilab agent`` maps an LLM
+endpoint's host name to its relay on the job's loopback)."""
 
 
 _BUNDLED_ROOTS = ("/usr/lib", "/usr/local", "/usr/share", "/usr/libexec")
@@ -168,7 +171,8 @@ class Layout:
         exists = {*frozen, PurePosixPath("/tmp")}
         for mount in spec.mounts:
             target, source = PurePosixPath(mount.target), Path(mount.source).resolve()
-            if target == PurePosixPath("/") or _under(target, frozen):
+            replaces = target in _REPLACEABLE and not mount.writable and source.is_file()
+            if target == PurePosixPath("/") or (_under(target, frozen) and not replaces):
                 raise ValueError(f"mount target {target} would cover a system path")
             args += parents_of([Path(target)], exists=exists, frozen=frozen)
             args += ["--bind" if mount.writable else "--ro-bind", str(source), str(target)]

@@ -4,11 +4,12 @@ How one job starts (as root): a tiny ``sh`` gate blocks on a first stdin line un
 process has put it into the job's cgroups, then execs ``prlimit`` (core 0, file size, open
 files), which execs ``bwrap``. bwrap unshares the ipc, pid, net, uts and cgroup namespaces -
 not the user namespace: one made by root would map the job's uid to host root - builds the
-filesystem of :mod:`rsilab.sandbox._bwrap_args`, and runs ``setpriv``, which drops to the
-sandbox uid/gid with no groups, capabilities or new privileges before exec-ing the job. So
-the job is an ordinary unprivileged host uid, and every process it makes stays in the
-cgroups, which cap memory (and swap) and processes, count CPU time, and freeze the tree to
-kill it. The workspace is lent to the sandbox uid for the run (see ``_ownership``).
+filesystem of :mod:`rsilab.sandbox._bwrap_args`, lets unprivileged users bind any port in the
+job's own network namespace, and runs ``setpriv``, which drops to the sandbox uid/gid with no
+groups, capabilities or new privileges before exec-ing the job. So the job is an ordinary
+unprivileged host uid, and every process it makes stays in the cgroups, which cap memory (and
+swap) and processes, count CPU time, and freeze the tree to kill it. The workspace is lent to
+the sandbox uid for the run (see ``_ownership``).
 
 Without root (no cgroups, no uid switch), bwrap makes a user namespace, the job keeps the
 caller's uid, and limits fall back to per-process rlimits plus killing bwrap (its pid
@@ -57,6 +58,10 @@ NOBODY = 65534
 _GATE = 'read -r go && [ "$go" = go ] || exit 125; exec "$@"'
 _NAMESPACES = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
 _SETPRIV_CAPS = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+# Still root inside, in the job's own network namespace (loopback only): let the sandbox user
+# bind ports below 1024 there, so `rsilab agent` can serve an LLM endpoint's port 443 on it.
+# It reaches nothing more; where /proc/sys is read-only the job simply keeps the default.
+_LOW_PORTS = '{ echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start; } 2>/dev/null; exec "$@"'
 _NO_CGROUP_NOTE = "no cgroups: limits hold per process (rlimits), not for the whole tree"
 
 
@@ -199,7 +204,8 @@ class BwrapSandbox(Sandbox):
             args += ["--setenv", name, value]
         args += layout.args + layout.job_args(spec, workspace, (*self.hidden, *spec.hidden))
         if self.root:
-            args += [*_SETPRIV_CAPS, "--", self._tools["setpriv"], f"--reuid={self.uid}"]
+            args += [*_SETPRIV_CAPS, "--", "/bin/sh", "-c", _LOW_PORTS, "rsilab-ports"]
+            args += [self._tools["setpriv"], f"--reuid={self.uid}"]
             args += [f"--regid={self.gid}", "--clear-groups", "--inh-caps=-all"]
             args += ["--bounding-set=-all", "--no-new-privs"]
         args += ["--", *spec.argv]
