@@ -2,24 +2,69 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from rsilab.records import Campaign, CampaignLease, Intent, lease_id
+from rsilab.store import Lab
 from tests.cli.helpers import explain, rsilab
 
 
-def test_run_prints_progress_lineage_and_measures(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture(autouse=True)
+def _process_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RSILAB_SANDBOX", "process")
+
+
+def test_run_prints_progress_lineage_and_measures(tmp_path: Path) -> None:
     lab = tmp_path / "lab"
     assert rsilab("init", "--lab", lab).exit_code == 0
-    ran = rsilab("run", "synthetic", "--budget", "experiments=4", "--lab", lab)
+    ran = rsilab("run", "synthetic", "--budget", "experiments=4", "--workers", "2", "--lab", lab)
     assert ran.exit_code == 0, explain(ran)
     assert "experiment 4/4" in ran.stdout and "H0/M0" in ran.stdout
     assert "lock-in:" in ran.stdout and "[finished]" in ran.stdout
-    again = rsilab("resume", "latest", "--lab", lab)
-    assert again.exit_code == 0 and "nothing to do" in again.stdout, explain(again)
     other = rsilab("run", "synthetic", "--agents", "llm", "--lab", lab)
     assert other.exit_code == 1 and "not available yet" in other.stderr
+
+
+def test_resume_says_a_finished_campaign_is_final(tmp_path: Path) -> None:
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    assert rsilab("run", "synthetic", "--budget", "experiments=2", "--lab", lab).exit_code == 0
+    again = rsilab("resume", "latest", "--budget", "experiments=5", "--lab", lab)
+    assert again.exit_code == 0, explain(again)
+    assert "nothing to do" in again.stdout and "rsilab run synthetic" in again.stdout
+    assert "--budget extends only a stopped campaign" in again.stdout
+    helped = " ".join(rsilab("resume", "--help").stdout.split())
+    assert "Continue a stopped campaign" in helped and "A finished campaign is final" in helped
+
+
+def test_ctrl_c_stops_the_campaign_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    argv = [sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
+    argv += ["--budget", "experiments=20", "--lab", str(lab)]
+    with (
+        Lab.open(lab) as opened,
+        subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ)
+        ) as child,
+    ):
+        deadline = time.monotonic() + 60
+        while not any(i.key == "exp:2" for i in opened.store.query_as(Intent)):
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        child.send_signal(signal.SIGINT)  # one Ctrl-C: what runs finishes, nothing new starts
+        out, _ = child.communicate(timeout=120)
+        [campaign] = opened.store.query_as(Campaign)
+        lease = opened.store.get_as(lease_id(campaign.id), CampaignLease)
+    text = out.decode()
+    assert child.returncode == 0, text
+    assert "finish first" in text and f"rsilab resume {campaign.id}" in text
+    assert campaign.state == "stopped" and lease.released_at is not None
+    assert "experiment 20/20" not in text

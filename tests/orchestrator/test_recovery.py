@@ -16,11 +16,17 @@ import pytest
 from rsilab.expos import open_campaign
 from rsilab.orchestrator.intents import DoneIntent, begin, complete, pending_intents
 from rsilab.orchestrator.lease import Lease, LeaseLost, acquire_lease
-from rsilab.orchestrator.recovery import INTERRUPTED_ERROR, RecoveryReport, recover_campaign
+from rsilab.orchestrator.recovery import (
+    INTERRUPTED_ERROR,
+    INTERRUPTED_SUMMARY,
+    RecoveryReport,
+    recover_campaign,
+)
 from rsilab.records import (
     Direction,
     EventDraft,
     Experiment,
+    ExperimentState,
     Intent,
     IntentState,
     Job,
@@ -62,7 +68,9 @@ def test_recovery_interrupts_unfinished_jobs_and_lists_pending_intents(lab: Lab)
     report = recover_campaign(lab.store, acquire_lease(lab.store, campaign_id))
     assert report.interrupted_job_ids == [j.id for j in jobs]
     assert [i.key for i in report.pending] == ["a"] and report.done_intents == 1
-    assert "2 job(s) interrupted, 1 intent(s) to re-run, 1 done" in report.summary()
+    assert "2 job(s) interrupted, 0 experiment(s) closed, 1 intent(s) to re-run, 1 done" in (
+        report.summary()
+    )
     for job in jobs:
         stored = lab.store.get_as(job.id, Job)
         assert stored.status is JobStatus.INTERRUPTED and stored.error == INTERRUPTED_ERROR
@@ -83,6 +91,43 @@ def test_recovery_again_changes_nothing(lab: Lab) -> None:
     assert recover_campaign(lab.store, lease).interrupted_job_ids == []
     actions = [e.action for e in lab.store.events(campaign_id=campaign_id)]
     assert actions.count("jobs_interrupted") == 1
+
+
+def test_recovery_closes_the_experiments_a_dead_runner_left_open(lab: Lab) -> None:
+    campaign_id, direction_id = _setup(lab.store)
+    left = [
+        Experiment(campaign_id=campaign_id, direction_id=direction_id, state=state)
+        for state in (ExperimentState.CREATED, ExperimentState.RUNNING)
+    ]
+    ended = Experiment(
+        campaign_id=campaign_id, direction_id=direction_id, state=ExperimentState.SUCCEEDED
+    )
+    lab.store.commit(EventDraft(actor="t", role="worker", action="test"), [*left, ended])
+    lease = acquire_lease(lab.store, campaign_id)
+    report = recover_campaign(lab.store, lease)
+    assert report.closed_experiment_ids == [e.id for e in left]
+    for exp in left:
+        stored = lab.store.get_as(exp.id, Experiment)
+        assert stored.state is ExperimentState.CANCELLED and stored.finished_at is not None
+        assert stored.summary_text == INTERRUPTED_SUMMARY
+    assert lab.store.get_as(ended.id, Experiment).state is ExperimentState.SUCCEEDED
+    assert recover_campaign(lab.store, lease).closed_experiment_ids == []
+    actions = [e.action for e in lab.store.events(campaign_id=campaign_id)]
+    assert actions.count("experiments_interrupted") == 1
+    assert verify_store(lab.store, None).ok
+
+
+def test_recovery_leaves_open_the_experiments_the_runner_continues(lab: Lab) -> None:
+    campaign_id, direction_id = _setup(lab.store)
+    kept, other = (
+        Experiment(campaign_id=campaign_id, direction_id=direction_id, description=d)
+        for d in ("[exp:4] search", "[exp:5] search")
+    )
+    lab.store.commit(EventDraft(actor="t", role="worker", action="test"), [kept, other])
+    lease = acquire_lease(lab.store, campaign_id)
+    report = recover_campaign(lab.store, lease, keep_open=lambda e: e.id == kept.id)
+    assert report.closed_experiment_ids == [other.id]
+    assert not lab.store.get_as(kept.id, Experiment).is_finished()
 
 
 def test_recovery_needs_the_lease(lab: Lab) -> None:

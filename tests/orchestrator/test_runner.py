@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from rsilab.orchestrator.dag import ResearchDag
-from rsilab.orchestrator.runner import Progress, run_campaign
+from rsilab.orchestrator.runner import Progress, StopRequest, run_campaign
 from rsilab.records import Campaign, Experiment, Review
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task
+from tests.orchestrator.runner_checks import check_campaign
 
 
 @pytest.fixture(autouse=True)
@@ -45,3 +46,45 @@ def test_an_interrupted_campaign_resumes_without_repeating(lab: Lab) -> None:
     exps = lab.store.query_as(Experiment, campaign_id=first.campaign_id)
     assert len(exps) == 8
     assert verify_store(lab.store, None).problems == []
+
+
+def test_parallel_workers_share_the_budget_without_overshooting_it(lab: Lab) -> None:
+    seen: list[Progress] = []
+    result = run_campaign(
+        lab, get_task("synthetic"), budget=Budget(experiments=9), workers=3, on_progress=seen.append
+    )
+    assert result.state == "finished" and result.experiments == 9
+    check_campaign(lab.store, result.campaign_id, 9)
+    assert max(p.running for p in seen) >= 2  # experiments did run side by side
+    assert all(p.experiments + p.running <= 9 for p in seen)
+    assert {e.created_by for e in lab.store.query_as(Experiment)} >= {"worker-1", "worker-2"}
+    done = [p.experiments for p in seen if p.kind == "experiment"]
+    assert done == list(range(1, 10))
+
+
+def test_reviews_decide_the_main_agents_next_move(lab: Lab) -> None:
+    result = run_campaign(lab, get_task("synthetic"), budget=Budget(experiments=14))
+    m = result.measures
+    assert m is not None and m.reviews_acted_on >= 3
+    assert m.review_influence is not None and m.review_influence >= 0.75
+    assert m.verifications >= 1  # a review asked for one, and Main grew it
+
+
+def test_a_stopped_campaign_resumes_with_a_larger_budget(lab: Lab) -> None:
+    stop = StopRequest()
+
+    def ctrl_c(progress: Progress) -> None:
+        if progress.kind == "experiment" and progress.experiments == 2:
+            stop.request()  # the running experiments finish, no new one starts
+
+    task = get_task("synthetic")
+    first = run_campaign(
+        lab, task, budget=Budget(experiments=6), workers=2, on_progress=ctrl_c, stop=stop
+    )
+    assert first.state == "stopped" and 2 <= first.experiments < 6
+    assert all(e.is_finished() for e in lab.store.query_as(Experiment))
+    resumed = run_campaign(lab, task, budget=Budget(experiments=7), campaign_id=first.campaign_id)
+    assert resumed.state == "finished"
+    check_campaign(lab.store, first.campaign_id, 7)
+    campaign = lab.store.get_as(first.campaign_id, Campaign)
+    assert Budget.model_validate(campaign.settings["budget"]).experiments == 7  # recorded

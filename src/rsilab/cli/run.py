@@ -1,8 +1,19 @@
-"""``rsilab run`` and ``rsilab resume``: a campaign driven by the built-in policy."""
+"""``rsilab run`` and ``rsilab resume``: a campaign, shown live while it runs.
+
+On a terminal the campaign is drawn as a live view (:mod:`rsilab.cli._live`); otherwise each
+step prints one progress line. Ctrl-C stops cleanly: the first lets the running experiments
+finish, the second cancels them, a third aborts at once; the campaign is left ``stopped``
+and ``rsilab resume`` continues it.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import contextlib
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
@@ -11,10 +22,18 @@ from rsilab.cli._common import LabOption, stdout_console
 from rsilab.errors import UserError
 from rsilab.store import Lab
 
-AGENTS = ("builtin",)
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.live import Live
+
+    from rsilab.cli._live import LiveView
+    from rsilab.orchestrator.runner import CampaignResult, Progress, StopRequest
+    from rsilab.tasks import Budget, Task
+
+AGENTS_HELP = "Who decides: builtin (no LLM), openai:MODEL or anthropic:MODEL."
 
 
-def _budget(text: str | None, default: object) -> object:
+def _budget(text: str | None, default: object) -> Budget:
     from rsilab.tasks import Budget
     from rsilab.tasks._budget import parse_budget
 
@@ -27,75 +46,172 @@ def _budget(text: str | None, default: object) -> object:
         raise UserError(f"bad --budget: {exc}", "e.g. --budget experiments=40,wall=20m") from exc
 
 
+def _check_agents(agents: str) -> None:
+    if agents != "builtin" and not agents.startswith(("openai:", "anthropic:")):
+        raise UserError(
+            f"--agents {agents}: not available yet",
+            "use --agents builtin, openai:MODEL or anthropic:MODEL",
+        )
+
+
 def run(
     task_ref: Annotated[str, typer.Argument(metavar="TASK", help="Task name.")],
-    agents: Annotated[str, typer.Option("--agents", help="Policy: builtin.")] = "builtin",
-    workers: Annotated[int, typer.Option("--workers", min=1, help="Workers.")] = 1,
+    agents: Annotated[str, typer.Option("--agents", help=AGENTS_HELP)] = "builtin",
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Experiments run at once, each by a Worker.")
+    ] = 1,
     budget: Annotated[
-        str | None, typer.Option("--budget", help="e.g. experiments=40,wall=20m.")
+        str | None, typer.Option("--budget", help="e.g. experiments=40,wall=20m,tokens=2M.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed.")] = 0,
     lab: LabOption = None,
 ) -> None:
-    """Run a campaign on TASK with the built-in (no-LLM) Main, Workers and Reviewer."""
+    """Run a campaign on TASK: a Main agent, up to --workers Workers and a Reviewer.
+
+    Ctrl-C stops it cleanly (once: running experiments finish; twice: they are cancelled);
+    `rsilab resume CAMPAIGN` continues it.
+    """
     from rsilab.tasks import load_task
 
-    if agents not in AGENTS:
-        raise UserError(f"--agents {agents}: not available yet", "use --agents builtin")
+    _check_agents(agents)
     task = load_task(task_ref)
-    _drive(lab, task.name, _budget(budget, task.budget), workers, seed, None)
+    _drive(lab, task, _budget(budget, task.budget), agents, workers, seed, None)
 
 
 def resume(
     campaign: Annotated[str, typer.Argument(metavar="CAMPAIGN", help="Campaign id or latest.")],
     budget: Annotated[
-        str | None, typer.Option("--budget", help="e.g. experiments=60 to extend it.")
+        str | None,
+        typer.Option("--budget", help="A new budget for a stopped campaign, e.g. experiments=60."),
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Default: as it was started.")
     ] = None,
     lab: LabOption = None,
 ) -> None:
-    """Continue a stopped (or, with a larger --budget, a finished) campaign."""
+    """Continue a stopped campaign (Ctrl-C, wall budget, crash) where it left off.
+
+    Nothing done is repeated and nothing begun is lost. A finished campaign is final: its
+    records do not change, so there is nothing to resume (start a new one with `rsilab run`).
+    --budget replaces a stopped campaign's budget, for instance to give it more experiments.
+    """
     from rsilab.expos.campaigns import find_campaign
     from rsilab.orchestrator.campaign_run import task_of
 
     with Lab.open(lab) as opened:
         found = find_campaign(opened.store, campaign)
+    if found.is_finished():
+        console = stdout_console()
+        console.print(
+            Text(
+                f"campaign {found.id} is {found.state}: nothing to do (the records of a "
+                f"finished campaign are final). Start a new one with "
+                f"`rsilab run {found.task.name}`.",
+            ),
+            soft_wrap=True,
+        )
+        if budget is not None:
+            console.print(Text("--budget extends only a stopped campaign.", "yellow"))
+        return
     task = task_of(found)
     stored = found.settings.get("budget", task.budget)
-    workers = int(found.settings.get("workers", 1))
+    agents = str(found.settings.get("agents", "builtin"))
+    chosen = workers or int(found.settings.get("workers", 1))
     seed = int(found.settings.get("seed", 0))
-    _drive(lab, task.name, _budget(budget, stored), workers, seed, found.id)
+    _drive(lab, task, _budget(budget, stored), agents, chosen, seed, found.id)
 
 
 def _drive(
-    lab_path: object, task_name: str, budget: object, workers: int, seed: int, cid: str | None
+    lab_path: Path | None,
+    task: Task,
+    budget: Budget,
+    agents: str,
+    workers: int,
+    seed: int,
+    cid: str | None,
 ) -> None:
-    from pathlib import Path
-
-    from rsilab.cli.versions import _versions_table
-    from rsilab.controller.lineage import find_lineage, lineage_versions
-    from rsilab.orchestrator.runner import Progress, run_campaign
-    from rsilab.tasks import Budget, get_task
+    from rsilab.cli._live import LiveView
+    from rsilab.orchestrator.runner import StopRequest
 
     console = stdout_console()
-    task = get_task(task_name)
-    assert isinstance(budget, Budget)
+    stop = StopRequest()
 
-    def show(p: Progress) -> None:
+    def line(p: Progress) -> None:
         console.print(Text(p.message), soft_wrap=True)
 
-    path = lab_path if isinstance(lab_path, Path) or lab_path is None else Path(str(lab_path))
-    with Lab.open(path) as opened:
-        result = run_campaign(
-            opened,
-            task,
-            budget=budget,
-            workers=workers,
-            seed=seed,
-            on_progress=show,
-            campaign_id=cid,
-        )
-        found = find_lineage(opened.store, task.name, "main")
-        members = lineage_versions(opened.store, found) if found is not None else []
+    with Lab.open(lab_path) as opened:
+        show: Callable[[Progress], None] = line
+        live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
+        if console.is_terminal:
+            view = LiveView(
+                opened.store, task, budget, campaign_id=cid, agents=agents, workers=workers
+            )
+            view.refresh()
+            show, live = view.update, _live(console, view)
+        with live, _ctrl_c(stop, agents == "builtin"):
+            result = _start(opened, task, budget, agents, workers, seed, cid, show, stop)
+        _summary(console, opened, task, result)
+
+
+def _start(
+    lab: Lab,
+    task: Task,
+    budget: Budget,
+    agents: str,
+    workers: int,
+    seed: int,
+    cid: str | None,
+    show: Callable[[Progress], None],
+    stop: StopRequest,
+) -> CampaignResult:
+    from rsilab.orchestrator.runner import run_campaign
+
+    kwargs: dict[str, Any] = {
+        "budget": budget,
+        "workers": workers,
+        "seed": seed,
+        "on_progress": show,
+        "campaign_id": cid,
+    }
+    if agents == "builtin":
+        return run_campaign(lab, task, stop=stop, **kwargs)
+    from rsilab.orchestrator.llm_runner import run_llm_campaign
+
+    result: CampaignResult = run_llm_campaign(lab, task, agents=agents, **kwargs)
+    return result
+
+
+def _live(console: Console, view: LiveView) -> Live:
+    from rich.live import Live
+
+    return Live(view, console=console, refresh_per_second=2, transient=False)
+
+
+@contextlib.contextmanager
+def _ctrl_c(stop: StopRequest, graceful: bool) -> Iterator[None]:
+    """SIGINT asks ``stop`` to stop (then to cancel; the third aborts), where the runner
+    honours it (``graceful``) and this is the main thread; otherwise Python's default."""
+    if not graceful or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.request() >= 3:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _summary(console: Console, lab: Lab, task: Task, result: CampaignResult) -> None:
+    from rsilab.cli.versions import _versions_table
+    from rsilab.controller.lineage import find_lineage, lineage_versions
+
+    found = find_lineage(lab.store, task.name, "main")
+    members = lineage_versions(lab.store, found) if found is not None else []
     console.print(
         Text(
             f"campaign {result.campaign_id} [{result.state}]: {result.experiments} "

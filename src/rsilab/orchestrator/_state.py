@@ -2,10 +2,11 @@
 
 The runner keeps no state of its own between steps: experiments done are the done intents
 keyed ``exp:<n>`` (their results hold the experiment id, direction, config and dev target
-score), the current reference (what the lineage head scores on dev) is the result of the last
-accepted proposal (else of the campaign's first experiment, which runs the head's config),
-and which knobs a direction may change is written in its plan (``knobs: a, b``). So a resumed
-campaign sees exactly what the stopped one had done.
+score), experiments begun and not done are the pending ones (in flight, or interrupted by a
+crash and to be run again as a new attempt), the current reference (what the lineage head
+scores on dev) is the result of the last accepted proposal (else of the campaign's first
+experiment, which runs the head's config), and which knobs a direction may change is written
+in its plan (``knobs: a, b``). So a resumed campaign sees exactly what the stopped one had done.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rsilab.records import (
     Evaluation,
     Intent,
     IntentState,
+    Review,
     Verdict,
 )
 from rsilab.store import Store
@@ -54,6 +56,8 @@ class Run:
     direction_id: str
     config: dict[str, JsonValue]
     score: float
+    failed: bool = False
+    """The experiment failed (its score is 0.0 and it has no dev evaluation)."""
 
 
 @dataclass
@@ -65,28 +69,23 @@ class CampaignView:
     ref_ids: list[str]
     ref_score: float | None
     concluded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pending: list[Intent] = field(default_factory=list)
+    """``exp:<n>`` intents begun and not done, lowest ``n`` first."""
+    last_index: int = 0
+    """The highest ``n`` of any ``exp:<n>`` intent (done, pending or abandoned)."""
 
     @classmethod
     def load(cls, store: Store, campaign_id: str) -> CampaignView:
-        """Read the DAG and the done intents of ``campaign_id``."""
+        """Read the DAG and the intents of ``campaign_id``."""
         dag = ResearchDag.load(store, campaign_id)
-        done = store.query_as(
-            Intent, campaign_id=campaign_id, fields={"state": str(IntentState.DONE)}
-        )
+        intents = store.query_as(Intent, campaign_id=campaign_id)
+        done = [i for i in intents if i.state is IntentState.DONE]
+        exps = [i for i in intents if i.key.startswith(EXP_PREFIX)]
         runs = sorted(
-            (
-                Run(
-                    int(i.key.removeprefix(EXP_PREFIX)),
-                    str(i.result["experiment_id"]),
-                    str(i.result["direction_id"]),
-                    dict(i.result["config"]),
-                    float(i.result["score"]),
-                )
-                for i in done
-                if i.key.startswith(EXP_PREFIX) and i.result
-            ),
+            (_run(i) for i in done if i.key.startswith(EXP_PREFIX) and i.result),
             key=lambda r: r.index,
         )
+        pending = sorted((i for i in exps if i.state is IntentState.PENDING), key=exp_index)
         concluded = {
             i.key.removeprefix(CONCLUDE_PREFIX): dict(i.result or {})
             for i in sorted(done, key=lambda i: i.created_at)
@@ -97,11 +96,48 @@ class CampaignView:
         for result in concluded.values():
             if result.get("accepted"):
                 ref_ids, ref_score = list(result["ref_ids"]), float(result["ref_score"])
-        return cls(dag, runs, ref_ids, ref_score, concluded)
+        last = max((exp_index(i) for i in exps), default=0)
+        return cls(dag, runs, ref_ids, ref_score, concluded, pending, last)
 
     def runs_in(self, direction_id: str) -> list[Run]:
         """The direction's finished experiments, oldest first."""
         return [r for r in self.runs if r.direction_id == direction_id]
+
+    def search_runs(self, direction_id: str) -> list[Run]:
+        """The direction's experiments a review can read: not the reference, not failed."""
+        return [
+            r
+            for r in self.runs_in(direction_id)
+            if r.experiment_id not in self.ref_ids and not r.failed
+        ]
+
+    def ref_config(self) -> dict[str, JsonValue]:
+        """The config of the reference (the head's, as the campaign ran it); {} before any."""
+        for run in self.runs:
+            if run.experiment_id in self.ref_ids[:1]:
+                return dict(run.config)
+        return {}
+
+    def latest_review(self, direction_id: str) -> Review | None:
+        """The newest review naming the direction (or reading only its experiments)."""
+        reviews = self.dag.reviews.get(direction_id, [])
+        return max(reviews, key=lambda r: r.created_at) if reviews else None
+
+    def experiment_since(self, direction_id: str, stamp: str) -> bool:
+        """True when an experiment was created in the direction after ``stamp``."""
+        return any(e.created_at > stamp for e in self.dag.experiments.get(direction_id, []))
+
+    def child_with(self, direction_id: str, relation: str) -> Direction | None:
+        """The direction's first child grown with ``relation``, if any."""
+        for edge in self.dag.edges:
+            if edge.parent_id == direction_id and str(edge.relation) == relation:
+                return self.dag.directions[edge.child_id]
+        return None
+
+    def on_hold(self, direction: Direction) -> bool:
+        """True while the direction's verify child is still open: it waits for its verdict."""
+        child = self.verify_child(direction.id)
+        return child is not None and not child.state.is_finished()
 
     def verify_child(self, direction_id: str) -> Direction | None:
         """The direction's verify child, if it has one."""
@@ -116,7 +152,7 @@ class CampaignView:
 
     def best(self, direction_id: str) -> Run | None:
         """The direction's best experiment by dev target score (the earliest of ties)."""
-        runs = self.runs_in(direction_id)
+        runs = [r for r in self.runs_in(direction_id) if not r.failed]
         return max(runs, key=lambda r: (r.score, -r.index)) if runs else None
 
     def stats(self, direction_id: str, noise_floor: float) -> DirectionStats:
@@ -138,6 +174,23 @@ class CampaignView:
             verified=self.verify_child(direction_id) is not None,
             refuted=refuted,
         )
+
+
+def exp_index(intent: Intent) -> int:
+    """The ``n`` of an ``exp:<n>`` intent."""
+    return int(intent.key.removeprefix(EXP_PREFIX))
+
+
+def _run(intent: Intent) -> Run:
+    result = intent.result or {}
+    return Run(
+        exp_index(intent),
+        str(result["experiment_id"]),
+        str(result["direction_id"]),
+        dict(result["config"]),
+        float(result["score"]),
+        bool(result.get("failed", False)),
+    )
 
 
 def dev_matrix(store: Store, experiment_ids: list[str], benchmark: str) -> list[list[float]]:

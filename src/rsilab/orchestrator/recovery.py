@@ -2,11 +2,16 @@
 
 Run it once after taking the campaign's lease and before doing anything else: jobs the dead
 runner left queued or running can no longer report, so they are marked ``interrupted`` (final;
-the work is re-run as a new job, a new attempt); intents it left pending are listed for the
-runner to carry out again under the same keys (see :mod:`rsilab.orchestrator.intents`).
+the work is re-run as a new job, a new attempt); experiments it left open are closed as
+``cancelled`` with the reason in their summary, so none stays "running" forever, except those
+the caller will continue (``keep_open``: the built-in runner runs a pending experiment's new
+attempt under the same record); intents it left pending are listed for the runner to carry out
+again under the same keys (see :mod:`rsilab.orchestrator.intents`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from pydantic import Field
 
@@ -14,6 +19,8 @@ from rsilab.orchestrator.intents import ACTOR, pending_intents
 from rsilab.orchestrator.lease import Lease
 from rsilab.records import (
     EventDraft,
+    Experiment,
+    ExperimentState,
     Intent,
     IntentState,
     Job,
@@ -25,6 +32,10 @@ from rsilab.records import (
 from rsilab.store import Store
 
 INTERRUPTED_ERROR = "the campaign runner stopped while this job was queued or running"
+INTERRUPTED_SUMMARY = (
+    "interrupted: the campaign runner stopped while this experiment was open; its work is "
+    "re-run as a new attempt"
+)
 
 
 class RecoveryReport(Model):
@@ -33,6 +44,9 @@ class RecoveryReport(Model):
     campaign_id: str = Field(description="The campaign recovered.")
     interrupted_job_ids: list[str] = Field(
         default_factory=list, description="Jobs marked interrupted, oldest first."
+    )
+    closed_experiment_ids: list[str] = Field(
+        default_factory=list, description="Open experiments closed as cancelled, oldest first."
     )
     pending: list[Intent] = Field(
         default_factory=list, description="Intents to carry out again, oldest first."
@@ -43,17 +57,26 @@ class RecoveryReport(Model):
         """One line for people."""
         return (
             f"campaign {self.campaign_id}: {len(self.interrupted_job_ids)} job(s) interrupted, "
+            f"{len(self.closed_experiment_ids)} experiment(s) closed, "
             f"{len(self.pending)} intent(s) to re-run, {self.done_intents} done"
         )
 
 
-def recover_campaign(store: Store, lease: Lease, *, actor: str = ACTOR) -> RecoveryReport:
-    """Mark the unfinished jobs of ``lease``'s campaign interrupted and list pending intents.
+def recover_campaign(
+    store: Store,
+    lease: Lease,
+    *,
+    actor: str = ACTOR,
+    keep_open: Callable[[Experiment], bool] | None = None,
+) -> RecoveryReport:
+    """Mark the unfinished jobs of ``lease``'s campaign interrupted, close its open
+    experiments, and list pending intents.
 
     ``lease`` proves this process runs the campaign: it is renewed first (raising
     :class:`~rsilab.orchestrator.lease.LeaseLost` if taken), so a live runner's jobs are never
-    marked. All jobs change in one commit with one ``jobs_interrupted`` event (none when there
-    is nothing to mark). Running it again changes nothing.
+    marked. All jobs change in one commit with one ``jobs_interrupted`` event, all experiments
+    (but those ``keep_open`` accepts) in one with one ``experiments_interrupted`` event (none
+    when there is nothing to change). Running it again changes nothing.
     """
     lease.heartbeat()
     campaign_id = lease.campaign_id
@@ -78,10 +101,47 @@ def recover_campaign(store: Store, lease: Lease, *, actor: str = ACTOR) -> Recov
             detail=", ".join(j.id for j in marked),
         )
         store.commit(draft, marked)
+    closed = _close_open_experiments(store, campaign_id, actor, stamp, keep_open)
     done = store.query_as(Intent, campaign_id=campaign_id, fields={"state": str(IntentState.DONE)})
     return RecoveryReport(
         campaign_id=campaign_id,
         interrupted_job_ids=[j.id for j in marked],
+        closed_experiment_ids=closed,
         pending=pending_intents(store, campaign_id),
         done_intents=len(done),
     )
+
+
+def _close_open_experiments(
+    store: Store,
+    campaign_id: str,
+    actor: str,
+    stamp: str,
+    keep_open: Callable[[Experiment], bool] | None,
+) -> list[str]:
+    """Close the campaign's created or running experiments as cancelled; their ids."""
+    open_ = [
+        e
+        for e in store.query_as(Experiment, campaign_id=campaign_id)
+        if not e.is_finished() and not (keep_open is not None and keep_open(e))
+    ]
+    closed = [
+        e.model_copy(
+            update={
+                "state": ExperimentState.CANCELLED,
+                "summary_text": INTERRUPTED_SUMMARY,
+                "finished_at": stamp,
+            }
+        )
+        for e in open_
+    ]
+    if closed:
+        draft = EventDraft(
+            actor=actor,
+            role=str(Role.CONTROLLER),
+            action="experiments_interrupted",
+            campaign_id=campaign_id,
+            detail=", ".join(e.id for e in closed),
+        )
+        store.commit(draft, closed)
+    return [e.id for e in closed]

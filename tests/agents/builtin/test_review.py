@@ -43,9 +43,20 @@ def test_a_gain_inside_the_noise_floor_is_inconclusive() -> None:
     finding = review_pair(a, b, noise_floor=0.05)
     assert finding.effect.low > 0.0  # the interval alone would call it a gain
     assert finding.verdict is Verdict.INCONCLUSIVE
-    assert finding.recommendation is Recommendation.VERIFY
+    assert finding.recommendation is Recommendation.CONTINUE  # below the floor: keep searching
     assert finding.within_noise
     assert review_pair(a, b, noise_floor=0.01).verdict is Verdict.SUPPORTS
+    verified = review_pair(a, b, noise_floor=0.05, verified=True)
+    assert verified.recommendation is Recommendation.STOP  # the gain did not hold
+
+
+def test_an_uncertain_gain_above_the_floor_asks_for_verification() -> None:
+    """Two seeds that disagree: a wide interval around a gain that exceeds the floor."""
+    a, b = _runs(0.56, 2, spread=0.05, seed=1), _runs(0.50, 2, spread=0.05, seed=11)
+    finding = review_pair(a, b, noise_floor=0.03)
+    assert finding.within_noise and finding.effect.value > 0.03
+    assert finding.verdict is Verdict.INCONCLUSIVE
+    assert finding.recommendation is Recommendation.VERIFY
 
 
 def test_a_gain_inside_its_own_interval_is_inconclusive() -> None:

@@ -97,6 +97,13 @@ def test_next_move_rules() -> None:
     assert _move(20, 20, 0.08) == "stop"  # budget share spent, even with a gain to verify
 
 
+def test_next_move_can_leave_verification_to_a_reviewer() -> None:
+    stats = DirectionStats("d", experiments=3, last_improvement_at=3, best_gain=0.08)
+    assert next_move(stats, noise_floor=0.05, budget=20, verify=False) == "continue"
+    stale = DirectionStats("d", experiments=9, last_improvement_at=3, best_gain=0.08)
+    assert next_move(stale, noise_floor=0.05, budget=20, patience=4, verify=False) == "branch"
+
+
 def test_stagnation_triggers_a_branch_in_a_simulated_direction() -> None:
     """A direction that gains early and then plateaus is told to branch, not to go on."""
     moves = []

@@ -43,10 +43,15 @@ def review_pair(
     The effect is :func:`~rsilab.controller.stats.paired_gain` ``(a, b, level)``; the threshold
     is ``max(noise_floor, half-width of its interval)``.
 
-    - ``|effect| < threshold``: inconclusive, within noise; recommend ``verify`` (more seeds).
+    - ``|effect| < threshold``: inconclusive, within noise. Verified (``a`` is the fresh-seed
+      re-runs): recommend ``stop``, the gain did not hold. Otherwise ``verify`` when the
+      effect still exceeds the noise floor (a gain too uncertain to judge: more seeds decide),
+      else ``continue`` (nothing to verify yet: keep searching).
     - ``effect >= threshold``: supports; ``verify`` unless ``verified`` (the gain already held
       on fresh seeds), then ``continue``.
     - ``effect <= -threshold``: refutes; recommend ``revise`` (the change made things worse).
+
+    Every recommendation names a move the Main agent can make on the direction next.
 
     ``ValueError`` for a negative noise floor and whatever ``paired_gain`` rejects.
     """
@@ -60,12 +65,14 @@ def review_pair(
         f"noise floor {noise_floor:.4f}"
     )
     if abs(effect.value) < threshold:
+        if verified:
+            rec, why = Recommendation.STOP, "the gain did not hold on fresh seeds; stop here"
+        elif effect.value > noise_floor:
+            rec, why = Recommendation.VERIFY, "re-run with more seeds before deciding"
+        else:
+            rec, why = Recommendation.CONTINUE, "nothing to verify yet; keep searching"
         return ReviewFinding(
-            Verdict.INCONCLUSIVE,
-            Recommendation.VERIFY,
-            effect,
-            True,
-            f"Within noise: {numbers}; re-run with more seeds before deciding.",
+            Verdict.INCONCLUSIVE, rec, effect, True, f"Within noise: {numbers}; {why}."
         )
     if effect.value > 0.0:
         rec = Recommendation.CONTINUE if verified else Recommendation.VERIFY

@@ -100,6 +100,7 @@ def next_move(
     noise_floor: float,
     budget: int,
     patience: int = DEFAULT_PATIENCE,
+    verify: bool = True,
 ) -> Move:
     """The Main agent's next move on a direction; the first rule that applies wins.
 
@@ -107,14 +108,15 @@ def next_move(
        a gain still unverified then is left to the campaign's final verification.
     2. ``verify``: its best gain clears the noise floor (``best_gain > noise_floor``) and has
        not been verified with fresh seeds; verifying before building on a gain keeps the
-       search from climbing on noise.
+       search from climbing on noise. Skipped with ``verify=False`` (when a Reviewer decides
+       what to verify).
     3. ``revise``: stagnating and a review refuted its evidence (the hypothesis was wrong).
     4. ``branch``: stagnating without refutation (a plateau: try a sibling idea).
     5. ``continue``: otherwise.
     """
     if stats.experiments >= budget:
         return "stop"
-    if stats.best_gain > noise_floor and not stats.verified:
+    if verify and stats.best_gain > noise_floor and not stats.verified:
         return "verify"
     if stagnating(stats, patience):
         return "revise" if stats.refuted else "branch"

@@ -1,0 +1,133 @@
+"""Concluding a verification: review the re-runs, propose when the review says so, act on it.
+
+Once a verify direction's :data:`~rsilab.orchestrator._context.VERIFY_SEEDS` re-runs are done,
+the Reviewer compares them with the reference (a review of the parent direction, ``verified``)
+and the Main agent follows its advice:
+
+- ``continue`` (the gain held): propose the config to the Host Controller, which alone
+  decides (accepted, the reference moves to the verified runs), and grow a ``continue`` child
+  of the parent: the line of work goes on from the head, accepted or not;
+- ``stop`` (the gain did not hold on fresh seeds): close the parent;
+- ``revise`` (the re-runs are worse): grow a ``revise`` child and close the parent as refuted.
+
+The verify direction is closed last. The decision is the intent ``conclude:<verify id>``; its
+result (advice, acceptance, new reference) is written before the DAG changes, and the DAG
+changes are idempotent, so a conclusion cut short is finished on resume from that result.
+A proposal uses no experiment budget.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import JsonValue
+
+from rsilab.orchestrator import intents
+from rsilab.orchestrator._context import RunContext
+from rsilab.orchestrator._moves import Moves
+from rsilab.orchestrator._review import Reviewer
+from rsilab.orchestrator._state import CONCLUDE_PREFIX, CampaignView
+from rsilab.records import Candidate, CandidateState, Direction, SystemVersion
+
+PROPOSER = "proposer"
+"""The Worker whose workspace holds proposals (not one of the experiment Workers, which may be
+busy when a conclusion is due)."""
+
+
+class Concluder:
+    """Concludes verifications (see the module docstring)."""
+
+    def __init__(self, ctx: RunContext, reviewer: Reviewer, moves: Moves) -> None:
+        self.ctx, self.reviewer, self.moves = ctx, reviewer, moves
+
+    def conclude(self, view: CampaignView, verify: Direction) -> None:
+        """Conclude ``verify`` (its re-runs are done and none is running)."""
+        parent = view.dag.directions[verify.parents[0].parent_id]
+        step = intents.begin(
+            self.ctx.store,
+            self.ctx.campaign_id,
+            f"{CONCLUDE_PREFIX}{verify.id}",
+            "conclude",
+            {"parent_id": parent.id},
+        )
+        if isinstance(step, intents.DoneIntent):
+            result = step.result
+        else:
+            result = self._decide(view, verify, parent)
+            intents.complete(self.ctx.store, step, result)
+        self._act(self.ctx.view(), verify, parent, result)
+
+    def _decide(self, view: CampaignView, verify: Direction, parent: Direction) -> dict[str, Any]:
+        runs = [r for r in view.runs_in(verify.id) if not r.failed]
+        best = view.best(parent.id)
+        assert best is not None and view.ref_score is not None
+        advice = self.reviewer.review(view, parent, runs, verified=True)
+        mean = sum(r.score for r in runs) / len(runs) if runs else 0.0
+        result: dict[str, Any] = {"accepted": False, "mean": mean, "advice": str(advice)}
+        if str(advice) == "continue" and mean > view.ref_score:
+            result |= self._propose(runs[-1].experiment_id, best.config)
+        if result.get("accepted"):
+            group: list[JsonValue] = [best.experiment_id, *(r.experiment_id for r in runs)]
+            result |= {
+                "ref_ids": group,
+                "ref_score": (best.score + sum(r.score for r in runs)) / len(group),
+            }
+        return result
+
+    def _act(
+        self, view: CampaignView, verify: Direction, parent: Direction, result: dict[str, Any]
+    ) -> None:
+        verify = view.dag.directions[verify.id]
+        parent = view.dag.directions[parent.id]
+        mean = float(result.get("mean", 0.0))
+        advice = str(result.get("advice"))
+        if advice == "continue":
+            accepted = result.get("accepted")
+            outcome = f"accepted as {result['label']}" if accepted else "not accepted"
+            self.moves.carry_on(view, parent)
+        elif advice == "revise":
+            outcome = "the re-runs are worse than the reference"
+            self.moves.replace(view, parent, "revise", f"verification refuted it; {outcome}")
+        else:
+            outcome = "the gain did not hold on fresh seeds"
+        if advice != "revise":
+            self.moves.close(parent, f"verified: {outcome}")
+        self.moves.close(verify, f"re-runs' mean {mean:.4f}; {outcome}")
+
+    def _propose(self, experiment_id: str, config: dict[str, JsonValue]) -> dict[str, Any]:
+        """Put ``config`` to the controller as the proposal of ``experiment_id`` (or read the
+        verdict of the one an interrupted conclusion already made)."""
+        earlier = [
+            c
+            for c in self.ctx.store.query_as(Candidate, campaign_id=self.ctx.campaign_id)
+            if c.experiment_id == experiment_id and c.state.is_finished()
+        ]
+        if earlier:
+            return self._verdict_of(earlier[-1])
+        door = self.ctx.door
+        prepared = door.worker(PROPOSER, "prepare_workspace", overwrite=True)
+        door.worker(PROPOSER, "write_file", path="config.json", content=json.dumps(config))
+        proposed = door.worker(
+            PROPOSER,
+            "propose_candidate",
+            experiment_id=experiment_id,
+            base_version_id=prepared["base_version_id"],
+        )
+        status = door.worker(PROPOSER, "candidate_status", candidate_id=proposed["candidate_id"])
+        accepted = status.get("verdict") == "accept"
+        label = str(status.get("label", ""))
+        self.ctx.say(
+            "candidate",
+            f"candidate {proposed['candidate_id']}: {status.get('verdict')}"
+            + (f" -> {label}" if accepted else ""),
+        )
+        return {"accepted": accepted, "candidate_id": proposed["candidate_id"], "label": label}
+
+    def _verdict_of(self, candidate: Candidate) -> dict[str, Any]:
+        accepted = candidate.state == CandidateState.ACCEPTED and candidate.version_id is not None
+        label = ""
+        if accepted:
+            assert candidate.version_id is not None
+            label = self.ctx.store.get_as(candidate.version_id, SystemVersion).label
+        return {"accepted": accepted, "candidate_id": candidate.id, "label": label}

@@ -1,0 +1,67 @@
+"""What every part of the built-in runner shares: the campaign, its door and its voice.
+
+One :class:`RunContext` is made per :func:`~rsilab.orchestrator.runner.run_campaign` call and
+handed to the Main policy, the Reviewer, the Workers and the loop. It holds no campaign state
+(that is rebuilt from the records, see :mod:`rsilab.orchestrator._state`), only what does not
+change while the campaign runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rsilab.orchestrator._door import Door
+from rsilab.orchestrator._state import CampaignView
+from rsilab.orchestrator.campaign_run import Progress, ProgressFn
+from rsilab.store import Lab, Store
+from rsilab.tasks import Budget, Task
+
+VERIFY_SEEDS = 2
+"""Fresh-seed re-runs of a direction's best config before it is proposed."""
+
+
+class Voice:
+    """Progress for the caller: each line carries the experiments done and running, which
+    the loop keeps up to date here. Called on the main thread only."""
+
+    def __init__(self, on_progress: ProgressFn | None, budget: Budget) -> None:
+        self.on_progress = on_progress
+        self.budget = budget
+        self.done = 0
+        self.running = 0
+
+    def __call__(
+        self, kind: str, message: str, score: float | None = None, best: float | None = None
+    ) -> None:
+        if self.on_progress is not None:
+            self.on_progress(
+                Progress(
+                    kind, message, self.done, self.budget.experiments, score, best, self.running
+                )
+            )
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The campaign being run and the means to act on it."""
+
+    lab: Lab
+    task: Task
+    campaign_id: str
+    budget: Budget
+    seed: int
+    door: Door
+    say: Voice
+
+    @property
+    def store(self) -> Store:
+        return self.lab.store
+
+    @property
+    def target(self) -> str:
+        """The benchmark the policy optimises (the task's first target)."""
+        return self.task.targets[0].name
+
+    def view(self) -> CampaignView:
+        """The campaign as its records hold it now."""
+        return CampaignView.load(self.lab.store, self.campaign_id)

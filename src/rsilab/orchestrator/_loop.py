@@ -1,0 +1,259 @@
+"""The campaign loop: Main decides on the main thread, up to ``workers`` experiments run at once.
+
+Each turn: collect the experiments that ended, reload the campaign from the records, then ask
+the Main policy for its next step (:mod:`rsilab.orchestrator._main`) and carry it out: a DAG
+action is done there and then; an experiment gets its intent ``exp:<n>`` begun here (so
+numbers are unique and in the records before anything runs), goes to a free Worker thread, and
+Main waits until the experiment is recorded before deciding again (so its next move sees it).
+Main's decisions and reviews stay sequential and depend only on the records and on the
+orders in flight, which are the campaign's pending intents.
+
+Budget: an experiment starts only while done plus running stays under ``budget.experiments``
+(verification re-runs count like any other), so parallel Workers never overshoot it. The
+campaign is ``finished`` when that many are done; then the verifications whose re-runs are
+all done are concluded. Intents a dead runner left pending are run first, as new attempts
+of the same keys (or completed from the experiment that attempt had already closed).
+
+Stopping: the wall budget, or a first stop request (Ctrl-C, or KeyboardInterrupt raised on
+the main thread), drains: nothing new starts, running experiments finish, the campaign is
+``stopped``. A second request cancels the running jobs (their experiments stay open and their
+intents pending: the resume continues them as new attempts). A Worker's error cancels the others
+and is raised once they have ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from rsilab.orchestrator import intents
+from rsilab.orchestrator._context import RunContext
+from rsilab.orchestrator._door import RunnerError
+from rsilab.orchestrator._main import ACTED, WAIT, MainAgent
+from rsilab.orchestrator._state import CampaignView, Run
+from rsilab.orchestrator._stop import StopRequest
+from rsilab.orchestrator._workers import ACTION, Order, Worker, adopt
+from rsilab.records import CampaignState, Intent, Job
+
+TICK_S = 0.25
+"""How often the main thread wakes while waiting, to see a stop request."""
+
+
+class CampaignLoop:
+    """One run of a campaign until its budget is spent or it is asked to stop."""
+
+    def __init__(self, ctx: RunContext, workers: int, stop: StopRequest) -> None:
+        self.ctx = ctx
+        self.stop = stop
+        self.main = MainAgent(ctx)
+        self.worker = Worker(ctx, stop)
+        self.free = [f"worker-{i}" for i in range(1, max(1, workers) + 1)]
+        self.slots = len(self.free)
+        self.inflight: dict[Future[Run | None], tuple[Order, str]] = {}
+        self.deadline = time.monotonic() + ctx.budget.wall_s
+        self._cancelled_jobs: set[str] = set()
+        self.reported = 0
+        """Runs done, counted as each is reported (the n of "experiment n/N")."""
+        self.check: Callable[[], None] = lambda: None
+        self._stop_level = 0
+
+    @property
+    def running(self) -> int:
+        return len(self.inflight)
+
+    @property
+    def done(self) -> int:
+        """Experiments done, as last read from the records."""
+        return self.ctx.say.done
+
+    @done.setter
+    def done(self, value: int) -> None:
+        self.ctx.say.done = value
+
+    def run(self, check: Callable[[], None]) -> CampaignState:
+        """Run the loop; ``check`` (the lease's) is called each turn and may raise."""
+        self.check = check
+        pool = ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix="rsilab-worker")
+        try:
+            return self._turns(pool)
+        except BaseException:
+            self.stop.cancel()
+            self._settle()
+            raise
+        finally:
+            pool.shutdown(wait=True)
+
+    def _turns(self, pool: ThreadPoolExecutor) -> CampaignState:
+        start = self.ctx.view()
+        backlog = [Order.from_intent(i) for i in start.pending]
+        self.reported = len(start.runs)
+        while True:
+            try:
+                self.check()
+                self._harvest()
+                view = self.ctx.view()
+                self.done = len(view.runs)
+                state = self._turn(view, backlog, pool)
+                if state is not None:
+                    return state
+            except KeyboardInterrupt:
+                self.stop.request()
+
+    def _turn(
+        self, view: CampaignView, backlog: list[Order], pool: ThreadPoolExecutor
+    ) -> CampaignState | None:
+        """One turn; the final state when the loop is over."""
+        budget = self.ctx.budget.experiments
+        if not self.stop.draining and time.monotonic() > self.deadline:
+            self.ctx.say("campaign", "wall budget spent; resume to continue")
+            self.stop.drain()
+        if self.stop.draining:
+            self._announce_stop()
+            if not self.inflight:
+                return CampaignState.STOPPED
+            self._wait()
+            return None
+        if backlog and self.done + self.running >= budget:  # a smaller budget than before
+            for order in backlog:
+                intents.abandon(self.ctx.store, _pending(view, order), "the budget was spent")
+            backlog.clear()
+        if self.done >= budget and not self.inflight:
+            self.ctx.say("campaign", "experiment budget spent")
+            self.main.conclude_ready(view)
+            return CampaignState.FINISHED
+        can_dispatch = self.done + self.running < budget and self.running < self.slots
+        if backlog and can_dispatch:
+            self._resume(backlog.pop(0), pool)
+            return None
+        orders = [o for o, _ in self.inflight.values()]
+        decision = self.main.step(view, orders, can_dispatch)
+        if isinstance(decision, Order):
+            self._dispatch(decision, pool)
+        elif decision == WAIT:
+            if not self.inflight:
+                raise RunnerError("the built-in Main policy has nothing to do and nothing runs")
+            self._wait()
+        else:
+            assert decision == ACTED
+        return None
+
+    # -- experiments -----------------------------------------------------------------------------
+
+    def _resume(self, order: Order, pool: ThreadPoolExecutor) -> None:
+        """Run a pending order again as a new attempt (or adopt the run it already finished)."""
+        step = intents.begin(
+            self.ctx.store, self.ctx.campaign_id, order.key, ACTION, order.intent_payload()
+        )
+        if isinstance(step, intents.DoneIntent):
+            return
+        run = adopt(self.ctx, order, step)
+        if run is not None:
+            self._said_run(run)
+            return
+        self._start(order, step, pool)
+
+    def _dispatch(self, order: Order, pool: ThreadPoolExecutor) -> None:
+        step = intents.begin(
+            self.ctx.store, self.ctx.campaign_id, order.key, ACTION, order.intent_payload()
+        )
+        assert not isinstance(step, intents.DoneIntent), f"{order.key} was done already"
+        self._start(order, step, pool)
+
+    def _start(self, order: Order, step: Intent, pool: ThreadPoolExecutor) -> None:
+        worker = self.free.pop(0)
+        created = threading.Event()
+        future = pool.submit(self.worker.run, order, step, worker, created)
+        self.inflight[future] = (order, worker)
+        self.ctx.say.running = self.running
+        while not created.wait(TICK_S) and not future.done():
+            pass  # Main's next move must see this experiment in the records
+
+    def _harvest(self) -> None:
+        """Collect ended experiments (a Worker's error is raised here)."""
+        ended = sorted((f for f in self.inflight if f.done()), key=lambda f: self.inflight[f][0].n)
+        for future in ended:
+            order, worker = self.inflight.pop(future)
+            self.free.append(worker)
+            self.ctx.say.running = self.running
+            run = future.result()
+            if run is None:
+                self.ctx.say("experiment", f"{order.key} cancelled; a resume runs it again")
+            else:
+                self._said_run(run)
+
+    def _said_run(self, run: Run) -> None:
+        view = self.ctx.view()
+        self.reported += 1
+        self.done = self.reported
+        best = max(r.score for r in view.runs)
+        title = view.dag.directions[run.direction_id].title
+        score = "failed" if run.failed else f"{run.score:.4f}"
+        self.ctx.say(
+            "experiment",
+            f"experiment {self.reported}/{self.ctx.budget.experiments} [{title}] "
+            f"dev {self.ctx.target} {score} (best {best:.4f})",
+            run.score,
+            best,
+        )
+
+    def _wait(self, check: bool = True) -> None:
+        """Until an experiment ends, the stop request escalates or the wall budget runs out
+        (the records do not change meanwhile in a way Main acts on, so it is not asked);
+        the lease is checked each tick unless ``check`` is False."""
+        level, over = self.stop.cancelling, time.monotonic() > self.deadline
+        while self.inflight:
+            if self.stop.cancelling:
+                self._cancel_jobs()
+            ended, _ = wait(list(self.inflight), timeout=TICK_S, return_when=FIRST_COMPLETED)
+            if ended or self.stop.cancelling != level:
+                return
+            if over != (time.monotonic() > self.deadline) and not self.stop.draining:
+                return
+            if check:
+                self.check()
+
+    # -- stopping --------------------------------------------------------------------------------
+
+    def _announce_stop(self) -> None:
+        level = 2 if self.stop.cancelling else 1
+        if level == self._stop_level:
+            return
+        self._stop_level = level
+        if not self.inflight:
+            self.ctx.say("campaign", "stopping; resume to continue")
+        elif level == 1:
+            self.ctx.say(
+                "campaign",
+                f"stopping: {self.running} running experiment(s) finish first "
+                "(Ctrl-C again to cancel them)",
+            )
+        else:
+            self.ctx.say("campaign", f"stopping: cancelling {self.running} running experiment(s)")
+
+    def _cancel_jobs(self) -> None:
+        """Kill the campaign's running agent jobs (each once); their Workers close up."""
+        for job in self.ctx.store.query_as(Job, campaign_id=self.ctx.campaign_id):
+            if job.is_finished() or job.kind.is_private or job.id in self._cancelled_jobs:
+                continue
+            self._cancelled_jobs.add(job.id)
+            # it may have ended meanwhile, or not be ours to cancel: either way, nothing to do
+            with contextlib.suppress(RunnerError):
+                self.ctx.door.worker(job.actor or "worker-1", "cancel_job", job_id=job.id)
+
+    def _settle(self) -> None:
+        """After an error: cancel what runs and wait for every Worker to end (their own
+        errors are dropped: the first one is being raised)."""
+        while self.inflight:
+            try:
+                self._wait(check=False)  # the lease may be what failed
+                for future in [f for f in self.inflight if f.done()]:
+                    self.inflight.pop(future)
+            except KeyboardInterrupt:
+                continue
+
+
+def _pending(view: CampaignView, order: Order) -> Intent:
+    return next(i for i in view.pending if i.key == order.key)

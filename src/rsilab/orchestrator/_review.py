@@ -1,0 +1,98 @@
+"""The built-in Reviewer: compares a direction's evidence with the reference and files a Review.
+
+A search direction is reviewed after every :data:`REVIEW_EVERY` of its experiments (its best
+one against the reference, the runs that stand for the lineage head); a verification is
+reviewed once its fresh-seed re-runs are done (all of them against the reference). The
+verdict and recommendation come from :func:`~rsilab.agents.builtin.review_pair`; the Main
+policy reads them from the Review record and acts on them (see
+:mod:`rsilab.orchestrator._main`). Every review names the direction it is about, so it is
+that direction's review in the DAG and in the lock-in measures.
+"""
+
+from __future__ import annotations
+
+from rsilab.agents.builtin import noise_floor_from, review_pair
+from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext
+from rsilab.orchestrator._state import CampaignView, Run, dev_matrix
+from rsilab.records import Direction, Recommendation
+
+REVIEW_EVERY = 3
+"""The Reviewer looks at a search direction after every this many of its experiments."""
+DEFAULT_NOISE_FLOOR = 0.02
+"""Noise floor (dev score units) until verification runs measure one."""
+
+
+def review_due(view: CampaignView, direction: Direction) -> bool:
+    """True when a search direction has run :data:`REVIEW_EVERY` reviewable experiments
+    since its last review (counted as reviews so far, one per ``REVIEW_EVERY``)."""
+    done = len(view.search_runs(direction.id))
+    return done >= REVIEW_EVERY * (len(view.dag.reviews.get(direction.id, [])) + 1)
+
+
+class Reviewer:
+    """Files reviews through the Reviewer role's tools."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+
+    def noise_floor(self, view: CampaignView) -> float:
+        """Pooled seed spread of the verification re-runs (each re-runs one config); the
+        default until a verification has run."""
+        groups = []
+        for d in view.dag.directions.values():
+            if view.is_verify(d) and len(view.runs_in(d.id)) >= VERIFY_SEEDS:
+                ids = [r.experiment_id for r in view.runs_in(d.id) if not r.failed]
+                groups.append(dev_matrix(self.ctx.store, ids, self.ctx.target))
+        try:
+            return noise_floor_from([g for g in groups if len(g) >= 2])
+        except ValueError:
+            return DEFAULT_NOISE_FLOOR
+
+    def review(
+        self,
+        view: CampaignView,
+        direction: Direction,
+        treatment: list[Run] | None = None,
+        *,
+        verified: bool = False,
+    ) -> Recommendation | None:
+        """File a review of ``direction``: its best search run (or ``treatment``, the re-runs
+        of a verification, with ``verified``) against the reference. The recommendation, or
+        None when there is nothing to compare."""
+        if treatment is None:
+            runs = view.search_runs(direction.id)
+            best = max(runs, key=lambda r: (r.score, -r.index)) if runs else None
+            treatment = [best] if best is not None else []
+        failed = {r.experiment_id for r in view.runs if r.failed}
+        ids = [r.experiment_id for r in treatment if not r.failed]
+        ref = [i for i in view.ref_ids if i not in failed]  # a failed run has no dev scores
+        target = self.ctx.target
+        if not ids or not ref or set(ids) & set(ref):
+            return None
+        compared = self.ctx.door.reviewer(
+            "compare_eval_samples", experiment_a=ids[0], experiment_b=ref[0], benchmark=target
+        )["benchmarks"][0]
+        a = dev_matrix(self.ctx.store, ids, target)
+        b = dev_matrix(self.ctx.store, ref, target)
+        finding = review_pair(a, b, noise_floor=self.noise_floor(view), verified=verified)
+        rationale = (
+            f"Dev {target}: {compared['mean_a']:.4f} for {ids[0]} against "
+            f"{compared['mean_b']:.4f} for the reference {ref[0]}; {compared['a_higher']} "
+            f"samples better, {compared['b_higher']} worse. "
+            + ("Within noise; " if finding.within_noise else "")
+            + f"verdict {finding.verdict}, advice {finding.recommendation}."
+        )  # no number the records do not hold: the review tool flags those
+        self.ctx.door.reviewer(
+            "submit_review",
+            experiment_ids=ids,
+            baseline_ids=ref,
+            direction_id=direction.id,
+            verdict=str(finding.verdict),
+            recommendation=str(finding.recommendation),
+            rationale=rationale,
+        )
+        self.ctx.say(
+            "review",
+            f"review of {direction.title!r}: {finding.verdict}, advice {finding.recommendation}",
+        )
+        return finding.recommendation

@@ -1,0 +1,234 @@
+"""Workers: one experiment each, in the Worker's own workspace, on a thread of the loop.
+
+The Main policy decides an :class:`Order` (direction, config, why); the loop begins its intent
+``exp:<n>`` on the main thread, so numbers are unique and every order is in the records before
+anything runs, then hands it to :meth:`Worker.run` on a pool thread. The Worker prepares its
+workspace from the lineage head, writes the config, opens the experiment (its description
+starts with ``[exp:<n>]``, which ties it to the intent), trains, evaluates on dev, closes the
+experiment and completes the intent with the result. The heavy work runs in sandboxed
+subprocesses, so threads are enough; every store write is its own transaction.
+
+A new attempt (the intent was pending: the runner died, or was stopped with the job
+cancelled) continues the experiment the earlier attempt opened, if it did: the same record,
+its recorded config, new jobs (the earlier ones are ``interrupted`` or ``cancelled``). So an
+experiment is one record however often it was attempted, and counts once against the budget.
+A result never lands twice: if a crash fell between closing the experiment and completing its
+intent, :func:`adopt` completes the intent from that experiment instead of running it again.
+
+Stopping: once the stop request cancels, a Worker starts no further job; a job killed under it
+leaves the experiment open and the intent pending, for the resume to run again.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import JsonValue
+
+from rsilab.orchestrator import intents
+from rsilab.orchestrator._context import RunContext
+from rsilab.orchestrator._state import EXP_PREFIX, Run, exp_index
+from rsilab.orchestrator._stop import StopRequest
+from rsilab.records import DataTier, Evaluation, Experiment, ExperimentState, Intent
+from rsilab.store import Store
+
+ACTION = "experiment"
+"""The action of every ``exp:<n>`` intent."""
+
+
+@dataclass(frozen=True)
+class Order:
+    """One experiment the Main policy asked for: run ``config`` under a direction."""
+
+    n: int
+    direction_id: str
+    config: dict[str, JsonValue]
+    """Knobs to write over the head's ``config.json`` ({} runs the head as it is)."""
+    why: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    """The intent payload as first written (kept as is when an order is run again)."""
+
+    @property
+    def key(self) -> str:
+        return f"{EXP_PREFIX}{self.n}"
+
+    def intent_payload(self) -> dict[str, Any]:
+        """What the intent records: enough to run the same experiment again after a crash."""
+        return self.payload or {
+            "direction_id": self.direction_id,
+            "config": self.config,
+            "why": self.why,
+        }
+
+    @classmethod
+    def from_intent(cls, intent: Intent) -> Order:
+        """The order a pending intent was begun for (older payloads hold only a direction)."""
+        p = intent.payload
+        config = p.get("config")
+        return cls(
+            exp_index(intent),
+            str(p["direction_id"]),
+            dict(config) if isinstance(config, dict) else {},
+            str(p.get("why", "re-run")),
+            dict(p),
+        )
+
+
+class Worker:
+    """Runs orders; one instance serves every Worker thread (it keeps no state of its own)."""
+
+    def __init__(self, ctx: RunContext, stop: StopRequest) -> None:
+        self.ctx = ctx
+        self.stop = stop
+
+    def run(
+        self, order: Order, intent: Intent, worker: str, created: threading.Event
+    ) -> Run | None:
+        """Run ``order`` as ``worker``; the finished run, or None when it was cancelled.
+
+        ``created`` is set once the experiment is recorded (or the run ended before that), so
+        the Main policy can wait for it before its next move.
+        """
+        try:
+            return self._run(order, intent, worker, created)
+        finally:
+            created.set()
+
+    def _run(
+        self, order: Order, intent: Intent, worker: str, created: threading.Event
+    ) -> Run | None:
+        door, target = self.ctx.door, self.ctx.target
+        if self.stop.cancelling:
+            return None
+        door.worker(worker, "prepare_workspace", overwrite=True)
+        earlier = open_attempt(self.ctx, order) if intent.attempts > 1 else None
+        if earlier is not None:  # the earlier attempt's system, exactly
+            full = dict(earlier.config)
+        else:
+            current = json.loads(door.worker(worker, "read_file", path="config.json")["text"])
+            full = {**current, **order.config}
+        door.worker(worker, "write_file", path="config.json", content=json.dumps(full))
+        exp = earlier.id if earlier is not None else self._create(worker, order, full)
+        created.set()
+        score, cancelled = self._train_and_eval(worker, exp, self.ctx.seed * 1000 + order.n)
+        if cancelled:
+            return None  # left open: the resume's attempt continues it
+        door.worker(
+            worker,
+            "finish_experiment",
+            experiment_id=exp,
+            status="succeeded" if score is not None else "failed",
+            summary=f"dev {target} {score}",
+        )
+        return _complete(self.ctx, order, intent, exp, full, score)
+
+    def _create(self, worker: str, order: Order, full: dict[str, JsonValue]) -> str:
+        return str(
+            self.ctx.door.worker(
+                worker,
+                "create_experiment",
+                direction_id=order.direction_id,
+                description=f"{tag(order.key)}{order.why}: "
+                f"{json.dumps(order.config, sort_keys=True)}",
+                config=full,
+            )["id"]
+        )
+
+    def _train_and_eval(self, worker: str, exp: str, seed: int) -> tuple[float | None, bool]:
+        """(dev target score or None when a job failed, True when the stop request cancelled)."""
+        door = self.ctx.door
+        if self.stop.cancelling:
+            return None, True
+        trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=seed)
+        if trained["status"] != "succeeded":
+            return None, self.stop.cancelling or trained["status"] == "cancelled"
+        if self.stop.cancelling:
+            return None, True
+        evaluated = door.worker(
+            worker, "run_job", experiment_id=exp, kind="dev_eval", seed=seed, model=trained["model"]
+        )
+        if evaluated["status"] != "succeeded":
+            return None, self.stop.cancelling or evaluated["status"] == "cancelled"
+        scores = evaluated.get("dev", {}).get("scores", {})
+        target = self.ctx.target
+        return (float(scores[target]) if target in scores else None), False
+
+
+def tag(key: str) -> str:
+    """How an experiment's description names the intent it was opened for."""
+    return f"[{key}] "
+
+
+def attempts_of(ctx: RunContext, key: str) -> list[Experiment]:
+    """The experiments opened for the intent ``key``, oldest first."""
+    found = ctx.store.query_as(Experiment, campaign_id=ctx.campaign_id)
+    return sorted(
+        (e for e in found if e.description.startswith(tag(key))), key=lambda e: e.created_at
+    )
+
+
+def open_attempt(ctx: RunContext, order: Order) -> Experiment | None:
+    """The experiment an earlier attempt of ``order`` opened and did not close, if any."""
+    still_open = [e for e in attempts_of(ctx, order.key) if not e.is_finished()]
+    return still_open[-1] if still_open else None
+
+
+def adopt(ctx: RunContext, order: Order, intent: Intent) -> Run | None:
+    """Complete ``intent`` from an experiment an earlier attempt closed (succeeded or failed)
+    but could not record as done before the runner died; None when there is none."""
+    closed = [
+        e
+        for e in attempts_of(ctx, order.key)
+        if e.state in (ExperimentState.SUCCEEDED, ExperimentState.FAILED)
+    ]
+    if not closed:
+        return None
+    exp = closed[-1]
+    score = _dev_score(ctx, exp.id) if exp.state is ExperimentState.SUCCEEDED else None
+    return _complete(ctx, order, intent, exp.id, dict(exp.config), score)
+
+
+def _dev_score(ctx: RunContext, experiment_id: str) -> float | None:
+    """The mean per-sample dev target score of the experiment's latest dev evaluation."""
+    found = [
+        e
+        for e in ctx.store.query_as(Evaluation, fields={"subject_id": experiment_id})
+        if e.tier == DataTier.DEV and e.benchmark == ctx.target and e.samples
+    ]
+    if not found:
+        return None
+    latest = max(found, key=lambda e: e.created_at)
+    return sum(s.score for s in latest.samples) / len(latest.samples)
+
+
+def _complete(
+    ctx: RunContext,
+    order: Order,
+    intent: Intent,
+    experiment_id: str,
+    config: dict[str, JsonValue],
+    score: float | None,
+) -> Run:
+    result: dict[str, Any] = {
+        "experiment_id": experiment_id,
+        "direction_id": order.direction_id,
+        "config": config,
+        "score": score if score is not None else 0.0,
+    }
+    if score is None:
+        result["failed"] = True
+    intents.complete(ctx.store, intent, result)
+    return Run(order.n, experiment_id, order.direction_id, config, result["score"], score is None)
+
+
+def kept_for_resume(store: Store, campaign_id: str) -> Callable[[Experiment], bool]:
+    """Whether an open experiment belongs to a pending ``exp:<n>`` intent (the resume's new
+    attempt continues it, so recovery must leave it open)."""
+    keys = [
+        i.key for i in intents.pending_intents(store, campaign_id) if i.key.startswith(EXP_PREFIX)
+    ]
+    return lambda e: any(e.description.startswith(tag(k)) for k in keys)
