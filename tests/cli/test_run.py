@@ -28,8 +28,28 @@ def test_run_prints_progress_lineage_and_measures(tmp_path: Path) -> None:
     assert ran.exit_code == 0, explain(ran)
     assert "experiment 4/4" in ran.stdout and "H0/M0" in ran.stdout
     assert "lock-in:" in ran.stdout and "[finished]" in ran.stdout
+    with Lab.open(lab) as opened:
+        [campaign] = opened.store.query_as(Campaign)
+    report = lab / "reports" / f"{campaign.id}.md"
+    assert f"report: {report}" in " ".join(ran.stdout.split())
+    assert report.read_text().startswith(f"# Campaign report: {campaign.id}")
     other = rsilab("run", "synthetic", "--agents", "llm", "--lab", lab)
     assert other.exit_code == 1 and "not available yet" in other.stderr
+
+
+def test_run_uses_the_labs_llm_table_unless_agents_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    (lab / "rsilab.toml").write_text('[llm]\nprovider = "anthropic"\nmodel = "m-test"\n')
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    configured = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
+    assert configured.exit_code == 1 and "ANTHROPIC_API_KEY" in configured.stderr
+    builtin = rsilab(
+        "run", "synthetic", "--agents", "builtin", "--budget", "experiments=1", "--lab", lab
+    )
+    assert builtin.exit_code == 0, explain(builtin)
 
 
 def test_resume_says_a_finished_campaign_is_final(tmp_path: Path) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from rsilab.expos.services import LabServices
 from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.runner import Progress, StopRequest, run_campaign
-from rsilab.records import Campaign, Experiment, Review
+from rsilab.records import Campaign, DataTier, Evaluation, Experiment, Review
 from rsilab.store import Lab, verify_store
-from rsilab.tasks import Budget, get_task
+from rsilab.tasks import Budget, Setting, Task, get_task
 from tests.orchestrator.runner_checks import check_campaign
 
 
@@ -88,3 +89,65 @@ def test_a_stopped_campaign_resumes_with_a_larger_budget(lab: Lab) -> None:
     check_campaign(lab.store, first.campaign_id, 7)
     campaign = lab.store.get_as(first.campaign_id, Campaign)
     assert Budget.model_validate(campaign.settings["budget"]).experiments == 7  # recorded
+
+
+class _OpenGeneral(LabServices):
+    """Services that see the synthetic task in the open-general setting (no dev scores)."""
+
+    def task_of(self, campaign: Campaign) -> Task:
+        return open_general_synthetic()
+
+
+def open_general_synthetic() -> Task:
+    return get_task("synthetic").model_copy(update={"setting": Setting.OPEN_GENERAL})
+
+
+def test_without_dev_scores_the_policy_validates_on_folds_of_the_train_tier(lab: Lab) -> None:
+    services = _OpenGeneral(lab, judge_in_background=False)
+    try:
+        result = run_campaign(
+            lab, open_general_synthetic(), budget=Budget(experiments=10), services=services
+        )
+    finally:
+        services.close()
+    assert result.state == "finished" and result.experiments == 10, result.message
+    exps = lab.store.query_as(Experiment, campaign_id=result.campaign_id)
+    assert all(e.state == "succeeded" for e in exps)
+    tiers = {
+        ev.tier for e in exps for ev in lab.store.query_as(Evaluation, fields={"subject_id": e.id})
+    }
+    assert tiers == {DataTier.TRAIN}
+    reviews = lab.store.query_as(Review, campaign_id=result.campaign_id)
+    assert reviews and all("Out-of-fold train" in r.rationale for r in reviews)
+    assert verify_store(lab.store, None).problems == []
+
+
+def test_guidance_opens_a_direction_on_the_knobs_it_names(lab: Lab) -> None:
+    from rsilab.orchestrator.guidance import give_guidance
+    from rsilab.records import Guidance
+
+    def interrupt(progress: Progress) -> None:
+        if progress.kind == "experiment" and progress.experiments == 2:
+            raise KeyboardInterrupt
+
+    task = get_task("synthetic")
+    first = run_campaign(lab, task, budget=Budget(experiments=8), on_progress=interrupt)
+    assert first.state == "stopped"
+    named = give_guidance(lab.store, first.campaign_id, "Try a lower LR with more epochs.", "ann")
+    vague = give_guidance(lab.store, first.campaign_id, "Think harder.", "ann")
+    said: list[Progress] = []
+    resumed = run_campaign(
+        lab,
+        task,
+        budget=Budget(experiments=8),
+        campaign_id=first.campaign_id,
+        on_progress=said.append,
+    )
+    assert resumed.state == "finished"
+    for g in (named, vague):
+        assert lab.store.get_as(g.id, Guidance).read_by == "main"
+    dag = ResearchDag.load(lab.store, first.campaign_id)
+    (guided,) = [d for d in dag.directions.values() if d.title.startswith("guidance:")]
+    assert guided.title == "guidance: tune lr, epochs"
+    assert "Try a lower LR" in guided.hypothesis and dag.experiments[guided.id]
+    assert any(vague.id in p.message and "names no knob" in p.message for p in said)

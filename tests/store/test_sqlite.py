@@ -552,6 +552,7 @@ def test_v1_lab_with_a_malformed_event_is_refused_untouched(tmp_path: Path) -> N
     build_v1_lab(path)
     with closing(sqlite3.connect(path, isolation_level=None)) as raw:
         raw.execute("UPDATE events SET body = 'not json' WHERE seq = 2")
+
     def dump() -> list[tuple[object, ...]]:
         with closing(sqlite3.connect(path)) as raw:
             return list(raw.execute("SELECT * FROM events ORDER BY seq")) + list(

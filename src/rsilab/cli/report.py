@@ -69,7 +69,7 @@ def report(
             sys.stdout.write(text)
             sys.stdout.flush()
             return
-    _write(out, text)
+    write_whole(out, text)
     typer.echo(str(out))
 
 
@@ -84,8 +84,9 @@ def _check_out(out: Path) -> None:
         )
 
 
-def _write(out: Path, text: str) -> None:
-    """Write ``text`` to ``out`` whole: a reader never sees half a report."""
+def write_whole(out: Path, text: str) -> None:
+    """Write ``text`` to ``out`` whole: a reader never sees half a report (UserError when it
+    cannot be written)."""
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         partial.write_text(text, encoding="utf-8")

@@ -56,7 +56,7 @@ def _check_agents(agents: str) -> None:
 
 def run(
     task_ref: Annotated[str, typer.Argument(metavar="TASK", help="Task name.")],
-    agents: Annotated[str, typer.Option("--agents", help=AGENTS_HELP)] = "builtin",
+    agents: Annotated[str | None, typer.Option("--agents", help=AGENTS_HELP)] = None,
     workers: Annotated[
         int, typer.Option("--workers", min=1, help="Experiments run at once, each by a Worker.")
     ] = 1,
@@ -73,9 +73,21 @@ def run(
     """
     from rsilab.tasks import load_task
 
-    _check_agents(agents)
+    chosen = agents or _configured_agents(lab)
+    _check_agents(chosen)
     task = load_task(task_ref)
-    _drive(lab, task, _budget(budget, task.budget), agents, workers, seed, None)
+    _drive(lab, task, _budget(budget, task.budget), chosen, workers, seed, None)
+
+
+def _configured_agents(lab_path: Path | None) -> str:
+    """The agents of the lab's ``[llm]`` table (``provider:model``), else ``builtin``."""
+    from rsilab.agents.llm.config import llm_settings
+
+    with Lab.open(lab_path) as opened:  # the lab's own folder, wherever it was found
+        settings = llm_settings(opened.path)
+    if settings.provider in (None, "builtin") or not settings.model:
+        return "builtin"
+    return f"{settings.provider}:{settings.model}"
 
 
 def resume(
@@ -151,6 +163,7 @@ def _drive(
         with live, _ctrl_c(stop, agents == "builtin"):
             result = _start(opened, task, budget, agents, workers, seed, cid, show, stop)
         _summary(console, opened, task, result)
+        _write_report(console, opened, result.campaign_id)
 
 
 def _start(
@@ -235,6 +248,17 @@ def _summary(console: Console, lab: Lab, task: Task, result: CampaignResult) -> 
         )
     if result.state == "stopped":
         console.print(Text(f"continue with: rsilab resume {result.campaign_id}", "yellow"))
+
+
+def _write_report(console: Console, lab: Lab, campaign_id: str) -> None:
+    """Write the campaign's report to ``<lab>/reports/<campaign>.md`` and say where."""
+    from rsilab.cli.report import write_whole
+    from rsilab.orchestrator.report import build_report, render_markdown
+
+    out = lab.path / "reports" / f"{campaign_id}.md"
+    out.parent.mkdir(exist_ok=True)
+    write_whole(out, render_markdown(build_report(lab.store, campaign_id)))
+    console.print(Text(f"report: {out}"), soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -126,7 +126,10 @@ def validation_error(model: type[BaseModel], exc: ValidationError) -> ToolError:
         expected = "only these arguments: " + ", ".join(model.model_fields)
         where = f"unknown argument {field!r}: "
     return ToolError(
-        "invalid_arguments", f"{where}{first['msg']}", field=field, expected=expected,
+        "invalid_arguments",
+        f"{where}{first['msg']}",
+        field=field,
+        expected=expected,
         details=details,
     )
 

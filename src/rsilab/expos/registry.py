@@ -132,9 +132,7 @@ def _build_args_model(
             info = Field(default=default, description=arg_docs.get(param.name))
         fields[param.name] = (annotation, info)
     model_name = "".join(p.title() for p in fn.__name__.split("_")) + "Args"
-    model = create_model(
-        model_name, __config__=ConfigDict(extra="forbid"), **fields
-    )
+    model = create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
     return typing.cast(type[BaseModel], model), tuple(path_args)
 
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rsilab.controller.settings import rules_for
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator._state import CampaignView
 from rsilab.orchestrator.campaign_run import Progress, ProgressFn
+from rsilab.records import DataTier
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
 
@@ -61,6 +63,13 @@ class RunContext:
     def target(self) -> str:
         """The benchmark the policy optimises (the task's first target)."""
         return self.task.targets[0].name
+
+    @property
+    def tier(self) -> DataTier:
+        """Where the policy's scores come from: the dev tier where the task's setting returns
+        dev scores, else out-of-fold scores on the train tier (``run_job`` fold_eval)."""
+        dev = rules_for(self.task.setting).dev_scores_returned
+        return DataTier.DEV if dev else DataTier.TRAIN
 
     def view(self) -> CampaignView:
         """The campaign as its records hold it now."""

@@ -5,6 +5,9 @@ flight, and either acts on the DAG itself (returns :data:`ACTED`), asks for an e
 (returns an :class:`~rsilab.orchestrator._workers.Order`), or has nothing to do until a
 running experiment ends (returns :data:`WAIT`). The first rule that applies wins:
 
+0. guidance a person gave (``rsilab guide``) and no planning step read yet: read it and open
+   a direction on the task's knobs it names (guidance that names none is read and said to
+   be beyond the built-in policy, which does not understand free text);
 1. no direction yet: the first directions, one per group of knobs;
 2. no experiment yet: the reference, the lineage head's own config, alone;
 3. a review that spoke and is not answered yet: its advice decides (``continue``: the next
@@ -30,6 +33,7 @@ reviewed or closed until they end, so no experiment loses its direction under it
 from __future__ import annotations
 
 import random
+import re
 from collections import Counter
 from dataclasses import replace
 from typing import Literal
@@ -49,6 +53,7 @@ from rsilab.orchestrator._moves import Moves
 from rsilab.orchestrator._review import Reviewer, review_due
 from rsilab.orchestrator._state import CampaignView, knobs_of
 from rsilab.orchestrator._workers import Order
+from rsilab.orchestrator.guidance import mark_guidance_read, unread_guidance
 from rsilab.records import Direction, DirectionState
 
 ACTED: Literal["acted"] = "acted"
@@ -68,6 +73,8 @@ class MainAgent:
     def step(self, view: CampaignView, inflight: list[Order], can_dispatch: bool) -> Decision:
         """The next step; see the module docstring for the rules and their order."""
         busy = Counter(o.direction_id for o in inflight)
+        if self._read_guidance():
+            return ACTED
         if not view.dag.directions:
             self.moves.initial_directions()
             return ACTED
@@ -91,6 +98,23 @@ class MainAgent:
                 view = self.ctx.view()
 
     # -- the rules ------------------------------------------------------------------------------
+
+    def _read_guidance(self) -> bool:
+        """Rule 0; True when guidance was read (the DAG may have changed)."""
+        unread = unread_guidance(self.ctx.store, self.ctx.campaign_id)
+        for guidance in unread:
+            knobs = knobs_named(guidance.text, [k.name for k in self.ctx.task.search_space])
+            if knobs:
+                self.moves.from_guidance(guidance.text, knobs)
+            else:
+                self.ctx.say(
+                    "direction",
+                    f"guidance {guidance.id} names no knob of the task "
+                    f"({', '.join(k.name for k in self.ctx.task.search_space) or 'none'}); "
+                    "the built-in Main acts only on knobs it names",
+                )
+            mark_guidance_read(self.ctx.store, guidance, "main")
+        return bool(unread)
 
     def _answer_review(
         self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
@@ -223,3 +247,10 @@ def _pulled(stats: DirectionStats, running: int) -> DirectionStats:
     mean = stats.mean_reward() if stats.rewards else 0.5
     rewards = [*stats.rewards, *([mean] * running)]
     return replace(stats, rewards=rewards, experiments=stats.experiments + running)
+
+
+def knobs_named(text: str, knobs: list[str]) -> list[str]:
+    """The knobs whose names appear in ``text`` as whole words (case-insensitive; ``_`` and
+    ``-`` or a space are alike), in the search space's order."""
+    words = " " + re.sub(r"[^a-z0-9]+", " ", text.lower()) + " "
+    return [k for k in knobs if " " + re.sub(r"[^a-z0-9]+", " ", k.lower()).strip() + " " in words]

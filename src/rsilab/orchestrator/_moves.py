@@ -106,6 +106,15 @@ class Moves:
             edges,
         )
 
+    def from_guidance(self, text: str, knobs: list[str]) -> None:
+        """A root direction on the knobs a person's guidance names, its text the hypothesis."""
+        self._create(
+            f"guidance: tune {', '.join(knobs)}",
+            f"expert guidance: {text}"[:2000],
+            knobs_plan(knobs, "follow the guidance; workers change only these knobs"),
+            [],
+        )
+
     def _create(
         self, title: str, hypothesis: str, plan: str, parents: list[dict[str, str]]
     ) -> None:

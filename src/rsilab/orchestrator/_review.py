@@ -14,7 +14,7 @@ from __future__ import annotations
 from rsilab.agents.builtin import noise_floor_from, review_pair
 from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext
 from rsilab.orchestrator._state import CampaignView, Run, dev_matrix
-from rsilab.records import Direction, Recommendation
+from rsilab.records import DataTier, Direction, Recommendation
 
 REVIEW_EVERY = 3
 """The Reviewer looks at a search direction after every this many of its experiments."""
@@ -42,7 +42,7 @@ class Reviewer:
         for d in view.dag.directions.values():
             if view.is_verify(d) and len(view.runs_in(d.id)) >= VERIFY_SEEDS:
                 ids = [r.experiment_id for r in view.runs_in(d.id) if not r.failed]
-                groups.append(dev_matrix(self.ctx.store, ids, self.ctx.target))
+                groups.append(dev_matrix(self.ctx.store, ids, self.ctx.target, self.ctx.tier))
         try:
             return noise_floor_from([g for g in groups if len(g) >= 2])
         except ValueError:
@@ -69,14 +69,20 @@ class Reviewer:
         target = self.ctx.target
         if not ids or not ref or set(ids) & set(ref):
             return None
+        tier = self.ctx.tier
         compared = self.ctx.door.reviewer(
-            "compare_eval_samples", experiment_a=ids[0], experiment_b=ref[0], benchmark=target
+            "compare_eval_samples",
+            experiment_a=ids[0],
+            experiment_b=ref[0],
+            benchmark=target,
+            tier=str(tier),
         )["benchmarks"][0]
-        a = dev_matrix(self.ctx.store, ids, target)
-        b = dev_matrix(self.ctx.store, ref, target)
+        a = dev_matrix(self.ctx.store, ids, target, tier)
+        b = dev_matrix(self.ctx.store, ref, target, tier)
         finding = review_pair(a, b, noise_floor=self.noise_floor(view), verified=verified)
         rationale = (
-            f"Dev {target}: {compared['mean_a']:.4f} for {ids[0]} against "
+            f"{'Dev' if tier is DataTier.DEV else 'Out-of-fold train'} {target}: "
+            f"{compared['mean_a']:.4f} for {ids[0]} against "
             f"{compared['mean_b']:.4f} for the reference {ref[0]}; {compared['a_higher']} "
             f"samples better, {compared['b_higher']} worse. "
             + ("Within noise; " if finding.within_noise else "")

@@ -193,13 +193,16 @@ def _run(intent: Intent) -> Run:
     )
 
 
-def dev_matrix(store: Store, experiment_ids: list[str], benchmark: str) -> list[list[float]]:
-    """Per-sample dev scores of ``benchmark``: one row per dev evaluation of the experiments,
-    columns the samples every row scored, in sample-id order."""
+def dev_matrix(
+    store: Store, experiment_ids: list[str], benchmark: str, tier: DataTier = DataTier.DEV
+) -> list[list[float]]:
+    """Per-sample scores of ``benchmark`` on ``tier`` (dev, or train for fold evaluations):
+    one row per such evaluation of the experiments, columns the samples every row scored, in
+    sample-id order."""
     rows: list[dict[str, float]] = []
     for experiment_id in experiment_ids:
         for evaluation in store.query_as(Evaluation, fields={"subject_id": experiment_id}):
-            if evaluation.tier == DataTier.DEV and evaluation.benchmark == benchmark:
+            if evaluation.tier == tier and evaluation.benchmark == benchmark:
                 rows.append({s.sample_id: s.score for s in evaluation.samples})
     if not rows:
         return []

@@ -143,6 +143,12 @@ class Worker:
         door = self.ctx.door
         if self.stop.cancelling:
             return None, True
+        if self.ctx.tier is DataTier.TRAIN:  # no dev scores in this setting: folds of train
+            folded = door.worker(worker, "run_job", experiment_id=exp, kind="fold_eval", seed=seed)
+            if folded["status"] != "succeeded":
+                return None, self.stop.cancelling or folded["status"] == "cancelled"
+            scores = folded.get("fold_scores", {}).get("scores", {})
+            return (float(scores[self.ctx.target]) if self.ctx.target in scores else None), False
         trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=seed)
         if trained["status"] != "succeeded":
             return None, self.stop.cancelling or trained["status"] == "cancelled"
@@ -197,7 +203,7 @@ def _dev_score(ctx: RunContext, experiment_id: str) -> float | None:
     found = [
         e
         for e in ctx.store.query_as(Evaluation, fields={"subject_id": experiment_id})
-        if e.tier == DataTier.DEV and e.benchmark == ctx.target and e.samples
+        if e.tier == ctx.tier and e.benchmark == ctx.target and e.samples
     ]
     if not found:
         return None
