@@ -4,7 +4,7 @@ It creates a fresh lab in ``./.rsilab-demo`` and runs one campaign on the built-
 task with the built-in agents, exactly as a user would from the command line::
 
     rsilab init --lab .rsilab-demo
-    rsilab run digits --lab .rsilab-demo --workers 2 --budget experiments=12
+    rsilab run digits --lab .rsilab-demo --workers 2 --budget experiments=20
     rsilab verify --lab .rsilab-demo
 
 The Host Controller first evaluates the initial system (``H0/M0``) on the private tiers; a Main
@@ -12,7 +12,7 @@ agent opens directions over the task's knobs, two Workers run recorded train and
 the sandbox through the Experiment OS, a Reviewer compares their per-sample dev scores,
 promising results are re-run on fresh seeds before they are proposed, and the controller alone
 accepts. The run ends with the lineage of accepted versions, the lock-in measures and the path
-of the campaign report; the ledger is then verified. About four minutes on 2 cores.
+of the campaign report; the ledger is then verified. About two minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 DEMO_LAB = Path(".rsilab-demo")
-DEMO_BUDGET = "experiments=12"
+DEMO_BUDGET = "experiments=20"
 DEMO_WORKERS = 2
 
 
