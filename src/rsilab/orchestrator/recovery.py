@@ -11,7 +11,7 @@ again under the same keys (see :mod:`rsilab.orchestrator.intents`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pydantic import Field
 
@@ -26,6 +26,7 @@ from rsilab.records import (
     Job,
     JobStatus,
     Model,
+    Record,
     Role,
     utc_now,
 )
@@ -92,15 +93,7 @@ def recover_campaign(
         )
         for j in jobs
     ]
-    if marked:
-        draft = EventDraft(
-            actor=actor,
-            role=str(Role.CONTROLLER),
-            action="jobs_interrupted",
-            campaign_id=campaign_id,
-            detail=", ".join(j.id for j in marked),
-        )
-        store.commit(draft, marked)
+    _commit_all(store, actor, campaign_id, "jobs_interrupted", marked)
     closed = _close_open_experiments(store, campaign_id, actor, stamp, keep_open)
     done = store.query_as(Intent, campaign_id=campaign_id, fields={"state": str(IntentState.DONE)})
     return RecoveryReport(
@@ -135,13 +128,20 @@ def _close_open_experiments(
         )
         for e in open_
     ]
-    if closed:
+    _commit_all(store, actor, campaign_id, "experiments_interrupted", closed)
+    return [e.id for e in closed]
+
+
+def _commit_all(
+    store: Store, actor: str, campaign_id: str, action: str, records: Sequence[Record]
+) -> None:
+    """Commit ``records`` in one event ``action`` naming them (nothing when there are none)."""
+    if records:
         draft = EventDraft(
             actor=actor,
             role=str(Role.CONTROLLER),
-            action="experiments_interrupted",
+            action=action,
             campaign_id=campaign_id,
-            detail=", ".join(e.id for e in closed),
+            detail=", ".join(r.id for r in records),
         )
-        store.commit(draft, closed)
-    return [e.id for e in closed]
+        store.commit(draft, list(records))
