@@ -2,7 +2,8 @@
 
 Commands: ``init``, ``campaign new|list``, ``tools``, ``call``, ``log``, ``show``, ``verify``,
 ``schema``, ``mcp``, ``runtime install|show``, ``doctor``, ``task list|check``, ``baseline``,
-``versions``, ``rollback``, ``gc``. Every command accepts ``--lab DIR``
+``versions``, ``rollback``, ``gc``, ``run``, ``resume``, ``guide``, ``report``, ``agent``.
+Every command accepts ``--lab DIR``
 (default ``$RSILAB_LAB``, else ``./.rsilab``).
 
 Exit codes:
