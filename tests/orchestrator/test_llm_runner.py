@@ -126,14 +126,16 @@ def ids(request: RecordedRequest, tool: str) -> list[str]:
     return [str(v["id"]) for v in results(request, tool)]
 
 
-def worker_proposing_a_gain() -> list[Step]:
+def worker_proposing_a_gain(config: dict[str, Any] | None = None) -> list[Step]:
+    """A Worker that writes ``config`` (default BETTER), runs it and proposes it."""
+    config = BETTER if config is None else config
     exp = "create_experiment"
     return [
         Respond(lambda r: call("prepare_workspace", overwrite=True)),
-        call("write_file", path="config.json", content=json.dumps(BETTER)),
+        call("write_file", path="config.json", content=json.dumps(config)),
         Respond(
             lambda r: call(
-                exp, direction_id=named(r, "dir"), description="adam, lr 3e-3", config=BETTER
+                exp, direction_id=named(r, "dir"), description="the better config", config=config
             )
         ),
         Respond(lambda r: call("run_job", experiment_id=result(r, exp)["id"], kind="train")),

@@ -1,0 +1,91 @@
+"""Campaigns on the real ``digits`` task (a small PyTorch MLP on scikit-learn's digits): the
+built-in agents, and an LLM campaign through the real OpenAI client and the scripted server.
+
+Both share one lab, so the baseline (six controller seeds) is evaluated once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rsilab.agents.llm import OpenAIChat, RetryPolicy
+from rsilab.agents.llm.scripted import ScriptedServer
+from rsilab.orchestrator.dag import ResearchDag
+from rsilab.orchestrator.llm_runner import run_llm_campaign
+from rsilab.orchestrator.report import build_report
+from rsilab.orchestrator.runner import run_campaign
+from rsilab.records import Candidate, CandidateState, Experiment, Review
+from rsilab.store import Lab, verify_store
+from rsilab.tasks import Budget, get_task
+from tests.orchestrator.test_llm_runner import (
+    main_creating_directions,
+    reviewer_filing_one,
+    worker_proposing_a_gain,
+)
+
+DIGITS_BETTER = {
+    "hidden": 8,
+    "epochs": 6,
+    "lr": 0.1,
+    "batch_size": 64,
+    "weight_decay": 0.002,
+    "optimizer": "adam",
+}
+"""Adam instead of SGD: a large gain over the shipped config (about 0.46 -> 0.90)."""
+
+
+@pytest.fixture(scope="module")
+def digits_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RSILAB_SANDBOX", "process")
+        lab = Lab.init(Path(tmp_path_factory.mktemp("digits")) / "lab")
+        try:
+            yield lab
+        finally:
+            lab.close()
+
+
+def test_an_llm_campaign_on_digits_gets_a_better_config_accepted(digits_lab: Lab) -> None:
+    retry = RetryPolicy(max_attempts=3, base_delay_s=0.0, sleep=lambda _s: None)
+    with (
+        ScriptedServer() as server,
+        OpenAIChat("gpt-test", api_key="k", base_url=server.openai_base_url, retry=retry) as chat,
+    ):
+        server.add(
+            *main_creating_directions(),
+            *worker_proposing_a_gain(DIGITS_BETTER),
+            *reviewer_filing_one(),
+        )
+        outcome = run_llm_campaign(
+            digits_lab,
+            get_task("digits"),
+            agents="openai:gpt-test",
+            budget=Budget(experiments=1, tokens=100_000),
+            model=chat,
+        )
+        assert server.remaining == 0
+    assert outcome.state == "finished" and outcome.experiments == 1, outcome.message
+    (candidate,) = digits_lab.store.query_as(Candidate, campaign_id=outcome.campaign_id)
+    assert candidate.state == CandidateState.ACCEPTED, candidate.reason
+    assert [a.label for a in outcome.accepted] == ["H1/M1"]
+    assert digits_lab.store.query_as(Review, campaign_id=outcome.campaign_id)
+    report = build_report(digits_lab.store, outcome.campaign_id)
+    assert report.accepted and report.resources.llm.calls > 0
+    assert verify_store(digits_lab.store, None).problems == []
+
+
+def test_a_builtin_campaign_on_digits_with_two_workers(digits_lab: Lab) -> None:
+    result = run_campaign(digits_lab, get_task("digits"), budget=Budget(experiments=8), workers=2)
+    assert result.state == "finished" and result.experiments == 8, result.message
+    exps = digits_lab.store.query_as(Experiment, campaign_id=result.campaign_id)
+    assert len(exps) == 8 and all(e.is_finished() for e in exps)
+    assert {e.created_by for e in exps} >= {"worker-1", "worker-2"}
+    dag = ResearchDag.load(digits_lab.store, result.campaign_id)
+    assert len(dag.directions) >= 3
+    candidates = digits_lab.store.query_as(Candidate, campaign_id=result.campaign_id)
+    assert all(c.is_finished() for c in candidates)
+    assert result.measures is not None and result.measures.experiments == 8
+    assert verify_store(digits_lab.store, None).problems == []
