@@ -36,8 +36,10 @@ SUITES = [
     "benchmarks.bench_textcls",
     "benchmarks.bench_sandbox",
     "benchmarks.bench_escape",
+    "benchmarks.bench_hacking:run_hacking",
     "benchmarks.bench_controller:run_throughput",
     "benchmarks.bench_controller:run_false_acceptance",
+    "benchmarks.bench_search:run_search",
 ]
 
 Runner = Callable[[bool], list[dict[str, Any]]]

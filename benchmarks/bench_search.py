@@ -1,0 +1,173 @@
+"""Search efficiency: rsilab's built-in policy against Optuna TPE, hill-climbing and random search.
+
+Entry ``benchmarks.bench_search:run_search`` (see ``benchmarks/__main__.py``). Every policy runs
+through one proposal protocol (:mod:`benchmarks.search.protocol`): same task, seed, experiment
+budget, Experiment OS tools and Host Controller; only the search differs. Per task the rows give
+each policy's final-tier score across seeds, a paired comparison with rsilab, and the experiments
+it needed to reach Optuna's final best dev score; a PNG per task shows the best-so-far curves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.search.policies import ASK_TELL_POLICIES
+from benchmarks.search.protocol import BUILTIN, RunResult, run_builtin, run_policy, task_lab
+from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
+from rsilab.executors.local import available_cores
+from rsilab.tasks import get_task
+
+FIGURES = Path(__file__).parent / "figures"
+POLICIES = (BUILTIN, *ASK_TELL_POLICIES)
+"""rsilab first, then optuna-tpe, hill-climb, random."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much of one task to run."""
+
+    seeds: int
+    budget: int
+    """Experiments per run (train + dev_eval each)."""
+
+
+QUICK: dict[str, Plan] = {"synthetic": Plan(seeds=5, budget=16)}
+"""Quick mode: synthetic only (about 5 minutes on 2 cores). A digits experiment costs about
+10 s, so digits with 5 seeds x 4 policies does not fit a quick run; kernel has no search space."""
+FULL: dict[str, Plan] = {
+    "synthetic": Plan(seeds=10, budget=40),
+    "digits": Plan(seeds=10, budget=24),
+    "textcls": Plan(seeds=10, budget=12),
+}
+SKIPPED = {
+    "kernel": "not run: it declares no search space (it is improved by editing kernel.py; "
+    "these policies search configs)"
+}
+PARALLEL_RUNS = 2
+"""Runs at once (each runs its experiments one at a time): one per core on 2 cores."""
+
+
+def run_task(
+    name: str,
+    plan: Plan,
+    policies: tuple[str, ...] = POLICIES,
+    parallel: int = PARALLEL_RUNS,
+    on_run: Callable[[RunResult], None] | None = None,
+) -> tuple[list[RunResult], float]:
+    """Every (policy, seed) run of ``name`` in one lab; (runs, seconds the baseline took).
+
+    Runs go ``parallel`` at a time on threads (their jobs share the lab's executor);
+    seeds are 1..plan.seeds; results are ordered by policy, then seed.
+    """
+    task = get_task(name)
+    with task_lab(task, slots=min(2, available_cores())) as tl:
+
+        def one(job: tuple[str, int]) -> RunResult:
+            policy, seed = job
+            if policy == BUILTIN:
+                result = run_builtin(tl, seed, plan.budget)
+            else:
+                result = run_policy(tl, policy, seed, plan.budget)
+            if on_run is not None:
+                on_run(result)
+            return result
+
+        jobs = [(p, s) for s in range(1, plan.seeds + 1) for p in policies]
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            runs = list(pool.map(one, jobs))
+        baseline_s = tl.baseline_s
+    order = {p: i for i, p in enumerate(policies)}
+    runs.sort(key=lambda r: (order[r.policy], r.seed))
+    return runs, baseline_s
+
+
+def task_rows(name: str, target: str, runs: list[RunResult], plan: Plan) -> list[dict[str, Any]]:
+    """The table rows of one task (one per policy; see :func:`run_search`)."""
+    by_policy: dict[str, list[RunResult]] = {}
+    for r in runs:
+        by_policy.setdefault(r.policy, []).append(r)
+    tpe = {r.seed: r.best_dev for r in by_policy.get("optuna-tpe", [])}
+    mine = {r.seed: r.final for r in by_policy.get(BUILTIN, [])}
+    rows = []
+    for policy, group in by_policy.items():
+        reach = [experiments_to_reach(r, tpe.get(r.seed)) for r in group]
+        hit = sorted(n for n in reach if n is not None)
+        compared = paired(mine, {r.seed: r.final for r in group}) if policy != BUILTIN else None
+        bests = [r.best_dev for r in group if r.best_dev is not None]
+        rows.append(
+            {
+                "task": name,
+                "policy": policy,
+                "seeds x budget": f"{len(group)} x {plan.budget}",
+                f"final {target} [95% CI]": str(mean_ci([r.final for r in group])),
+                "runs accepted": f"{sum(1 for r in group if r.accepted)}/{len(group)}",
+                f"best dev {target}": f"{mean_ci(bests).mean:.3f}" if bests else "-",
+                "exps to reach TPE's best dev (median; reached)": (
+                    f"{hit[len(hit) // 2]}; {len(hit)}/{len(group)}" if hit else "not reached"
+                ),
+                "rsilab - policy, final [95% CI]": "-"
+                if compared is None
+                else compared.diff.signed(),
+                "rsilab W/T/L (sign p)": "-"
+                if compared is None
+                else f"{compared.wins}/{compared.ties}/{compared.losses} ({compared.sign_p:.2f})",
+                "s per run": round(sum(r.seconds for r in group) / len(group), 1),
+            }
+        )
+    return rows
+
+
+def run_search(quick: bool) -> list[dict[str, Any]]:
+    """Search efficiency: same task, budget and seeds; final-tier score of the accepted system.
+
+    Every policy drives the same Experiment OS and Host Controller: one experiment = one
+    recorded experiment (train + dev_eval through the tools; every job counts against the
+    budget). The baseline H0/M0 is evaluated once per task (6 controller seeds) and each run
+    gets its own lineage that starts from a copy of it, so every run is judged against the same
+    baseline numbers. *final* is the final-tier target score of the run's lineage head at the
+    end: the accepted system, or the baseline when nothing was accepted. Optuna TPE,
+    hill-climbing and random search propose their best-dev config once, at the end of the
+    budget (so they get the controller's first-proposal alpha); rsilab's built-in policy
+    (`run_campaign`, 1 Worker) proposes as it does: after a review and fresh-seed re-runs
+    (which count against its budget). Optuna: `TPESampler(multivariate=True, seed=seed,
+    n_startup_trials=min(10, max(2, budget // 2)))`, `constant_liar` only with parallel
+    Workers (not used here), the starting config enqueued as trial 0, knobs mapped to
+    Float/Int (with log)/Categorical distributions. Hill-climbing: starting config first, then
+    one knob of the best-so-far config moved (gaussian step 0.15 in normalised units, another
+    choice) and kept only if its dev score is strictly better. Random: uniform (log-uniform on
+    log knobs). *rsilab - policy* pairs runs by seed: mean difference with a paired t
+    interval, wins/ties/losses of rsilab and a two-sided sign test. *exps to reach*: the
+    experiment after which the policy's best dev score first reached the TPE run's final best
+    dev score of the same seed. Two runs at a time on 2 cores; each run's experiments are
+    serial. Curves: [synthetic](benchmarks/figures/search_synthetic.png),
+    [digits](benchmarks/figures/search_digits.png),
+    [textcls](benchmarks/figures/search_textcls.png) (full runs only for the last two).
+    Quick mode runs synthetic only (5 seeds x 16 experiments); kernel declares no search
+    space and is not run. Ablations (issue 6, part 2) are not measured yet.
+    """
+    plans = QUICK if quick else FULL
+    rows: list[dict[str, Any]] = []
+    for name, plan in plans.items():
+        wall = time.perf_counter()
+        runs, baseline_s = run_task(name, plan)
+        target = get_task(name).targets[0].name
+        by_policy: dict[str, list[RunResult]] = {}
+        for r in runs:
+            by_policy.setdefault(r.policy, []).append(r)
+        plot_curves(name, target, by_policy, plan.budget, FIGURES / f"search_{name}.png")
+        task_table = task_rows(name, target, runs, plan)
+        baseline = runs[0].baseline_final if runs else float("nan")
+        for row in task_table:
+            row["baseline final"] = f"{baseline:.3f}"
+        task_table[-1]["task wall s (baseline s)"] = (
+            f"{time.perf_counter() - wall:.0f} ({baseline_s:.0f})"
+        )
+        rows += task_table
+    for name, why in SKIPPED.items():
+        rows.append({"task": name, "policy": why})
+    return rows

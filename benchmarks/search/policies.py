@@ -1,0 +1,282 @@
+"""Search policies that ask for a config and are told its dev score: random, greedy, Optuna TPE.
+
+Every policy here sees only the task's declared search space (:class:`~rsilab.tasks.Knob`), its
+starting config (the knobs' defaults) and the dev scores of the configs it asked for. A policy
+is driven by :func:`benchmarks.search.protocol.run_policy`: ``ask`` returns the knobs of the
+next experiment, ``tell`` gives back its dev target score (``None`` when a job failed). Up to
+``workers`` asks may be outstanding at once. Every random choice comes from the run's seed, so
+a run repeats exactly (up to job timing when ``workers > 1``).
+
+Numeric knobs are moved in a normalised coordinate ``u`` in [0, 1] (``log10`` of the value for a
+``log`` knob), the same convention as :mod:`rsilab.agents.builtin.search`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import optuna
+from pydantic import JsonValue
+
+from rsilab.agents.builtin.search import config_key
+from rsilab.tasks import Knob, KnobType
+
+Config = dict[str, JsonValue]
+"""Knob name -> value."""
+
+Ticket = int
+"""What ``ask`` hands out and ``tell`` takes back, to match a score with its config."""
+
+
+class Policy(Protocol):
+    """A search policy (see the module docstring)."""
+
+    name: str
+
+    def ask(self) -> tuple[Ticket, Config]:
+        """The next config to run (every knob of the space), with a ticket for ``tell``."""
+        ...
+
+    def tell(self, ticket: Ticket, score: float | None) -> None:
+        """The dev target score of the config asked under ``ticket`` (None: the run failed)."""
+        ...
+
+
+# --- knob helpers -----------------------------------------------------------------------------
+
+
+def _bounds(knob: Knob) -> tuple[float, float]:
+    assert knob.low is not None and knob.high is not None
+    if knob.log:
+        return math.log10(knob.low), math.log10(knob.high)
+    return knob.low, knob.high
+
+
+def _from_u(knob: Knob, u: float) -> JsonValue:
+    """The value of a numeric knob at normalised coordinate ``u`` (clipped to [0, 1])."""
+    lo, hi = _bounds(knob)
+    x = lo + min(1.0, max(0.0, u)) * (hi - lo)
+    value = 10**x if knob.log else x
+    assert knob.low is not None and knob.high is not None
+    if knob.type is KnobType.INT:
+        return int(min(knob.high, max(knob.low, round(value))))
+    return float(f"{min(knob.high, max(knob.low, value)):.6g}")
+
+
+def _to_u(knob: Knob, value: JsonValue) -> float:
+    lo, hi = _bounds(knob)
+    assert isinstance(value, int | float)
+    x = math.log10(value) if knob.log else float(value)
+    return (x - lo) / (hi - lo)
+
+
+def random_value(knob: Knob, rng: random.Random) -> JsonValue:
+    """A uniform draw from the knob's range (log-uniform on a log knob; a choice or a bool
+    uniformly)."""
+    if knob.type is KnobType.CHOICE:
+        return rng.choice(knob.choices)
+    if knob.type is KnobType.BOOL:
+        return rng.random() < 0.5
+    return _from_u(knob, rng.random())
+
+
+def mutate_value(knob: Knob, value: JsonValue, rng: random.Random, step: float) -> JsonValue:
+    """``value`` moved once: a gaussian step of sd ``step`` in ``u`` (numeric), another choice
+    (choice), the other truth value (bool). An int knob moves by at least 1 when it can."""
+    if knob.type is KnobType.CHOICE:
+        others = [c for c in knob.choices if c != value]
+        return rng.choice(others) if others else value
+    if knob.type is KnobType.BOOL:
+        return not bool(value)
+    moved = _from_u(knob, _to_u(knob, value) + rng.gauss(0.0, step))
+    if knob.type is KnobType.INT and moved == value:
+        assert knob.low is not None and knob.high is not None and isinstance(value, int)
+        up = value + 1 <= knob.high
+        moved = value + 1 if (up and (rng.random() < 0.5 or value - 1 < knob.low)) else value - 1
+    return moved
+
+
+def starting_config(space: Sequence[Knob]) -> Config:
+    """The task's starting config: every knob at its default."""
+    return {k.name: k.default for k in space}
+
+
+# --- random search ----------------------------------------------------------------------------
+
+
+class RandomSearch:
+    """Uniform (log-uniform on log knobs) over the whole space; never repeats a config."""
+
+    name = "random"
+
+    def __init__(self, space: Sequence[Knob], seed: int) -> None:
+        self.space = list(space)
+        self.rng = random.Random(f"random:{seed}")
+        self.tried: set[str] = set()
+        self._next = 0
+
+    def ask(self) -> tuple[Ticket, Config]:
+        config: Config = {}
+        for _ in range(100):
+            config = {k.name: random_value(k, self.rng) for k in self.space}
+            if config_key(config, self.space) not in self.tried:
+                break
+        self.tried.add(config_key(config, self.space))
+        self._next += 1
+        return self._next, config
+
+    def tell(self, ticket: Ticket, score: float | None) -> None:
+        """Random search ignores scores."""
+
+
+# --- greedy hill-climbing ---------------------------------------------------------------------
+
+
+class HillClimb:
+    """Greedy hill-climbing: the first experiment runs the starting config; each later one
+    changes one knob of the best config so far (:func:`mutate_value`, step ``STEP``) and the
+    change is kept only if its dev score beats the best so far (strictly). A config already
+    tried is not asked again (up to 100 redraws)."""
+
+    name = "hill-climb"
+    STEP = 0.15
+
+    def __init__(self, space: Sequence[Knob], seed: int) -> None:
+        self.space = list(space)
+        self.rng = random.Random(f"hill-climb:{seed}")
+        self.best: Config = starting_config(space)
+        self.best_score: float | None = None
+        self.tried: set[str] = set()
+        self.asked: dict[Ticket, Config] = {}
+        self._next = 0
+
+    def ask(self) -> tuple[Ticket, Config]:
+        config = dict(self.best)
+        if config_key(config, self.space) in self.tried:
+            for _ in range(100):
+                knob = self.rng.choice(self.space)
+                config = dict(self.best)
+                config[knob.name] = mutate_value(knob, self.best[knob.name], self.rng, self.STEP)
+                if config_key(config, self.space) not in self.tried:
+                    break
+        self.tried.add(config_key(config, self.space))
+        self._next += 1
+        self.asked[self._next] = config
+        return self._next, config
+
+    def tell(self, ticket: Ticket, score: float | None) -> None:
+        config = self.asked.pop(ticket)
+        if score is not None and (self.best_score is None or score > self.best_score):
+            self.best, self.best_score = config, score
+
+
+# --- Optuna TPE -------------------------------------------------------------------------------
+
+
+def _primitive(value: JsonValue) -> bool:
+    return value is None or isinstance(value, bool | int | float | str)
+
+
+def optuna_distribution(knob: Knob) -> optuna.distributions.BaseDistribution:
+    """The Optuna distribution of a knob.
+
+    float -> FloatDistribution(low, high, log); int -> IntDistribution(low, high, log);
+    bool -> CategoricalDistribution([False, True]); choice -> CategoricalDistribution of its
+    choices when every choice is a JSON scalar, else of their indices (0..n-1; see
+    :func:`from_optuna`).
+    """
+    if knob.type is KnobType.FLOAT:
+        assert knob.low is not None and knob.high is not None
+        return optuna.distributions.FloatDistribution(knob.low, knob.high, log=knob.log)
+    if knob.type is KnobType.INT:
+        assert knob.low is not None and knob.high is not None
+        return optuna.distributions.IntDistribution(int(knob.low), int(knob.high), log=knob.log)
+    if knob.type is KnobType.BOOL:
+        return optuna.distributions.CategoricalDistribution([False, True])
+    if all(_primitive(c) for c in knob.choices):
+        return optuna.distributions.CategoricalDistribution(knob.choices)  # type: ignore[arg-type]
+    return optuna.distributions.CategoricalDistribution(list(range(len(knob.choices))))
+
+
+def from_optuna(knob: Knob, value: Any) -> JsonValue:
+    """The config value of an Optuna parameter drawn from :func:`optuna_distribution`."""
+    if knob.type is KnobType.CHOICE and not all(_primitive(c) for c in knob.choices):
+        return knob.choices[int(value)]
+    if knob.type is KnobType.FLOAT:
+        return float(value)
+    if knob.type is KnobType.INT:
+        return int(value)
+    if knob.type is KnobType.BOOL:
+        return bool(value)
+    return value  # type: ignore[no-any-return]
+
+
+def to_optuna(knob: Knob, value: JsonValue) -> Any:
+    """The Optuna parameter of a config value (inverse of :func:`from_optuna`)."""
+    if knob.type is KnobType.CHOICE and not all(_primitive(c) for c in knob.choices):
+        return knob.choices.index(value)
+    return value
+
+
+class OptunaTPE:
+    """Optuna's TPE sampler over the declared space, one trial per experiment (ask/tell).
+
+    Configured as ``TPESampler(multivariate=True, seed=seed, n_startup_trials=startup,
+    constant_liar=workers > 1)`` with ``startup = min(10, max(2, budget // 2))`` (Optuna's
+    default of 10 random trials, fewer when the budget is small so that TPE proposes at least
+    half of them), direction ``maximize``. The starting config is enqueued as the first trial
+    (as the other policies start from it). A failed run is told as a failed trial.
+    """
+
+    name = "optuna-tpe"
+
+    def __init__(self, space: Sequence[Knob], seed: int, budget: int, workers: int = 1) -> None:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.space = list(space)
+        self.startup = min(10, max(2, budget // 2))
+        sampler = optuna.samplers.TPESampler(
+            multivariate=True,
+            seed=seed,
+            n_startup_trials=self.startup,
+            constant_liar=workers > 1,
+        )
+        self.study = optuna.create_study(direction="maximize", sampler=sampler)
+        self.study.enqueue_trial({k.name: to_optuna(k, k.default) for k in self.space})
+        self.distributions = {k.name: optuna_distribution(k) for k in self.space}
+        self.trials: dict[Ticket, optuna.trial.Trial] = {}
+
+    def ask(self) -> tuple[Ticket, Config]:
+        trial = self.study.ask(self.distributions)
+        self.trials[trial.number] = trial
+        return trial.number, {k.name: from_optuna(k, trial.params[k.name]) for k in self.space}
+
+    def tell(self, ticket: Ticket, score: float | None) -> None:
+        trial = self.trials.pop(ticket)
+        if score is None:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(trial, score)
+
+
+def make_policy(
+    name: str, space: Sequence[Knob], seed: int, budget: int, workers: int = 1
+) -> Policy:
+    """The ask/tell policy called ``name`` (random, hill-climb, optuna-tpe)."""
+    if name == RandomSearch.name:
+        return RandomSearch(space, seed)
+    if name == HillClimb.name:
+        return HillClimb(space, seed)
+    if name == OptunaTPE.name:
+        return OptunaTPE(space, seed, budget, workers)
+    raise ValueError(f"no search policy {name!r}")
+
+
+ASK_TELL_POLICIES = (OptunaTPE.name, HillClimb.name, RandomSearch.name)
+
+
+def config_of(config: Mapping[str, JsonValue], space: Sequence[Knob]) -> Config:
+    """``config`` restricted to the knobs of ``space``."""
+    return {k.name: config[k.name] for k in space if k.name in config}

@@ -1,0 +1,395 @@
+"""One proposal protocol for every search policy: same lab, baseline, budget, tools and judge.
+
+A :class:`TaskLab` is a throwaway lab for one task: the task's baseline (H0/M0) is evaluated
+once, in lineage ``main``, and every run gets a lineage of its own (named after its policy and
+seed) whose first version is a copy of that baseline (:func:`fork_baseline`: the same harness,
+models, seeds, evaluations and scores, so every run is judged against the very same baseline
+numbers and the 6-seed baseline evaluation is paid once per task). One executor (one slot per
+core) serves every run's jobs and the controller's.
+
+A run (:func:`run_policy` or :func:`run_builtin`) opens its own campaign with an experiment
+budget. Each experiment is one Experiment OS experiment made through the tools, as the built-in
+Workers make it (:mod:`rsilab.orchestrator._workers`): ``prepare_workspace`` (lineage head),
+``read_file``/``write_file`` config.json, ``create_experiment``, ``run_job`` train and
+``dev_eval``, ``finish_experiment``; the tools refuse an experiment past the budget. The
+ask/tell policies propose once, at the end of the budget: their best-dev config, through
+``propose_candidate`` (judged before the call returns) and ``candidate_status``. The built-in
+policy (:func:`rsilab.orchestrator.runner.run_campaign`) proposes as it does (after verifying).
+
+What a run yields (:class:`RunResult`): the dev target score of each experiment in the order the
+experiments were created (read back from the records, the same way for every policy), the
+best-so-far curve, the final-tier target score of the lineage head at the end (the accepted
+system, or the baseline when nothing was accepted), and what was proposed.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import JsonValue
+
+from benchmarks.search.policies import Config, Policy, make_policy
+from rsilab.controller.lineage import find_lineage, require_lineage
+from rsilab.executors.local import LocalExecutor, available_cores
+from rsilab.expos.campaigns import open_campaign
+from rsilab.expos.services import LabServices
+from rsilab.orchestrator._door import Door
+from rsilab.orchestrator.campaign_run import set_campaign_state
+from rsilab.orchestrator.runner import run_campaign
+from rsilab.records import (
+    CampaignState,
+    Candidate,
+    CandidateState,
+    DataTier,
+    Evaluation,
+    EventDraft,
+    Experiment,
+    Lineage,
+    Role,
+    SystemVersion,
+)
+from rsilab.sandbox.select import default_sandbox
+from rsilab.store.lab import Lab
+from rsilab.tasks import Budget, Task, lab_secret
+
+ACTOR = "bench-search"
+BUILTIN = "rsilab"
+"""The name of rsilab's built-in policy in results."""
+WALL_S = 6 * 3600.0
+"""Campaign wall budget: large, so that only the experiment budget ends a run."""
+
+
+@dataclass
+class TaskLab:
+    """A throwaway lab for one task with its baseline evaluated (see the module docstring)."""
+
+    task: Task
+    lab: Lab
+    executor: LocalExecutor
+    baseline: SystemVersion
+    baseline_s: float
+
+    @property
+    def target(self) -> str:
+        """The benchmark every policy optimises: the task's first target."""
+        return self.task.targets[0].name
+
+
+@contextmanager
+def task_lab(task: Task, slots: int | None = None) -> Iterator[TaskLab]:
+    """A :class:`TaskLab` for ``task`` in a temporary folder (removed afterwards)."""
+    with tempfile.TemporaryDirectory(prefix=f"rsilab-bench-search-{task.name}-") as tmp:
+        lab = Lab.init(Path(tmp) / "lab")
+        lab_secret(lab.path)  # made before any thread reads it
+        sandbox = default_sandbox()
+        executor = LocalExecutor(sandbox, lab.artifacts, slots or min(2, available_cores()))
+        services = LabServices(lab, executor, judge_in_background=False)
+        try:
+            wall = time.perf_counter()
+            baseline = services.controller(task).baseline(actor=ACTOR)
+            yield TaskLab(task, lab, executor, baseline, time.perf_counter() - wall)
+        finally:
+            services.close()
+            executor.shutdown()
+            sandbox.close()
+            lab.close()
+
+
+def fork_baseline(lab: Lab, task: str, name: str, source: str = "main") -> SystemVersion:
+    """Start lineage ``name`` of ``task`` with a copy of the head of lineage ``source``.
+
+    The copy has the same harness, models, controller seeds, evaluations and scores, so the
+    controller judges a candidate of lineage ``name`` against exactly the numbers it would use
+    in ``source``; the fingerprints (private data, evaluator) are carried over too. Recorded
+    as one ledger event. Raises UserError when ``source`` has no baseline and ConflictError
+    when ``name`` exists already.
+    """
+    store = lab.store
+    origin = require_lineage(store, task, source)
+    head = store.get_as(origin.head_id, SystemVersion)
+    copy = SystemVersion(
+        task=task,
+        lineage=name,
+        label=head.label,
+        harness_sha256=head.harness_sha256,
+        model_sha256=head.model_sha256,
+        model_sha256s=list(head.model_sha256s),
+        seeds=list(head.seeds),
+        scores=dict(head.scores),
+        evaluation_ids=list(head.evaluation_ids),
+        decision=f"benchmark fork: copy of {head.id} ({task}/{source} {head.label})",
+    )
+    lineage = Lineage(
+        task=task,
+        name=name,
+        head_id=copy.id,
+        versions=[copy.id],
+        private_data_sha256=origin.private_data_sha256,
+        evaluator_sha256=origin.evaluator_sha256,
+    )
+    draft = EventDraft(
+        actor=ACTOR,
+        role=str(Role.HUMAN),
+        action="baseline",
+        detail=f"{task}/{name} {copy.label} (copy of {head.id})",
+    )
+    store.commit(draft, [copy, lineage])
+    return copy
+
+
+@dataclass
+class RunResult:
+    """What one run of one policy produced (see the module docstring)."""
+
+    policy: str
+    task: str
+    seed: int
+    budget: int
+    dev_scores: list[float | None]
+    """Dev target score of each experiment, in creation order (None: it failed)."""
+    final: float
+    """Final-tier target score of the lineage head at the end."""
+    baseline_final: float
+    accepted: int
+    """Versions the run's proposals added to its lineage."""
+    proposals: int
+    seconds: float
+    best_config: Config = field(default_factory=dict)
+
+    @property
+    def experiments(self) -> int:
+        return len(self.dev_scores)
+
+    def curve(self, length: int | None = None) -> list[float | None]:
+        """Best dev score after each experiment (None before the first success), padded with
+        its last value to ``length`` (default: the budget)."""
+        out: list[float | None] = []
+        best: float | None = None
+        for score in self.dev_scores:
+            if score is not None and (best is None or score > best):
+                best = score
+            out.append(best)
+        n = self.budget if length is None else length
+        return out[:n] + [best] * (n - len(out))
+
+    @property
+    def best_dev(self) -> float | None:
+        scores = [s for s in self.dev_scores if s is not None]
+        return max(scores) if scores else None
+
+
+def _dev_scores(lab: Lab, campaign_id: str, target: str) -> list[float | None]:
+    """Each experiment's latest dev target score (mean over samples), in creation order."""
+    experiments = sorted(
+        lab.store.query_as(Experiment, campaign_id=campaign_id), key=lambda e: e.created_at
+    )
+    by_subject: dict[str, Evaluation] = {}
+    for e in lab.store.query_as(Evaluation, campaign_id=campaign_id):
+        if e.tier == DataTier.DEV and e.benchmark == target and e.samples:
+            known = by_subject.get(e.subject_id)
+            if known is None or e.created_at > known.created_at:
+                by_subject[e.subject_id] = e
+    out: list[float | None] = []
+    for exp in experiments:
+        found = by_subject.get(exp.id)
+        out.append(
+            None if found is None else sum(s.score for s in found.samples) / len(found.samples)
+        )
+    return out
+
+
+def _outcome(tl: TaskLab, lineage: str, campaign_id: str) -> tuple[float, int, int]:
+    """(final-tier target score of the head, versions accepted, proposals) of a run."""
+    store = tl.lab.store
+    head_id = require_lineage(store, tl.task.name, lineage).head_id
+    head = store.get_as(head_id, SystemVersion)
+    candidates = store.query_as(Candidate, campaign_id=campaign_id)
+    accepted = sum(1 for c in candidates if c.state is CandidateState.ACCEPTED)
+    return head.scores[tl.target].value, accepted, len(candidates)
+
+
+def _services(tl: TaskLab, lineage: str) -> LabServices:
+    if find_lineage(tl.lab.store, tl.task.name, lineage) is None:
+        fork_baseline(tl.lab, tl.task.name, lineage)
+    return LabServices(tl.lab, tl.executor, lineage=lineage, judge_in_background=False)
+
+
+def run_builtin(tl: TaskLab, seed: int, budget: int, workers: int = 1) -> RunResult:
+    """rsilab's built-in policy (:func:`run_campaign`) on a fresh lineage forked from the
+    baseline, with ``budget`` experiments and ``workers`` Workers."""
+    lineage = f"{BUILTIN}-{seed}"
+    services = _services(tl, lineage)
+    wall = time.perf_counter()
+    try:
+        result = run_campaign(
+            tl.lab,
+            tl.task,
+            budget=Budget(experiments=budget, wall_s=WALL_S),
+            workers=workers,
+            seed=seed,
+            services=services,
+        )
+    finally:
+        services.close()
+    final, accepted, proposals = _outcome(tl, lineage, result.campaign_id)
+    return RunResult(
+        BUILTIN,
+        tl.task.name,
+        seed,
+        budget,
+        _dev_scores(tl.lab, result.campaign_id, tl.target),
+        final,
+        tl.baseline.scores[tl.target].value,
+        accepted,
+        proposals,
+        time.perf_counter() - wall,
+    )
+
+
+class _Experimenter:
+    """Runs experiments of one campaign through the tools, as the built-in Workers do."""
+
+    def __init__(self, tl: TaskLab, door: Door, seed: int, direction_id: str) -> None:
+        self.tl, self.door, self.seed, self.direction_id = tl, door, seed, direction_id
+        self._lock = threading.Lock()
+        self._n = 0
+
+    def run(self, config: Config, worker: str) -> tuple[str, float | None]:
+        """(experiment id, dev target score or None when a job failed) of ``config`` written
+        over the head's config.json in ``worker``'s workspace."""
+        with self._lock:
+            self._n += 1
+            n = self._n
+        door = self.door
+        door.worker(worker, "prepare_workspace", overwrite=True)
+        current = json.loads(door.worker(worker, "read_file", path="config.json")["text"])
+        full: dict[str, JsonValue] = {**current, **config}
+        door.worker(worker, "write_file", path="config.json", content=json.dumps(full))
+        exp = str(
+            door.worker(
+                worker,
+                "create_experiment",
+                direction_id=self.direction_id,
+                description=f"[exp:{n}] {json.dumps(config, sort_keys=True)}",
+                config=full,
+            )["id"]
+        )
+        job_seed = self.seed * 1000 + n
+        score: float | None = None
+        trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=job_seed)
+        if trained["status"] == "succeeded":
+            evaluated = door.worker(
+                worker,
+                "run_job",
+                experiment_id=exp,
+                kind="dev_eval",
+                seed=job_seed,
+                model=trained["model"],
+            )
+            if evaluated["status"] == "succeeded":
+                scores = evaluated.get("dev", {}).get("scores", {})
+                if self.tl.target in scores:
+                    score = float(scores[self.tl.target])
+        door.worker(
+            worker,
+            "finish_experiment",
+            experiment_id=exp,
+            status="succeeded" if score is not None else "failed",
+            summary=f"dev {self.tl.target} {score}",
+        )
+        return exp, score
+
+    def propose(self, experiment_id: str, config: Config) -> dict[str, Any]:
+        """Propose ``config`` (over the head's config.json) as the system of ``experiment_id``;
+        the controller's verdict (judged before this returns)."""
+        door, worker = self.door, "proposer"
+        prepared = door.worker(worker, "prepare_workspace", overwrite=True)
+        current = json.loads(door.worker(worker, "read_file", path="config.json")["text"])
+        content = json.dumps({**current, **config})
+        door.worker(worker, "write_file", path="config.json", content=content)
+        proposed = door.worker(
+            worker,
+            "propose_candidate",
+            experiment_id=experiment_id,
+            base_version_id=prepared["base_version_id"],
+        )
+        return door.worker(worker, "candidate_status", candidate_id=proposed["candidate_id"])
+
+
+def run_policy(tl: TaskLab, name: str, seed: int, budget: int, workers: int = 1) -> RunResult:
+    """The ask/tell policy ``name`` (:func:`~benchmarks.search.policies.make_policy`) on a
+    fresh lineage forked from the baseline: ``budget`` experiments, up to ``workers`` at once,
+    then one proposal of the best-dev config (none when every experiment failed)."""
+    lineage = f"{name}-{seed}"
+    services = _services(tl, lineage)
+    wall = time.perf_counter()
+    settings = {"agents": name, "budget": f"experiments={budget}", "workers": workers, "seed": seed}
+    campaign = open_campaign(tl.lab.store, tl.task.ref(), actor=ACTOR, settings=settings)
+    try:
+        door = Door(tl.lab, services, campaign.id, tl.lab.path / "workspaces" / campaign.id)
+        direction = door.main(
+            "create_direction",
+            title=f"{name} search",
+            hypothesis=f"{name} over the declared search space finds a better config",
+        )
+        runner = _Experimenter(tl, door, seed, str(direction["id"]))
+        policy = make_policy(name, tl.task.search_space, seed, budget, workers)
+        results = _drive(policy, runner, budget, workers)
+        ok = [(exp, cfg, s) for exp, cfg, s in results if s is not None]
+        best_config: Config = {}
+        if ok:
+            exp, best_config, _ = max(ok, key=lambda r: r[2])
+            runner.propose(exp, best_config)
+        set_campaign_state(tl.lab, campaign.id, CampaignState.FINISHED)
+    finally:
+        services.close()
+    final, accepted, proposals = _outcome(tl, lineage, campaign.id)
+    return RunResult(
+        name,
+        tl.task.name,
+        seed,
+        budget,
+        _dev_scores(tl.lab, campaign.id, tl.target),
+        final,
+        tl.baseline.scores[tl.target].value,
+        accepted,
+        proposals,
+        time.perf_counter() - wall,
+        best_config,
+    )
+
+
+def _drive(
+    policy: Policy, runner: _Experimenter, budget: int, workers: int
+) -> list[tuple[str, Config, float | None]]:
+    """Ask, run, tell until ``budget`` experiments are done, up to ``workers`` at once, each
+    in a free Worker's own workspace; (experiment id, config, dev score) of each, in completion
+    order."""
+    done: list[tuple[str, Config, float | None]] = []
+    free = [f"worker-{i}" for i in range(workers, 0, -1)]
+    asked = 0
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        running: dict[Future[tuple[str, float | None]], tuple[int, Config, str]] = {}
+        while asked < budget or running:
+            while asked < budget and free:
+                ticket, config = policy.ask()
+                worker = free.pop()
+                running[pool.submit(runner.run, config, worker)] = (ticket, config, worker)
+                asked += 1
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                ticket, config, worker = running.pop(future)
+                free.append(worker)
+                exp, score = future.result()
+                policy.tell(ticket, score)
+                done.append((exp, config, score))
+    return done
