@@ -40,6 +40,8 @@ SUITES = [
     "benchmarks.bench_controller:run_throughput",
     "benchmarks.bench_controller:run_false_acceptance",
     "benchmarks.bench_search:run_search",
+    "benchmarks.bench_campaigns:run_campaign_acceptance",
+    "benchmarks.bench_campaigns:run_campaign_overhead",
 ]
 
 Runner = Callable[[bool], list[dict[str, Any]]]
