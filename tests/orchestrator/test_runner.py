@@ -151,3 +151,17 @@ def test_guidance_opens_a_direction_on_the_knobs_it_names(lab: Lab) -> None:
     assert guided.title == "guidance: tune lr, epochs"
     assert "Try a lower LR" in guided.hypothesis and dag.experiments[guided.id]
     assert any(vague.id in p.message and "names no knob" in p.message for p in said)
+
+
+def test_the_best_unproposed_run_is_proposed_once_when_the_budget_is_spent(lab: Lab) -> None:
+    from rsilab.orchestrator._conclude import FINAL_PROPOSAL
+    from rsilab.records import Candidate, Intent, intent_id
+
+    result = run_campaign(lab, get_task("synthetic"), budget=Budget(experiments=5))
+    final = lab.store.get_as(intent_id(result.campaign_id, FINAL_PROPOSAL), Intent)
+    assert final.state == "done" and final.result is not None
+    candidates = lab.store.query_as(Candidate, campaign_id=result.campaign_id)
+    if "experiment_id" in final.result:  # a run beat the reference: it was judged
+        assert final.result["experiment_id"] in {c.experiment_id for c in candidates}
+    else:
+        assert final.result == {"accepted": False}

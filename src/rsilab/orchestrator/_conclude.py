@@ -14,6 +14,11 @@ The verify direction is closed last. The decision is the intent ``conclude:<veri
 result (advice, acceptance, new reference) is written before the DAG changes, and the DAG
 changes are idempotent, so a conclusion cut short is finished on resume from that result.
 A proposal uses no experiment budget.
+
+At the end of the budget, :meth:`Concluder.propose_best` puts the campaign's best unproposed
+run to the controller once (intent ``final-proposal``): a gain found by the last experiments,
+too late to verify, still gets its one judgement, as any search's best result would; the
+controller's alpha spending and re-training guard it.
 """
 
 from __future__ import annotations
@@ -23,13 +28,16 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from rsilab.agents.builtin import config_key
 from rsilab.orchestrator import intents
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._moves import Moves
 from rsilab.orchestrator._review import Reviewer
 from rsilab.orchestrator._state import CONCLUDE_PREFIX, CampaignView
-from rsilab.records import Candidate, CandidateState, Direction, SystemVersion
+from rsilab.records import Candidate, CandidateState, Direction, Experiment, SystemVersion
 
+FINAL_PROPOSAL = "final-proposal"
+"""Intent key of the end-of-budget proposal (:meth:`Concluder.propose_best`)."""
 PROPOSER = "proposer"
 """The Worker whose workspace holds proposals (not one of the experiment Workers, which may be
 busy when a conclusion is due)."""
@@ -57,6 +65,34 @@ class Concluder:
             result = self._decide(view, verify, parent)
             intents.complete(self.ctx.store, step, result)
         self._act(self.ctx.view(), verify, parent, result)
+
+    def propose_best(self, view: CampaignView) -> None:
+        """Propose the best run that beats the reference and whose config no candidate of
+        the campaign carried yet (once per campaign; nothing when there is none)."""
+        step = intents.begin(self.ctx.store, self.ctx.campaign_id, FINAL_PROPOSAL, "propose", {})
+        if isinstance(step, intents.DoneIntent):
+            return
+        space = self.ctx.task.search_space
+        proposed = {
+            config_key(self.ctx.store.get_as(c.experiment_id, Experiment).config, space)
+            for c in self.ctx.store.query_as(Candidate, campaign_id=self.ctx.campaign_id)
+            if c.experiment_id is not None
+        }
+        ref = view.ref_score if view.ref_score is not None else float("inf")
+        fresh = [
+            r
+            for r in view.runs
+            if not r.failed
+            and r.score > ref
+            and r.experiment_id not in view.ref_ids
+            and config_key(r.config, space) not in proposed
+        ]
+        result: dict[str, Any] = {"accepted": False}
+        if fresh:
+            best = max(fresh, key=lambda r: (r.score, -r.index))
+            result |= {"experiment_id": best.experiment_id, "score": best.score}
+            result |= self._propose(best.experiment_id, best.config)
+        intents.complete(self.ctx.store, step, result)
 
     def _decide(self, view: CampaignView, verify: Direction, parent: Direction) -> dict[str, Any]:
         runs = [r for r in view.runs_in(verify.id) if not r.failed]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from rsilab.controller.settings import rules_for
 from rsilab.orchestrator._door import Door
-from rsilab.orchestrator._state import CampaignView
+from rsilab.orchestrator._state import CampaignView, NonTarget
 from rsilab.orchestrator.campaign_run import Progress, ProgressFn
 from rsilab.records import DataTier
 from rsilab.store import Lab, Store
@@ -73,4 +73,13 @@ class RunContext:
 
     def view(self) -> CampaignView:
         """The campaign as its records hold it now."""
-        return CampaignView.load(self.lab.store, self.campaign_id)
+        return CampaignView.load(self.lab.store, self.campaign_id, self.non_targets)
+
+    @property
+    def non_targets(self) -> list[NonTarget]:
+        """The task's benchmarks the policy must not regress beyond their tolerance."""
+        return [
+            NonTarget(b.name, b.tolerance, b.higher_is_better)
+            for b in self.task.benchmarks
+            if not b.target
+        ]

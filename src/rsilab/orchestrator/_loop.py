@@ -188,13 +188,17 @@ class CampaignLoop:
         view = self.ctx.view()
         self.reported += 1
         self.done = self.reported
-        best = max(r.score for r in view.runs)
+        target = self.ctx.target
+        best = max((r.scores.get(target, r.score) for r in view.runs if not r.failed), default=0.0)
         title = view.dag.directions[run.direction_id].title
         score = "failed" if run.failed else f"{run.score:.4f}"
+        weighed = next((r for r in view.runs if r.experiment_id == run.experiment_id), run)
+        if weighed.score < run.score:
+            score += " (a non-target benchmark falls beyond its tolerance)"
         self.ctx.say(
             "experiment",
             f"experiment {self.reported}/{self.ctx.budget.experiments} [{title}] "
-            f"dev {self.ctx.target} {score} (best {best:.4f})",
+            f"dev {target} {score} (best {best:.4f})",
             run.score,
             best,
         )

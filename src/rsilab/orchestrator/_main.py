@@ -90,12 +90,14 @@ class MainAgent:
         return self._search(view, busy, inflight, can_dispatch)
 
     def conclude_ready(self, view: CampaignView) -> None:
-        """Conclude every verification whose re-runs are done (at the end of the budget: a
-        proposal uses no experiment budget, so a gain verified last is still judged)."""
+        """At the end of the budget: conclude every verification whose re-runs are done,
+        then propose the best run not proposed yet (a proposal uses no experiment budget, so
+        a gain found last is still judged)."""
         for d in view.dag.frontier():
             if view.is_verify(d) and len(view.runs_in(d.id)) >= VERIFY_SEEDS:
                 self.concluder.conclude(view, d)
                 view = self.ctx.view()
+        self.concluder.propose_best(self.ctx.view())
 
     # -- the rules ------------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ in its plan (``knobs: a, b``). So a resumed campaign sees exactly what the stopp
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import JsonValue
@@ -56,8 +57,31 @@ class Run:
     direction_id: str
     config: dict[str, JsonValue]
     score: float
+    """The policy's score: the dev target score, less :data:`NON_TARGET_PENALTY` per unit
+    by which a non-target benchmark falls more than :data:`NON_TARGET_MARGIN` of its
+    tolerance below the reference's (as :meth:`CampaignView.load` weighs it)."""
     failed: bool = False
     """The experiment failed (its score is 0.0 and it has no dev evaluation)."""
+    scores: dict[str, float] = field(default_factory=dict)
+    """Dev score per benchmark, as measured (empty for runs recorded before it was kept)."""
+
+
+@dataclass(frozen=True)
+class NonTarget:
+    """A benchmark the campaign must not regress beyond ``tolerance`` (the controller's
+    non-inferiority test on the private tiers, anticipated on dev)."""
+
+    name: str
+    tolerance: float
+    higher_is_better: bool = True
+
+
+NON_TARGET_PENALTY = 10.0
+"""Target-score units lost per unit of a non-target's shortfall beyond its margin: the
+controller rejects such a candidate, so the policy steers well away from it."""
+NON_TARGET_MARGIN = 0.5
+"""Share of a non-target's tolerance the policy allows itself on dev: one dev run is noisy and
+the controller tests non-inferiority on a lower bound (both tuned on synthetic)."""
 
 
 @dataclass
@@ -75,8 +99,11 @@ class CampaignView:
     """The highest ``n`` of any ``exp:<n>`` intent (done, pending or abandoned)."""
 
     @classmethod
-    def load(cls, store: Store, campaign_id: str) -> CampaignView:
-        """Read the DAG and the intents of ``campaign_id``."""
+    def load(
+        cls, store: Store, campaign_id: str, non_targets: Sequence[NonTarget] = ()
+    ) -> CampaignView:
+        """Read the DAG and the intents of ``campaign_id``; each run's score is weighed
+        against ``non_targets`` (see :attr:`Run.score`)."""
         dag = ResearchDag.load(store, campaign_id)
         intents = store.query_as(Intent, campaign_id=campaign_id)
         done = [i for i in intents if i.state is IntentState.DONE]
@@ -96,6 +123,7 @@ class CampaignView:
         for result in concluded.values():
             if result.get("accepted"):
                 ref_ids, ref_score = list(result["ref_ids"]), float(result["ref_score"])
+        runs = _weighed(runs, ref_ids, non_targets)
         last = max((exp_index(i) for i in exps), default=0)
         return cls(dag, runs, ref_ids, ref_score, concluded, pending, last)
 
@@ -176,6 +204,27 @@ class CampaignView:
         )
 
 
+def _weighed(runs: list[Run], ref_ids: list[str], non_targets: Sequence[NonTarget]) -> list[Run]:
+    """``runs`` with each score lowered for non-target shortfalls beyond tolerance against
+    the mean of the reference runs' scores (runs without scores are left as they are)."""
+    refs = [r for r in runs if r.experiment_id in ref_ids and r.scores]
+    out = []
+    for run in runs:
+        penalty = 0.0
+        for b in non_targets:
+            ref = [r.scores[b.name] for r in refs if b.name in r.scores]
+            if not ref or b.name not in run.scores or run.failed:
+                continue
+            allowed = NON_TARGET_MARGIN * b.tolerance
+            floor = sum(ref) / len(ref) - allowed
+            value = run.scores[b.name]
+            if not b.higher_is_better:
+                floor, value = -(sum(ref) / len(ref) + allowed), -value
+            penalty += NON_TARGET_PENALTY * max(0.0, floor - value)
+        out.append(replace(run, score=run.score - penalty) if penalty else run)
+    return out
+
+
 def exp_index(intent: Intent) -> int:
     """The ``n`` of an ``exp:<n>`` intent."""
     return int(intent.key.removeprefix(EXP_PREFIX))
@@ -190,6 +239,7 @@ def _run(intent: Intent) -> Run:
         dict(result["config"]),
         float(result["score"]),
         bool(result.get("failed", False)),
+        {str(k): float(v) for k, v in dict(result.get("scores") or {}).items()},
     )
 
 

@@ -114,9 +114,10 @@ class Worker:
         door.worker(worker, "write_file", path="config.json", content=json.dumps(full))
         exp = earlier.id if earlier is not None else self._create(worker, order, full)
         created.set()
-        score, cancelled = self._train_and_eval(worker, exp, self.ctx.seed * 1000 + order.n)
+        scores, cancelled = self._train_and_eval(worker, exp, self.ctx.seed * 1000 + order.n)
         if cancelled:
             return None  # left open: the resume's attempt continues it
+        score = scores.get(target)
         door.worker(
             worker,
             "finish_experiment",
@@ -124,7 +125,7 @@ class Worker:
             status="succeeded" if score is not None else "failed",
             summary=f"dev {target} {score}",
         )
-        return _complete(self.ctx, order, intent, exp, full, score)
+        return _complete(self.ctx, order, intent, exp, full, scores)
 
     def _create(self, worker: str, order: Order, full: dict[str, JsonValue]) -> str:
         return str(
@@ -138,30 +139,32 @@ class Worker:
             )["id"]
         )
 
-    def _train_and_eval(self, worker: str, exp: str, seed: int) -> tuple[float | None, bool]:
-        """(dev target score or None when a job failed, True when the stop request cancelled)."""
+    def _train_and_eval(self, worker: str, exp: str, seed: int) -> tuple[dict[str, float], bool]:
+        """(mean score per benchmark, empty when a job failed; True when the stop request
+        cancelled). Dev scores, or out-of-fold train scores where the setting gives no dev."""
         door = self.ctx.door
         if self.stop.cancelling:
-            return None, True
+            return {}, True
         if self.ctx.tier is DataTier.TRAIN:  # no dev scores in this setting: folds of train
             folded = door.worker(worker, "run_job", experiment_id=exp, kind="fold_eval", seed=seed)
             if folded["status"] != "succeeded":
-                return None, self.stop.cancelling or folded["status"] == "cancelled"
-            scores = folded.get("fold_scores", {}).get("scores", {})
-            return (float(scores[self.ctx.target]) if self.ctx.target in scores else None), False
+                return {}, self.stop.cancelling or folded["status"] == "cancelled"
+            return _floats(folded.get("fold_scores", {}).get("scores", {})), False
         trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=seed)
         if trained["status"] != "succeeded":
-            return None, self.stop.cancelling or trained["status"] == "cancelled"
+            return {}, self.stop.cancelling or trained["status"] == "cancelled"
         if self.stop.cancelling:
-            return None, True
+            return {}, True
         evaluated = door.worker(
             worker, "run_job", experiment_id=exp, kind="dev_eval", seed=seed, model=trained["model"]
         )
         if evaluated["status"] != "succeeded":
-            return None, self.stop.cancelling or evaluated["status"] == "cancelled"
-        scores = evaluated.get("dev", {}).get("scores", {})
-        target = self.ctx.target
-        return (float(scores[target]) if target in scores else None), False
+            return {}, self.stop.cancelling or evaluated["status"] == "cancelled"
+        return _floats(evaluated.get("dev", {}).get("scores", {})), False
+
+
+def _floats(scores: dict[str, Any]) -> dict[str, float]:
+    return {str(name): float(value) for name, value in scores.items() if value is not None}
 
 
 def tag(key: str) -> str:
@@ -194,21 +197,19 @@ def adopt(ctx: RunContext, order: Order, intent: Intent) -> Run | None:
     if not closed:
         return None
     exp = closed[-1]
-    score = _dev_score(ctx, exp.id) if exp.state is ExperimentState.SUCCEEDED else None
-    return _complete(ctx, order, intent, exp.id, dict(exp.config), score)
+    scores = _scores(ctx, exp.id) if exp.state is ExperimentState.SUCCEEDED else {}
+    return _complete(ctx, order, intent, exp.id, dict(exp.config), scores)
 
 
-def _dev_score(ctx: RunContext, experiment_id: str) -> float | None:
-    """The mean per-sample dev target score of the experiment's latest dev evaluation."""
-    found = [
-        e
-        for e in ctx.store.query_as(Evaluation, fields={"subject_id": experiment_id})
-        if e.tier == ctx.tier and e.benchmark == ctx.target and e.samples
-    ]
-    if not found:
-        return None
-    latest = max(found, key=lambda e: e.created_at)
-    return sum(s.score for s in latest.samples) / len(latest.samples)
+def _scores(ctx: RunContext, experiment_id: str) -> dict[str, float]:
+    """The mean per-sample score per benchmark of the experiment's latest evaluation on the
+    policy's tier."""
+    latest: dict[str, Evaluation] = {}
+    for e in ctx.store.query_as(Evaluation, fields={"subject_id": experiment_id}):
+        newer = e.benchmark not in latest or e.created_at > latest[e.benchmark].created_at
+        if e.tier == ctx.tier and e.samples and newer:
+            latest[e.benchmark] = e
+    return {b: sum(s.score for s in e.samples) / len(e.samples) for b, e in latest.items()}
 
 
 def _complete(
@@ -217,18 +218,31 @@ def _complete(
     intent: Intent,
     experiment_id: str,
     config: dict[str, JsonValue],
-    score: float | None,
+    scores: dict[str, float],
 ) -> Run:
+    """Record the experiment's intent done: its target score (0.0 and ``failed`` when it has
+    none) and every benchmark's score, which the view weighs against the non-targets'
+    tolerances."""
+    score = scores.get(ctx.target)
     result: dict[str, Any] = {
         "experiment_id": experiment_id,
         "direction_id": order.direction_id,
         "config": config,
         "score": score if score is not None else 0.0,
+        "scores": dict(scores),
     }
     if score is None:
         result["failed"] = True
     intents.complete(ctx.store, intent, result)
-    return Run(order.n, experiment_id, order.direction_id, config, result["score"], score is None)
+    return Run(
+        order.n,
+        experiment_id,
+        order.direction_id,
+        config,
+        result["score"],
+        score is None,
+        dict(scores),
+    )
 
 
 def kept_for_resume(store: Store, campaign_id: str) -> Callable[[Experiment], bool]:
