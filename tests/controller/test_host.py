@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rsilab.controller.evaluation import EMPTY_SHA256
 from rsilab.controller.host import HostController
 from rsilab.controller.lineage import lineage_versions, require_lineage, rollback
 from rsilab.errors import ConflictError, UserError
@@ -252,3 +253,81 @@ def test_an_acceptance_collects_garbage_over_the_size_limit(
         sha for j in rejected_jobs for sha in (j.model_out_sha256, j.stdout_sha256, j.stderr_sha256)
     }
     assert verify_store(lab.store, None, artifacts=lab.artifacts, deep=True).ok
+
+
+# --- model use: the seed, the model and the train step must matter --------------------------
+
+PIN_SEED = ("args = parser.parse_args()", "args = parser.parse_args()\n    args.seed = 5")
+IGNORE_MODEL = (
+    'quality = json.load(handle)["quality"]',
+    '_ = handle\n        quality = {"quality": 0.99, "robustness": 0.99}',
+)
+PREDICT_ONLY_TOML = '[harness]\nname = "synthetic"\npredict = "python predict.py"\nmodel = "none"\n'
+
+
+def _patched(folder: Path, name: str, change: tuple[str, str]) -> Path:
+    source = (folder / name).read_text()
+    assert change[0] in source
+    (folder / name).write_text(source.replace(*change))
+    return folder
+
+
+def _flags(lab: Lab) -> list[tuple[str, str]]:
+    return [(f.stage, f.rule) for f in lab.store.query_as(ProtocolFlag)]
+
+
+def test_a_train_that_ignores_the_seed_is_flagged_not_counted(
+    controller: HostController, lab: Lab, make_harness: MakeHarness
+) -> None:
+    """The luckiest seed pinned in train.py: one model for all the controller's seeds, so the
+    seed spread vanishes; the baseline's seeds give different models, so it is detected."""
+    controller.baseline()
+    judged = _judge(controller, lab, _patched(make_harness(BETTER), "train.py", PIN_SEED))
+    assert judged.state is CandidateState.REJECTED
+    assert _flags(lab) == [("training", "seed_ignored")]
+    assert "--seed" in judged.public_note and "0." not in judged.public_note
+    assert len(judged.evaluation_ids) == 4  # what ran is on record
+    assert require_lineage(lab.store, "synthetic").versions == [judged.parent_version_id]
+
+
+def test_a_predict_that_ignores_the_model_is_flagged_not_counted(
+    controller: HostController, lab: Lab, make_harness: MakeHarness
+) -> None:
+    """train still runs (and differs by seed); predict answers from a table of its own."""
+    controller.baseline()
+    judged = _judge(controller, lab, _patched(make_harness(), "predict.py", IGNORE_MODEL))
+    assert judged.state is CandidateState.REJECTED
+    assert _flags(lab) == [("evaluation", "model_ignored")]
+    assert "0." not in judged.public_note
+    # the probe is one extra predict job, on the emptied model
+    jobs = [j for j in lab.store.query_as(Job) if j.candidate_id == judged.id]
+    predicts = [j for j in jobs if j.kind is JobKind.CONTROLLER_PREDICT]
+    assert len(predicts) == controller.seeds + 1
+    assert sum(1 for j in predicts if j.inputs.model_in_sha256 == EMPTY_SHA256) == 1
+
+
+def test_a_predict_only_candidate_in_a_trained_lineage_is_refused(
+    controller: HostController, lab: Lab, make_harness: MakeHarness
+) -> None:
+    controller.baseline()
+    jobs_before = len(lab.store.query_as(Job))
+    folder = _patched(make_harness(), "predict.py", IGNORE_MODEL)
+    (folder / "harness.toml").write_text(PREDICT_ONLY_TOML)
+    judged = _judge(controller, lab, folder)
+    assert judged.state is CandidateState.REJECTED
+    assert _flags(lab) == [("training", "training_dropped")]
+    assert "training step" in judged.public_note
+    assert len(lab.store.query_as(Job)) == jobs_before  # refused before any job
+
+
+def test_ordinary_config_changes_pass_the_model_use_checks(
+    controller: HostController, lab: Lab, make_harness: MakeHarness
+) -> None:
+    """Synthetic's outputs often coincide between seeds' models; the probe empties the model
+    instead of swapping it, so a predict that reads its model never looks model-free."""
+    controller.baseline()
+    configs = [BETTER, {"epochs": 3}, {"dropout": 0.0, "width": 4}, {"optimizer": "adam"}]
+    for config in configs:
+        judged = _judge(controller, lab, make_harness(config))
+        assert judged.decisions, judged.reason  # reached the acceptance rule
+    assert _flags(lab) == []

@@ -278,3 +278,47 @@ def test_same_secret_same_hits_other_secret_other_ids(tmp_path: Path) -> None:
 def test_shingle_must_be_positive() -> None:
     with pytest.raises(ValueError, match="shingle"):
         PrivateIndex.build(notes_task(), SECRET, shingle=0)
+
+
+@pytest.mark.parametrize("scale", [1 / 16, 0.1, 3.0, 255 / 16])
+def test_every_private_digit_rescaled_is_a_scaled_hit(scale: float) -> None:
+    """Pixels multiplied by a constant share no byte or token with the original; the scaled
+    key finds every one of them (so no private digit's key was dropped as public)."""
+    _, index, splits = _built("digits")
+    private = [s for tier in (DataTier.ACCEPT, DataTier.FINAL) for s in splits["accuracy"][tier]]
+    rows = []
+    for sample in private:
+        assert isinstance(sample.input, list)
+        pixels = [round(float(str(v)) * scale, 4) for v in sample.input]
+        rows.append(json.dumps({"id": "mine", "input": pixels, "target": sample.target}))
+
+    hits = index.scan_bytes("\n".join(rows).encode(), "data/more_digits.jsonl")
+
+    assert ids(hits) == {("accuracy", s.id, "scaled") for s in private}
+    assert all(h.share == 1.0 for h in hits)
+
+
+def test_public_digits_rescaled_give_no_hits() -> None:
+    """No train or dev digit is proportional to a private one, so rescaling the public tiers
+    (what a legitimate normalisation step writes) never trips the guard."""
+    _, index, splits = _built("digits")
+    public = [s for tier in PUBLIC for s in splits["accuracy"][tier]]
+    rows = [json.dumps([float(str(v)) / 16 for v in s.input]) for s in public]  # type: ignore[union-attr]
+    assert index.scan_bytes("\n".join(rows).encode(), "normalised.jsonl") == []
+
+
+def test_an_exact_copy_is_reported_once_as_exact() -> None:
+    _, index, splits = _built("digits")
+    sample = splits["accuracy"][DataTier.FINAL][4]
+    hits = index.scan_bytes(json.dumps(sample.input).encode(), "one.json")
+    assert [(h.sample_id, h.kind) for h in hits] == [(sample.id, "exact")]
+
+
+def test_short_or_non_numeric_lists_have_no_scaled_key() -> None:
+    _, index, splits = _built("digits")
+    sample = splits["accuracy"][DataTier.FINAL][0]
+    assert isinstance(sample.input, list)
+    doubled = [2 * int(str(v)) for v in sample.input]
+    assert [h.kind for h in index.scan_bytes(json.dumps(doubled).encode(), "x")] == ["scaled"]
+    for data in ([0] * 64, [True] * 64, [1.0, 2.0, 3.0], ["1"] * 64, [1e308, -1e308] * 32):
+        assert index.scan_bytes(json.dumps(data).encode(), "x") == []

@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from rsilab.controller.evaluation import EMPTY_SHA256
 from rsilab.controller.host import HostController
 from rsilab.executors.local import LocalExecutor
 from rsilab.records import (
@@ -533,7 +534,8 @@ def test_answers_hardcoded_from_public_data_score_as_their_fallback(
     """A predict that answers every id and input it saw (train, dev) from a table, and a
     constant otherwise (the commonest public label; the stand-in's own constant for a stand-in
     lineage): private ids are re-keyed and private inputs are fresh, so the table never hits
-    and each private sample scores exactly what the constant scores."""
+    and each private sample scores exactly what the constant scores. In a lineage that trains,
+    such a predict-only harness is refused before any job (it drops the train step)."""
     trial = trials(name)
     seen = trial.public()
     commonest = Counter(s.target for s in seen if isinstance(s.target, int | str))
@@ -548,6 +550,10 @@ def test_answers_hardcoded_from_public_data_score_as_their_fallback(
 
     candidate = trial.judge(tree)
     assert candidate.state is CandidateState.REJECTED, candidate.reason
+    if name not in STAND_IN:
+        assert trial.flags(candidate) == ["training_dropped"]
+        assert trial.jobs(candidate) == []
+        return
     assert trial.flags(candidate) == []
     target = trial.task.targets[0].name
     seeds = len(candidate.seeds)
@@ -593,7 +599,11 @@ def test_an_edited_evaluator_changes_nothing(trials: Trials, name: str) -> None:
     assert judged.state is unedited.state is CandidateState.REJECTED, judged.reason
     assert trial.flags(judged) == []
     jobs = trial.jobs(judged)
-    assert jobs and all(j.status is JobStatus.SUCCEEDED for j in jobs)
+    # the model-use probe's predict, on an emptied model, fails: the harness needs its model
+    probes = [j for j in jobs if j.inputs.model_in_sha256 == EMPTY_SHA256]
+    assert all(j.status is JobStatus.FAILED for j in probes)
+    assert len(probes) == (0 if name in STAND_IN or name == "kernel" else 1)
+    assert jobs and all(j.status is JobStatus.SUCCEEDED for j in jobs if j not in probes)
     assert not any(trap.path in " ".join(j.inputs.argv) for j in jobs)
     if name in STAND_IN:  # deterministic: the very same scores
         for bench in trial.task.benchmarks:

@@ -6,10 +6,20 @@ without labels, registered datasets the candidate names), run ``train`` in a san
 job: its model's hash is kept), then run ``predict`` (or the task's driver) in a sandbox on the
 accept and final tiers of every benchmark, with the inputs on stdin. Outputs and logs stay with
 the controller. Any failure of the contract makes the system invalid, with a readable reason.
+
+On request (``probe_model``), the first seed's folder also gets a *model-use probe*: once its
+predict has run, the model file train wrote is emptied (same name, zero bytes; the trained
+model is already stored) and predict runs once more, on the accept tiers only. A predict that
+uses its model fails or answers differently; one whose outputs are the same on every accept
+sample ignores the model the controller trained (answers shipped in the tree, weights under
+another file type), which :attr:`SystemEvaluation.model_ignored` reports. Cost: one extra
+recorded predict job per candidate, on the accept half of the private samples (for 3 seeds,
+about a sixth more predict work; the job's resources count in the candidate's).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -19,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
+from pydantic import JsonValue
 
 from rsilab.controller.jobs import CONTROLLER_ACTOR, data_hashes, new_job, run_recorded_job
 from rsilab.controller.settings import rules_for
@@ -48,6 +59,8 @@ from rsilab.tasks import (
 
 MODEL_DIR = "model-out"
 MODEL_IN_DIR = "model-in"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+"""Hash of the emptied model the model-use probe gives predict."""
 PRIVATE_TIERS: tuple[DataTier, ...] = (DataTier.ACCEPT, DataTier.FINAL)
 
 
@@ -97,6 +110,10 @@ class SystemEvaluation:
     tables: dict[tuple[str, DataTier], ScoreTable]
     job_ids: list[str]
     resources: Resources
+    model_ignored: bool | None = None
+    """The model-use probe's finding: True when predict answered every accept sample alike
+    with the trained model emptied; False when it failed or answered differently; None when
+    no probe ran (not asked, or nothing trained)."""
 
 
 def controller_seeds(secret: bytes, subject: str, count: int) -> list[int]:
@@ -174,10 +191,12 @@ class SystemEvaluator:
         *,
         campaign_id: str | None,
         candidate_id: str | None,
+        probe_model: bool = False,
     ) -> SystemEvaluation:
         """Train (if the harness trains) and score every benchmark's private tiers per seed.
 
-        Seeds run in parallel up to the executor's slots.
+        Seeds run in parallel up to the executor's slots. With ``probe_model``, the first seed
+        also runs the model-use probe (see the module docstring) when the harness trains.
 
         Raises:
             SystemInvalid: the harness does not load, a job fails, or predict breaks the
@@ -186,7 +205,15 @@ class SystemEvaluator:
         """
         with ThreadPoolExecutor(max_workers=max(1, len(seeds))) as pool:
             futures = [
-                pool.submit(self._one_seed, recipe, i, seed, campaign_id, candidate_id)
+                pool.submit(
+                    self._one_seed,
+                    recipe,
+                    i,
+                    seed,
+                    campaign_id,
+                    candidate_id,
+                    probe_model and i == 0,
+                )
                 for i, seed in enumerate(seeds)
             ]
             per_seed = [f.result() for f in futures]
@@ -210,6 +237,7 @@ class SystemEvaluator:
             tables=tables,
             job_ids=[j for r in per_seed for j in r.job_ids],
             resources=total,
+            model_ignored=per_seed[0].model_ignored if per_seed else None,
         )
 
     def _one_seed(
@@ -219,12 +247,15 @@ class SystemEvaluator:
         seed: int,
         campaign_id: str | None,
         candidate_id: str | None,
+        probe_model: bool = False,
     ) -> _SeedResult:
         with tempfile.TemporaryDirectory(prefix="rsilab-controller-") as tmp:
             workspace = Path(tmp) / "system"
             self.artifacts.materialize(recipe.harness_sha256, workspace, "tree")
             check_tree_links(workspace)
-            return self._run_seed(recipe, workspace, index, seed, campaign_id, candidate_id)
+            return self._run_seed(
+                recipe, workspace, index, seed, campaign_id, candidate_id, probe_model
+            )
 
     def _run_seed(
         self,
@@ -234,6 +265,7 @@ class SystemEvaluator:
         seed: int,
         campaign_id: str | None,
         candidate_id: str | None,
+        probe_model: bool = False,
     ) -> _SeedResult:
         try:
             manifest = load_manifest(workspace)
@@ -306,7 +338,64 @@ class SystemEvaluator:
                     )
                 result.scores[(bench.name, tier)] = values
                 result.invalid[(bench.name, tier)] = sum(1 for s in scored if not s.valid)
+        if probe_model and model is not None:
+            result.model_ignored = self._model_ignored(
+                recipe, workspace, manifest, model, seed, outputs, result, campaign_id, candidate_id
+            )
         return result
+
+    def _model_ignored(
+        self,
+        recipe: Recipe,
+        workspace: Path,
+        manifest: Manifest,
+        model: str,
+        seed: int,
+        outputs: Mapping[str, JsonValue],
+        result: _SeedResult,
+        campaign_id: str | None,
+        candidate_id: str | None,
+    ) -> bool:
+        """The model-use probe: True when predict, run again on the accept tiers with the
+        model file emptied, answers every sample exactly as it did with the trained model."""
+        samples = [
+            s
+            for bench in self.task.benchmarks
+            for s in self.private_samples(bench.name, DataTier.ACCEPT)
+        ]
+        # The trained model is stored already (its job recorded its hash), so emptying the
+        # throwaway copy loses nothing. An empty file, not a missing one: a predict that
+        # checks the path exists must still be given something that holds no weights.
+        (workspace / model).write_bytes(b"")
+        spec = task_predict_spec(
+            self.task, workspace, samples, seed=seed, model=model, manifest=manifest,
+            limits=self.limits,
+        )  # fmt: skip
+        spec = RunSpec(
+            spec.argv,
+            spec.workspace,
+            spec.limits,
+            stdin=spec.stdin,
+            hidden=tuple(self.task.data_sources),
+            read_only_workspace=True,
+        )
+        inputs = JobInputs(
+            workspace_sha256=recipe.harness_sha256,
+            model_in_sha256=EMPTY_SHA256,
+            seed=seed,
+            argv=list(spec.argv[:2]),
+        )
+        _, run = self._recorded(
+            JobKind.CONTROLLER_PREDICT, inputs, spec, result, campaign_id, candidate_id
+        )
+        if run is None or not run.ok:
+            return False  # it needed the model: what a predict that uses one does
+        ids = [s.id for s in samples]
+        try:
+            probed = parse_predictions(self.artifacts.read_bytes(run.stdout_sha256), ids)
+        except HarnessOutputError:
+            return False
+        return all(probed[i] == outputs[i] for i in ids)
 
     def _train(
         self,
@@ -402,6 +491,7 @@ class _SeedResult:
     scores: dict[tuple[str, DataTier], list[float]] = field(default_factory=dict)
     invalid: dict[tuple[str, DataTier], int] = field(default_factory=dict)
     model: str | None = None
+    model_ignored: bool | None = None
     job_ids: list[str] = field(default_factory=list)
     resources: Resources = field(default_factory=Resources)
 

@@ -2,8 +2,9 @@
 
 :class:`TrainingGuards` looks at a candidate's stored tree and the registered data it names:
 links out of the tree and unusable dataset names make it invalid; private items in it (exact
-inputs, their ids, near-duplicates) or weights files no recorded job produced make it refused,
-with a :class:`Refusal` saying which protocol flag to record. Nothing here runs a job.
+inputs, their ids, near-duplicates, rescaled copies), weights files no recorded job produced, or
+a harness that no longer trains where the lineage's head does make it refused, with a
+:class:`Refusal` saying which protocol flag to record. Nothing here runs a job.
 :func:`private_data_sha256` and :func:`evaluator_sha256` fingerprint what scores, so the
 controller can refuse to compare scores once either changed.
 """
@@ -29,7 +30,7 @@ from rsilab.controller.overlap import PrivateIndex
 from rsilab.records import Candidate, CandidateState, Dataset
 from rsilab.store.artifacts import ArtifactStore, hash_file
 from rsilab.store.base import Store
-from rsilab.tasks import Task, get_driver, get_scorer
+from rsilab.tasks import ManifestError, Task, get_driver, get_scorer, load_manifest
 
 WEIGHT_SUFFIXES = frozenset(
     {
@@ -84,6 +85,7 @@ class TrainingGuards:
         self.store = store
         self.artifacts = artifacts
         self._index: PrivateIndex | None = None
+        self._trains: dict[str, bool] = {}
         self._lock = Lock()
 
     def private_index(self) -> PrivateIndex:
@@ -93,8 +95,14 @@ class TrainingGuards:
                 self._index = PrivateIndex.build(self.task, self.secret)
             return self._index
 
-    def check(self, candidate: Candidate) -> Refusal | None:
-        """The first guard ``candidate`` fails, or None when it may be evaluated."""
+    def check(
+        self, candidate: Candidate, *, head_harness_sha256: str | None = None
+    ) -> Refusal | None:
+        """The first guard ``candidate`` fails, or None when it may be evaluated.
+
+        ``head_harness_sha256`` is the harness of the lineage's head (what the candidate is
+        judged against); without it the training-dropped guard is not applied.
+        """
         with tempfile.TemporaryDirectory(prefix="rsilab-guard-") as tmp:
             tree = Path(tmp) / "tree"
             try:
@@ -108,7 +116,11 @@ class TrainingGuards:
                 return Refusal(
                     CandidateState.INVALID, reason, "the harness tree cannot be restored"
                 )
-            return self._overlap(tree, extra) or self._weights(tree)
+            return (
+                self._overlap(tree, extra)
+                or self._weights(tree)
+                or self._training_dropped(tree, head_harness_sha256)
+            )
 
     def _overlap(self, tree: Path, extra: list[tuple[str, Path]]) -> Refusal | None:
         index = self.private_index()
@@ -150,6 +162,44 @@ class TrainingGuards:
         detail = f"weights not produced by a recorded job: {', '.join(foreign[:5])}"
         # the files are the agent's own, so naming them tells it nothing private
         return Refusal(CandidateState.REJECTED, detail, detail, "unrecorded_weights", detail)
+
+    def _training_dropped(self, tree: Path, head_harness: str | None) -> Refusal | None:
+        """Refuse a harness without a train step when the head's harness has one.
+
+        The controller re-trains every candidate so that what scores is a model a recorded job
+        made from recorded inputs; a predict-only candidate in a trained lineage escapes that
+        (answer tables, weights fit elsewhere and shipped as a .json or .txt "calibration").
+        A lineage that never trained (kernel) is not affected.
+        """
+        if head_harness is None or not self._head_trains(head_harness):
+            return None
+        try:
+            if load_manifest(tree).trains:
+                return None
+        except ManifestError:
+            return None  # the evaluation reports it invalid, with the manifest's problems
+        detail = "the harness has no train step, while the lineage's head trains"
+        public = (
+            "the candidate drops the training step: in a lineage whose system trains, the "
+            "controller must re-train every candidate itself (keep train in harness.toml)"
+        )
+        return Refusal(CandidateState.REJECTED, detail, public, "training_dropped", detail)
+
+    def _head_trains(self, harness: str) -> bool:
+        """Whether the stored harness ``harness`` has a train step (cached per hash)."""
+        with self._lock:
+            if harness in self._trains:
+                return self._trains[harness]
+        with tempfile.TemporaryDirectory(prefix="rsilab-guard-head-") as tmp:
+            tree = Path(tmp) / "tree"
+            self.artifacts.materialize(harness, tree, "tree")
+            try:
+                trains = load_manifest(tree).trains
+            except ManifestError:
+                trains = False  # an accepted head always loads; nothing to compare with
+        with self._lock:
+            self._trains[harness] = trains
+        return trains
 
     def _extra_data_files(self, candidate: Candidate, folder: Path) -> list[tuple[str, Path]]:
         out = []

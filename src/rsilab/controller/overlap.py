@@ -17,9 +17,18 @@ searches data for them in two ways:
   least three of them (all of them when it has fewer), occur in the data. Samples shorter than
   ``shingle`` tokens have one window, the whole token sequence.
 
+- **scaled**: a private input that is a vector of numbers (a JSON list of at least
+  ``_MIN_SCALED`` numbers, such as a digit image) is also kept normalised up to a positive
+  scale: divided by its largest absolute value and rounded to ``1/_SCALE_LEVELS``. A JSON list
+  found in the data with the same normalised values is a hit, so a copy with every value
+  multiplied by a constant (pixels rescaled to 0-1) is caught though no byte or token is
+  shared. Keys a public input also has are dropped, as windows are (none, on the built-in
+  tasks: their splits hold no proportional pair).
+
 Binary files are scanned too (NUL bytes read as line ends, bad bytes as U+FFFD), so a leaked
 file cannot hide behind one NUL byte. What is not checked: compressed or encrypted copies and
-transformed ones (normalised pixels, paraphrases) are beyond both detectors; weights are the
+other transformations (scaled values written as text rather than JSON, shifted or noisy
+values, paraphrases) are beyond these detectors; weights are the
 provenance rule's business. Symbolic links and other non-regular files are not followed.
 
 Windows are kept as 64-bit hashes (a polynomial over 8-byte blake2b token digests), so the
@@ -57,6 +66,10 @@ _ZERO_FRACTION = re.compile(r"(\d)\.0*(?!\d)")
 _ASCII_TOKEN = re.compile(r"\n|[a-z0-9]+")
 _TOKEN = re.compile(r"\n|[^\W_]+")
 _NEWLINE = int.from_bytes(hashlib.blake2b(b"\n", digest_size=8).digest(), "little")
+_MIN_SCALED = 8  # shorter vectors are too often proportional by chance
+# A power of two: for integer data k/m with m <= 128 (pixels 0-16), k/m * 256 is never a
+# half-integer, so a rescaled copy's float error cannot flip a rounding and miss the key.
+_SCALE_LEVELS = 256
 _FILTER_BITS = 20  # a 1 MiB bitmap per width of window hashes rules out almost every window cheaply
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd, so each Horner step is a bijection mod 2**64
 _MAX_DEPTH = 64  # bounds the re-serialising of nested candidates; inputs sit far shallower
@@ -80,14 +93,15 @@ class OverlapHit:
     """``DataTier.ACCEPT`` or ``DataTier.FINAL``."""
     sample_id: str
     """The private sample's (re-keyed) id."""
-    kind: Literal["exact", "near"]
-    """``exact``: its input's canonical JSON (or text line); ``near``: shared token windows."""
+    kind: Literal["exact", "scaled", "near"]
+    """``exact``: its input's canonical JSON (or text line); ``scaled``: its numeric input
+    multiplied by a constant; ``near``: shared token windows."""
     where: str
     """Path relative to the scanned root (or the name given to scan_bytes), with ``:LINE``
     when the line is known (JSON lines, text lines, the first shared window of a near hit)."""
     share: float
-    """1.0 for exact hits; for near hits the share of the sample's private-specific windows
-    found."""
+    """1.0 for exact and scaled hits; for near hits the share of the sample's private-specific
+    windows found."""
 
 
 class _Ref(NamedTuple):
@@ -110,6 +124,7 @@ class PrivateIndex:
         self._shingle = shingle
         self._refs: list[_Ref] = []
         self._exact: dict[str, list[_Ref]] = defaultdict(list)
+        self._scaled: dict[bytes, list[_Ref]] = defaultdict(list)
         self._shapes: set[tuple[type, int]] = set()
         self._walked: set[type] = {dict, list}
         self._texts: dict[str, list[_Ref]] = defaultdict(list)
@@ -135,11 +150,14 @@ class PrivateIndex:
         index = cls(shingle)
         public: list[JsonValue] = []
         private: list[JsonValue] = []
+        scaled_public: set[bytes] = set()
         for bench in task.benchmarks:
             splits = make_splits(task, bench, secret)
             for tier in TIERS:
                 if not tier.is_private:
-                    public.extend(s.input for s in splits[tier])
+                    inputs = [s.input for s in splits[tier]]
+                    public.extend(inputs)
+                    scaled_public.update(filter(None, map(_scaled_key, inputs)))
                     continue
                 for sample in splits[tier]:
                     ref = _Ref(bench.name, tier, sample.id)
@@ -150,7 +168,11 @@ class PrivateIndex:
                     index._walked.add(type(sample.input))
                     if isinstance(sample.input, str) and sample.input.strip():
                         index._texts[sample.input.strip()].append(ref)
+                    if (key := _scaled_key(sample.input)) is not None:
+                        index._scaled[key].append(ref)
                     private.append(sample.input)
+        for key in scaled_public:
+            index._scaled.pop(key, None)
         index._index_windows(private, public)
         return index
 
@@ -240,8 +262,8 @@ class PrivateIndex:
 
     def _scan_chunk(self, text: str, offset: int, findings: _Findings, *, whole: bool) -> None:
         """Add to ``findings`` what ``text`` (starting after line ``offset``) holds."""
-        for ref, line in self._exact_matches(text, offset, whole=whole):
-            findings.exact[ref, line] = None
+        for ref, line, kind in self._exact_matches(text, offset, whole=whole):
+            findings.exact.setdefault((ref, line), kind)
         first = findings.first_line
         for number, key, line in self._shared_windows(text):
             findings.shared[number].add(key)
@@ -250,8 +272,8 @@ class PrivateIndex:
     def _hits(self, findings: _Findings, where: str) -> list[OverlapHit]:
         """Exact hits, then near hits of the samples not found exactly in the same place."""
         hits = [
-            OverlapHit(*ref, kind="exact", where=_place(where, line), share=1.0)
-            for ref, line in findings.exact
+            OverlapHit(*ref, kind=kind, where=_place(where, line), share=1.0)
+            for (ref, line), kind in findings.exact.items()
         ]
         exact = {ref for ref, _ in findings.exact}
         for number, keys in findings.shared.items():
@@ -264,33 +286,39 @@ class PrivateIndex:
 
     def _exact_matches(
         self, text: str, offset: int, *, whole: bool
-    ) -> Iterator[tuple[_Ref, int | None]]:
+    ) -> Iterator[tuple[_Ref, int | None, Literal["exact", "scaled"]]]:
         parsed = _parse(text) if whole else _NOT_JSON
         if parsed is not _NOT_JSON:
-            yield from ((ref, None) for ref in self._json_matches(parsed))
+            yield from ((ref, None, kind) for ref, kind in self._json_matches(parsed))
         lines = text.split("\n")
         for number, line in enumerate(lines, offset + 1):
             stripped = line.strip()
             if not stripped:
                 continue
-            yield from ((ref, number) for ref in self._texts.get(stripped, ()))
+            yield from ((ref, number, "exact") for ref in self._texts.get(stripped, ()))
             for found in _PRIVATE_ID.findall(stripped):
                 if found in self._ids:
-                    yield self._ids[found], number
+                    yield self._ids[found], number, "exact"
             if parsed is _NOT_JSON and stripped[0] in _JSON_START:
                 value = _parse(stripped)
                 if value is not _NOT_JSON:
-                    yield from ((ref, number) for ref in self._json_matches(value))
+                    yield from ((ref, number, kind) for ref, kind in self._json_matches(value))
         if whole and len(lines) > 1:
-            yield from ((ref, None) for ref in self._texts.get(text.strip(), ()))
+            yield from ((ref, None, "exact") for ref in self._texts.get(text.strip(), ()))
 
-    def _json_matches(self, value: Any) -> Iterator[_Ref]:
+    def _json_matches(self, value: Any) -> Iterator[tuple[_Ref, Literal["exact", "scaled"]]]:
         stack: list[tuple[Any, int]] = [(value, 0)]
         walked = self._walked
         while stack:
             item, depth = stack.pop()
             if _shape(item) in self._shapes:
-                yield from self._exact.get(_json_hash(item), ())
+                exact = self._exact.get(_json_hash(item), ())
+                yield from ((ref, "exact") for ref in exact)
+                # an exact copy is also a copy at scale 1: report it once, as exact
+                if not exact and self._scaled and isinstance(item, list):
+                    key = _scaled_key(item)
+                    if key is not None:
+                        yield from ((ref, "scaled") for ref in self._scaled.get(key, ()))
             if depth >= _MAX_DEPTH:
                 continue
             # Children that can neither match nor hold a match (the numbers of a digit image,
@@ -322,7 +350,8 @@ class PrivateIndex:
 class _Findings:
     """What one file or blob holds, gathered over its chunks."""
 
-    exact: dict[tuple[_Ref, int | None], None] = field(default_factory=dict)
+    exact: dict[tuple[_Ref, int | None], Literal["exact", "scaled"]] = field(default_factory=dict)
+    """Whole-value matches by (sample, line): exact or scaled (the first kind found)."""
     shared: defaultdict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
     first_line: dict[int, int] = field(default_factory=dict)
 
@@ -338,6 +367,30 @@ def _order(hit: OverlapHit) -> tuple[str, str, str, str, str]:
 def _shape(value: Any) -> tuple[type, int]:
     """A cheap key that equal JSON values share, so only plausible candidates get hashed."""
     return type(value), len(value) if isinstance(value, str | list | dict) else 0
+
+
+def _scaled_key(value: Any) -> bytes | None:
+    """``value`` normalised up to a positive scale, as a key; None unless it is a list of at
+    least ``_MIN_SCALED`` finite numbers (not booleans), not all zero.
+
+    Dividing by the largest absolute value makes ``c * v`` and ``v`` alike for every ``c > 0``;
+    rounding to ``_SCALE_LEVELS`` levels absorbs the float error of the multiplication.
+    """
+    if not isinstance(value, list) or len(value) < _MIN_SCALED:
+        return None
+    if not all(type(v) is int or type(v) is float for v in value):
+        return None
+    try:
+        vector = np.array(value, dtype=np.float64)
+    except OverflowError:  # an int beyond float range: not a measurement anyone scaled
+        return None
+    if not np.isfinite(vector).all():
+        return None
+    peak = float(np.abs(vector).max())
+    if peak == 0.0:
+        return None
+    levels = np.rint(vector / peak * _SCALE_LEVELS).astype(np.int16)
+    return levels.tobytes()
 
 
 def _json_hash(value: Any) -> str:

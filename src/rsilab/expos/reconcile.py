@@ -15,7 +15,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-_NUMBER = re.compile(r"(?<![\w.])([+-]?\d+(?:\.(\d+))?%|[+-]?\d+\.(\d+))(?![\w.])")
+# A number ends at a character that is neither a word character nor a dot, or at a sentence's
+# full stop ("reached 0.991."); "2.1.3" and "v2.1x" are not numbers.
+_NUMBER = re.compile(r"(?<![\w.])([+-]?\d+(?:\.(\d+))?%|[+-]?\d+\.(\d+))(?=\.?(?:[^\w.]|$))")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from rsilab.records import (
     Experiment,
     FlagStage,
     Interval,
+    MetricSource,
     ProtocolFlag,
     Recommendation,
     Review,
@@ -169,18 +170,34 @@ def submit_review(
 def _unreconciled(
     env: ToolEnv, text: str, exps: list[Experiment], comparisons: list[Comparison]
 ) -> list[ReportedNumber]:
-    """Numbers in ``text`` that none of the reviewed experiments' records hold."""
+    """Numbers in ``text`` that none of the reviewed experiments' produced records hold.
+
+    Only numbers a job or the controller produced reconcile a review's number: controller
+    metrics, evaluation aggregates, config values (the recipe, not a measurement) and
+    comparisons computed wholly from controller metrics. Agent-reported metrics do not: an
+    agent could otherwise log a made-up score with ``log_metric`` and then cite it.
+    """
     known: list[float] = []
     for exp in exps:
-        known += [m.value for m in exp.metrics]
+        known += [m.value for m in exp.metrics if m.source is MetricSource.CONTROLLER]
         known += [v for v in exp.config.values() if isinstance(v, int | float)]
         for evaluation in env.readable_as(Evaluation, fields={"subject_id": exp.id}):
             known += [i.value for i in evaluation.aggregates.values()]
             known += [i.low for i in evaluation.aggregates.values()]
             known += [i.high for i in evaluation.aggregates.values()]
+    by_id = {e.id: e for e in exps}
     for c in comparisons:
-        known += [c.a_mean, c.b_mean, c.effect.value, c.effect.low, c.effect.high]
+        sources = [_last_dev_source(by_id[i], c.metric) for i in (*c.a_ids, *c.b_ids)]
+        if all(s in (MetricSource.CONTROLLER, None) for s in sources):
+            known += [c.a_mean, c.b_mean, c.effect.value, c.effect.low, c.effect.high]
     return unreconciled_numbers(text, known)
+
+
+def _last_dev_source(exp: Experiment, metric: str) -> MetricSource | None:
+    """Who produced the value of ``metric`` that :func:`_values` takes from ``exp`` (None:
+    it has none, so the comparison did not use it)."""
+    sources = [m.source for m in exp.metrics if m.name == metric and m.split == "dev"]
+    return sources[-1] if sources else None
 
 
 @tool(Category.REVIEW)
