@@ -38,7 +38,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from benchmarks.search.policies import Config, Policy, make_policy
-from rsilab.controller.lineage import find_lineage, require_lineage
+from rsilab.controller.lineage import copy_version, find_lineage, require_lineage
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.campaigns import open_campaign
 from rsilab.expos.services import LabServices
@@ -116,16 +116,9 @@ def fork_baseline(lab: Lab, task: str, name: str, source: str = "main") -> Syste
     store = lab.store
     origin = require_lineage(store, task, source)
     head = store.get_as(origin.head_id, SystemVersion)
-    copy = SystemVersion(
-        task=task,
+    copy = copy_version(
+        head,
         lineage=name,
-        label=head.label,
-        harness_sha256=head.harness_sha256,
-        model_sha256=head.model_sha256,
-        model_sha256s=list(head.model_sha256s),
-        seeds=list(head.seeds),
-        scores=dict(head.scores),
-        evaluation_ids=list(head.evaluation_ids),
         decision=f"benchmark fork: copy of {head.id} ({task}/{source} {head.label})",
     )
     lineage = Lineage(
@@ -240,18 +233,33 @@ def run_builtin(tl: TaskLab, seed: int, budget: int, workers: int = 1) -> RunRes
         )
     finally:
         services.close()
-    final, accepted, proposals = _outcome(tl, lineage, result.campaign_id)
+    return _result(tl, BUILTIN, seed, budget, lineage, result.campaign_id, wall)
+
+
+def _result(
+    tl: TaskLab,
+    policy: str,
+    seed: int,
+    budget: int,
+    lineage: str,
+    campaign_id: str,
+    started: float,
+    best_config: Config | None = None,
+) -> RunResult:
+    """The :class:`RunResult` of a finished run (``started``: its perf_counter start)."""
+    final, accepted, proposals = _outcome(tl, lineage, campaign_id)
     return RunResult(
-        BUILTIN,
+        policy,
         tl.task.name,
         seed,
         budget,
-        _dev_scores(tl.lab, result.campaign_id, tl.target),
+        _dev_scores(tl.lab, campaign_id, tl.target),
         final,
         tl.baseline.scores[tl.target].value,
         accepted,
         proposals,
-        time.perf_counter() - wall,
+        time.perf_counter() - started,
+        best_config or {},
     )
 
 
@@ -352,20 +360,7 @@ def run_policy(tl: TaskLab, name: str, seed: int, budget: int, workers: int = 1)
         set_campaign_state(tl.lab, campaign.id, CampaignState.FINISHED)
     finally:
         services.close()
-    final, accepted, proposals = _outcome(tl, lineage, campaign.id)
-    return RunResult(
-        name,
-        tl.task.name,
-        seed,
-        budget,
-        _dev_scores(tl.lab, campaign.id, tl.target),
-        final,
-        tl.baseline.scores[tl.target].value,
-        accepted,
-        proposals,
-        time.perf_counter() - wall,
-        best_config,
-    )
+    return _result(tl, name, seed, budget, lineage, campaign.id, wall, best_config)
 
 
 def _drive(

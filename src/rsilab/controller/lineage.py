@@ -128,19 +128,12 @@ def rollback(store: Store, task: str, name: str, version_id: str, *, actor: str)
             f"pick one listed by: rsilab versions {task} --lineage {name}",
         )
     earlier = store.get_as(version_id, SystemVersion)
-    restored = SystemVersion(
-        task=task,
+    restored = copy_version(
+        earlier,
         lineage=name,
-        label=earlier.label,
-        harness_sha256=earlier.harness_sha256,
-        model_sha256=earlier.model_sha256,
-        model_sha256s=list(earlier.model_sha256s),
-        seeds=list(earlier.seeds),
+        decision=f"rollback to {earlier.id} ({earlier.label}) by {actor}",
         parent_id=lineage.head_id,
         rollback_of=earlier.id,
-        scores=dict(earlier.scores),
-        evaluation_ids=list(earlier.evaluation_ids),
-        decision=f"rollback to {earlier.id} ({earlier.label}) by {actor}",
     )
     moved = lineage.model_copy(
         update={"head_id": restored.id, "versions": [*lineage.versions, restored.id]}
@@ -153,3 +146,29 @@ def rollback(store: Store, task: str, name: str, version_id: str, *, actor: str)
     )
     store.commit(draft, [restored, moved])
     return restored
+
+
+def copy_version(
+    version: SystemVersion,
+    *,
+    lineage: str,
+    decision: str,
+    parent_id: str | None = None,
+    rollback_of: str | None = None,
+) -> SystemVersion:
+    """A new version (its own id) of ``lineage`` equal to ``version``: same harness, models,
+    controller seeds, evaluations and scores, so it is judged against with the same numbers."""
+    return SystemVersion(
+        task=version.task,
+        lineage=lineage,
+        label=version.label,
+        harness_sha256=version.harness_sha256,
+        model_sha256=version.model_sha256,
+        model_sha256s=list(version.model_sha256s),
+        seeds=list(version.seeds),
+        parent_id=parent_id,
+        rollback_of=rollback_of,
+        scores=dict(version.scores),
+        evaluation_ids=list(version.evaluation_ids),
+        decision=decision,
+    )
