@@ -43,10 +43,12 @@ def test_the_live_view_follows_a_campaign_from_its_records(
         assert "tokens" not in text  # the built-in agents spend none
         lineage = find_lineage(lab.store, task.name)
         assert lineage is not None
-        [baseline] = lineage_versions(lab.store, lineage)[:1]
-        for name, score in baseline.scores.items():  # each benchmark with its baseline score
-            row = f"{name} {score.value:.4f} {score.value:.4f} H0/M0"  # best: the baseline's
-            assert row in [" ".join(line.replace("│", " ").split()) for line in text.splitlines()]
+        versions = lineage_versions(lab.store, lineage)
+        baseline, head = versions[0], versions[-1]  # head: the campaign's last acceptance
+        rows = [" ".join(line.replace("│", " ").split()) for line in text.splitlines()]
+        for name, score in baseline.scores.items():  # each benchmark: baseline, best, by whom
+            best = head.scores[name].value
+            assert f"{name} {score.value:.4f} {best:.4f} {head.label}" in rows
         assert "tune lr, width" in text and "open" in text
         assert seen[-1].message in text
 

@@ -122,11 +122,14 @@ def test_only_the_owner_may_connect(
 ) -> None:
     ctx = CallContext("ext-agent", Role.WORKER, campaign.id, workspace)
     sock = open_folder / "mcp.sock"
+    bridge = open_folder / "bridge.py"  # readable by the other users wherever the repo lies
+    shutil.copyfile(BRIDGE, bridge)
+    bridge.chmod(0o644)
 
     def bridge_as(uid: int) -> subprocess.CompletedProcess[bytes]:
         as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
         return subprocess.run(
-            [*as_user, sys.executable, "-I", str(BRIDGE), str(sock)],
+            [*as_user, sys.executable, "-I", str(bridge), str(sock)],
             input=json.dumps(HELLO).encode() + b"\n",
             capture_output=True,
             check=False,
