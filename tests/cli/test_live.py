@@ -44,11 +44,14 @@ def test_the_live_view_follows_a_campaign_from_its_records(
         lineage = find_lineage(lab.store, task.name)
         assert lineage is not None
         versions = lineage_versions(lab.store, lineage)
-        baseline, head = versions[0], versions[-1]  # head: the campaign's last acceptance
+        baseline = versions[0]
         rows = [" ".join(line.replace("│", " ").split()) for line in text.splitlines()]
         for name, score in baseline.scores.items():  # each benchmark: baseline, best, by whom
-            best = head.scores[name].value
-            assert f"{name} {score.value:.4f} {best:.4f} {head.label}" in rows
+            # An accepted version may trade a little of a non-target benchmark for its gain,
+            # so the best of a benchmark is the highest-scoring version (earliest on a tie).
+            best = max(versions, key=lambda v: v.scores[name].value)
+            row = f"{name} {score.value:.4f} {best.scores[name].value:.4f} {best.label}"
+            assert row in rows
         assert "tune lr, width" in text and "open" in text
         assert seen[-1].message in text
 

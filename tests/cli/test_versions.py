@@ -16,8 +16,8 @@ from rsilab.sandbox.select import default_sandbox
 from rsilab.store import Lab
 from rsilab.tasks import get_task
 from tests.cli.helpers import explain, rsilab
+from tests.synthetic_configs import BETTER as ROBUST_BETTER
 
-ROBUST_BETTER = {"lr": 0.003, "width": 64, "epochs": 32, "optimizer": "adam", "dropout": 0.5}
 """Clearly better than synthetic's default on quality, and on robustness too (no regression
 can come from noise)."""
 

@@ -15,9 +15,6 @@ from rsilab.sandbox.select import default_sandbox
 from rsilab.store import Lab
 from rsilab.tasks import Task, get_task
 
-BETTER = {"lr": 0.003, "width": 64, "epochs": 32, "optimizer": "adam", "dropout": 0.5}
-"""A synthetic config clearly better on quality and no worse on robustness than the default."""
-
 
 @pytest.fixture
 def synthetic() -> Task:

@@ -29,7 +29,7 @@ from rsilab.store import Lab
 from rsilab.store.refs import blob_refs, manifest_files
 from rsilab.store.verify import verify_store
 from tests.cli.helpers import explain, rsilab
-from tests.controller.conftest import BETTER
+from tests.synthetic_configs import BETTER
 
 MakeHarness = Callable[..., Path]
 
@@ -37,10 +37,6 @@ MakeHarness = Callable[..., Path]
 @pytest.fixture(autouse=True)
 def process_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RSILAB_SANDBOX", "process")
-
-
-ROBUST_BETTER = {**BETTER, "dropout": 0.5}
-"""Better on quality and on robustness too (+0.06), so noise never makes it a regression."""
 
 
 @dataclass
@@ -68,7 +64,7 @@ def _invalid(controller: HostController, lab: Lab, make_harness: MakeHarness) ->
 @pytest.fixture
 def scene(controller: HostController, lab: Lab, make_harness: MakeHarness) -> Scene:
     v0 = controller.baseline()
-    accepted = _judge(controller, lab, make_harness(ROBUST_BETTER))
+    accepted = _judge(controller, lab, make_harness(BETTER))
     assert accepted.state is CandidateState.ACCEPTED, accepted.reason
     near = _judge(controller, lab, make_harness({"lr": 0.1}))
     far = _judge(controller, lab, make_harness({"lr": 0.9}))

@@ -24,7 +24,7 @@ from rsilab.records import (
 from rsilab.store import Lab
 from rsilab.store.verify import verify_store
 from rsilab.tasks import plant_traps
-from tests.controller.conftest import BETTER
+from tests.synthetic_configs import BETTER
 
 MakeHarness = Callable[..., Path]
 
@@ -82,7 +82,8 @@ def test_a_stale_candidate_is_judged_against_the_current_head(
     b = controller.propose(
         lab.artifacts.put_tree(make_harness({"epochs": 8})).sha256, campaign_id=None, proposer="b"
     )
-    assert controller.judge(a.id).state is CandidateState.ACCEPTED
+    judged = controller.judge(a.id)
+    assert judged.state is CandidateState.ACCEPTED, judged.reason
     judged = controller.judge(b.id)
     head = require_lineage(lab.store, "synthetic").head_id
     assert judged.parent_version_id == v0.id and judged.compared_to == head != v0.id
@@ -165,7 +166,8 @@ def test_weights_from_nowhere_are_refused(
     version = lab.store.get_as(require_lineage(lab.store, "synthetic").head_id, SystemVersion)
     folder = make_harness(BETTER)
     lab.artifacts.materialize(version.model_sha256s[0], folder / "weights/prev.safetensors", "file")
-    assert _judge(controller, lab, folder).state is CandidateState.ACCEPTED
+    judged = _judge(controller, lab, folder)
+    assert judged.state is CandidateState.ACCEPTED, judged.reason
 
 
 def test_proposals_are_capped_per_campaign(
@@ -208,7 +210,8 @@ def test_rollback_appends_and_the_ledger_verifies(
     controller: HostController, lab: Lab, make_harness: MakeHarness
 ) -> None:
     v0 = controller.baseline()
-    assert _judge(controller, lab, make_harness(BETTER)).state is CandidateState.ACCEPTED
+    judged = _judge(controller, lab, make_harness(BETTER))
+    assert judged.state is CandidateState.ACCEPTED, judged.reason
     restored = rollback(lab.store, "synthetic", "main", v0.id, actor="alice")
     lineage = require_lineage(lab.store, "synthetic")
     assert lineage.head_id == restored.id and len(lineage.versions) == 3
@@ -246,7 +249,8 @@ def test_an_acceptance_collects_garbage_over_the_size_limit(
     rejected = _judge(controller, lab, make_harness({"epochs": 3}))
     assert rejected.state is CandidateState.REJECTED
     assert not lab.store.query_as(Tombstone)
-    assert _judge(controller, lab, make_harness(BETTER)).state is CandidateState.ACCEPTED
+    judged = _judge(controller, lab, make_harness(BETTER))
+    assert judged.state is CandidateState.ACCEPTED, judged.reason
     removed = {t.sha256 for t in lab.store.query_as(Tombstone)}
     rejected_jobs = [j for j in lab.store.query_as(Job) if j.candidate_id == rejected.id]
     assert removed and removed <= {

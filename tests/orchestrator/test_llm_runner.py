@@ -43,10 +43,9 @@ from rsilab.records import (
 )
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task
+from tests.synthetic_configs import BETTER
 
 SPEC = "openai:gpt-test"
-BETTER = {"lr": 0.003, "width": 16, "dropout": 0.45, "epochs": 16, "optimizer": "adam"}
-"""Far better on quality (+0.1), and on robustness (+0.045), so the controller accepts it."""
 D1 = {"title": "slower adam", "hypothesis": "adam at a lower lr raises quality", "plan": "lr"}
 D2 = {"title": "wider", "hypothesis": "a wider model raises quality", "plan": "width"}
 

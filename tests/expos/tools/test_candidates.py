@@ -17,8 +17,7 @@ from rsilab.records import Campaign, Candidate, ProtocolFlag, Role, SystemVersio
 from rsilab.sandbox.select import default_sandbox
 from rsilab.store import Lab
 from rsilab.tasks import get_task
-
-BETTER = {"lr": 0.003, "width": 64, "epochs": 32, "optimizer": "adam", "dropout": 0.5}
+from tests.synthetic_configs import BETTER
 
 
 class Door:
