@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rsilab.orchestrator import lock_in_measures
+from rsilab.orchestrator.measures import DEFAULT_RULE_NOTE, stated_default
 from rsilab.records import Candidate, CandidateState, Role, utc_now
 from tests.expos.helpers import Bench
 
@@ -113,6 +114,32 @@ def test_review_influence(any_bench: Bench) -> None:
     assert m.reviews == 7
     assert (m.reviews_acted_on, m.reviews_followed) == (5, 3)
     assert m.review_influence == 3 / 5
+
+
+def test_a_review_changes_the_action_when_its_advice_is_not_mains_own_rule(
+    any_bench: Bench,
+) -> None:
+    bench = any_bench
+    a = bench.direction("a")
+    ea = bench.experiment(a)
+    said = "Dev quality: better. " + DEFAULT_RULE_NOTE.format("{}")
+    # followed, and Main alone would have continued: the review changed the next action
+    _review(bench, [ea], "verify", rationale=said.format("continue"))
+    _child(bench, a, "verify")
+    # followed, and Main alone would have branched too: no change
+    _review(bench, [ea], "branch", rationale=said.format("branch"))
+    _child(bench, a, "branch")
+    # not followed: counts in neither
+    _review(bench, [ea], "revise", rationale=said.format("continue"))
+    _child(bench, a, "branch", "other")
+    # followed, but states no rule (an LLM reviewer's): counts in neither
+    _review(bench, [ea], "branch", rationale="a plateau")
+    _child(bench, a, "branch", "third")
+    m = lock_in_measures(bench.store, bench.campaign.id)
+    assert (m.reviews_acted_on, m.reviews_followed) == (4, 3)
+    assert (m.reviews_stating_default, m.reviews_changing_action) == (2, 1)
+    assert stated_default("x. " + DEFAULT_RULE_NOTE.format("stop")) == "stop"
+    assert stated_default(DEFAULT_RULE_NOTE.format("stop") + " and more") is None
 
 
 def test_a_later_update_reads_its_own_status(any_bench: Bench) -> None:

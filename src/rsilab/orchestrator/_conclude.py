@@ -10,7 +10,9 @@ and the Main agent follows its advice:
 - ``stop`` (the gain did not hold on fresh seeds): close the parent;
 - ``revise`` (the re-runs are worse): grow a ``revise`` child and close the parent as refuted.
 
-The verify direction is closed last. The decision is the intent ``conclude:<verify id>``; its
+Without Reviewers (:attr:`~rsilab.orchestrator.ablation.Ablation.REVIEWERS`) Main's own
+rule stands in for the review (:func:`~rsilab.orchestrator._review.default_verdict`). The
+verify direction is closed last. The decision is the intent ``conclude:<verify id>``; its
 result (advice, acceptance, new reference) is written before the DAG changes, and the DAG
 changes are idempotent, so a conclusion cut short is finished on resume from that result.
 A proposal uses no experiment budget.
@@ -32,9 +34,17 @@ from rsilab.agents.builtin import config_key
 from rsilab.orchestrator import intents
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._moves import Moves
-from rsilab.orchestrator._review import Reviewer
+from rsilab.orchestrator._review import Reviewer, default_verdict
 from rsilab.orchestrator._state import CONCLUDE_PREFIX, CampaignView
-from rsilab.records import Candidate, CandidateState, Direction, Experiment, SystemVersion
+from rsilab.orchestrator.ablation import Ablation
+from rsilab.records import (
+    Candidate,
+    CandidateState,
+    Direction,
+    Experiment,
+    Recommendation,
+    SystemVersion,
+)
 
 FINAL_PROPOSAL = "final-proposal"
 """Intent key of the end-of-budget proposal (:meth:`Concluder.propose_best`)."""
@@ -98,8 +108,11 @@ class Concluder:
         runs = [r for r in view.runs_in(verify.id) if not r.failed]
         best = view.best(parent.id)
         assert best is not None and view.ref_score is not None
-        advice = self.reviewer.review(view, parent, runs, verified=True)
         mean = sum(r.score for r in runs) / len(runs) if runs else 0.0
+        if self.ctx.without(Ablation.REVIEWERS):
+            advice: Recommendation | str | None = default_verdict(mean, view.ref_score)
+        else:
+            advice = self.reviewer.review(view, parent, runs, verified=True)
         result: dict[str, Any] = {"accepted": False, "mean": mean, "advice": str(advice)}
         if str(advice) == "continue" and mean > view.ref_score:
             result |= self._propose(runs[-1].experiment_id, best.config)

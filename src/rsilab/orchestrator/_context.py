@@ -8,11 +8,12 @@ change while the campaign runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rsilab.controller.settings import rules_for
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator._state import CampaignView, NonTarget
+from rsilab.orchestrator.ablation import Ablation
 from rsilab.orchestrator.campaign_run import Progress, ProgressFn
 from rsilab.records import DataTier
 from rsilab.store import Lab, Store
@@ -20,6 +21,11 @@ from rsilab.tasks import Budget, Task
 
 VERIFY_SEEDS = 2
 """Fresh-seed re-runs of a direction's best config before it is proposed."""
+
+
+def direction_share(budget: Budget) -> int:
+    """Experiments one search direction may use before Main closes it."""
+    return max(4, budget.experiments // 3)
 
 
 class Voice:
@@ -54,6 +60,12 @@ class RunContext:
     seed: int
     door: Door
     say: Voice
+    ablations: frozenset[Ablation] = field(default_factory=frozenset)
+    """Parts of the policy this campaign runs without (:mod:`rsilab.orchestrator.ablation`)."""
+
+    def without(self, part: Ablation) -> bool:
+        """True when the campaign runs without ``part``."""
+        return part in self.ablations
 
     @property
     def store(self) -> Store:

@@ -25,6 +25,9 @@ running experiment ends (returns :data:`WAIT`). The first rule that applies wins
    experiment counts as one more pull at the direction's mean), with a config proposed from
    the reference and the direction's best runs, never one tried or running.
 
+Without Reviewers (:attr:`~rsilab.orchestrator.ablation.Ablation.REVIEWERS`) rules 3 and 5
+are gone and rule 6 verifies too (Main's own rule for a gain that clears the noise floor).
+
 ``can_dispatch`` False (no free Worker or no budget) skips the rules that need one. A
 direction whose verify child is open is on hold; one with experiments running is not moved,
 reviewed or closed until they end, so no experiment loses its direction under it.
@@ -48,11 +51,12 @@ from rsilab.agents.builtin import (
     propose_configs,
 )
 from rsilab.orchestrator._conclude import Concluder
-from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext
+from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext, direction_share
 from rsilab.orchestrator._moves import Moves
 from rsilab.orchestrator._review import Reviewer, review_due
 from rsilab.orchestrator._state import CampaignView, knobs_of
 from rsilab.orchestrator._workers import Order
+from rsilab.orchestrator.ablation import Ablation
 from rsilab.orchestrator.guidance import mark_guidance_read, unread_guidance
 from rsilab.records import Direction, DirectionState
 
@@ -83,7 +87,10 @@ class MainAgent:
                 return WAIT
             first = self._search_directions(view)[0]
             return Order(view.last_index + 1, first.id, {}, "reference: the current version")
-        for rule in (self._answer_review, self._verification, self._review):
+        rules = [self._answer_review, self._verification, self._review]
+        if self.ctx.without(Ablation.REVIEWERS):
+            rules = [self._verification]
+        for rule in rules:
             decision = rule(view, busy, inflight, can_dispatch)
             if decision is not None:
                 return decision
@@ -174,19 +181,26 @@ class MainAgent:
         self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
     ) -> Decision:
         floor = self.reviewer.noise_floor(view)
-        share = max(4, self.ctx.budget.experiments // 3)
+        share = direction_share(self.ctx.budget)
+        verify = self.ctx.without(Ablation.REVIEWERS)  # else the Reviewer decides that
+        left = self.ctx.budget.experiments - len(view.runs) - len(inflight)
         eligible: list[DirectionStats] = []
         for d in self._search_directions(view):
             stats = view.stats(d.id, floor)
-            move = next_move(stats, noise_floor=floor, budget=share, verify=False)
+            move = next_move(stats, noise_floor=floor, budget=share, verify=verify)
+            if move == "verify" and left < VERIFY_SEEDS:
+                move = "continue"  # too late to pay for the re-runs: the final proposal judges it
             if move != "continue" and not busy[d.id]:
                 if move == "stop":
                     self.moves.close(d, "its share of the budget is spent")
+                elif move == "verify":
+                    self.moves.verify(view, d)
                 else:
                     self.moves.replace(view, d, move, f"stagnating: {move}")
                 return ACTED
             full = stats.experiments + busy[d.id] >= share  # its share is running already
-            if move == "continue" and not full and not (busy[d.id] and review_due(view, d)):
+            awaits_review = not verify and busy[d.id] and review_due(view, d)
+            if move == "continue" and not full and not awaits_review:
                 eligible.append(_pulled(stats, busy[d.id]))
         if not can_dispatch:
             return WAIT

@@ -12,6 +12,7 @@ import random
 
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._state import CampaignView, knobs_of, knobs_plan
+from rsilab.orchestrator.ablation import Ablation
 from rsilab.records import Direction, DirectionState
 
 KNOBS_PER_GROUP = 3
@@ -25,9 +26,12 @@ class Moves:
         self.ctx = ctx
 
     def initial_directions(self) -> None:
-        """One direction per group of knobs of the task's search space (one when it has none)."""
+        """One direction per group of knobs of the task's search space (one when it has none;
+        one over every knob without Workers, whose directions the groups are)."""
         names = [k.name for k in self.ctx.task.search_space]
         size = max(1, -(-len(names) // KNOBS_PER_GROUP))
+        if self.ctx.without(Ablation.WORKERS):
+            size = max(1, len(names))
         groups = [names[i : i + size] for i in range(0, len(names), size)] or [[]]
         for group in groups:
             title = f"tune {', '.join(group)}" if group else "re-run the system"
@@ -89,12 +93,13 @@ class Moves:
 
     def new_direction(self, view: CampaignView, parent: Direction | None, relation: str) -> None:
         """A direction on a random group of one to three knobs (not the parent's own group),
-        grown from ``parent`` with ``relation`` (a root when ``parent`` is None)."""
+        grown from ``parent`` with ``relation`` (a root when ``parent`` is None); on every
+        knob again without Workers."""
         names = [k.name for k in self.ctx.task.search_space]
         rng = random.Random(f"{self.ctx.seed}:direction:{len(view.dag.directions)}")
         old = set(knobs_of(parent)) if parent is not None else set()
         group = names
-        for _ in range(20):
+        for _ in range(0 if self.ctx.without(Ablation.WORKERS) else 20):
             group = sorted(rng.sample(names, min(len(names), rng.randint(1, 3))), key=names.index)
             if set(group) != old:
                 break

@@ -7,19 +7,31 @@ verdict and recommendation come from :func:`~rsilab.agents.builtin.review_pair`;
 policy reads them from the Review record and acts on them (see
 :mod:`rsilab.orchestrator._main`). Every review names the direction it is about, so it is
 that direction's review in the DAG and in the lock-in measures.
+
+Each rationale ends with what Main's own rule would do without the review
+(:data:`DEFAULT_RULE_NOTE`: :func:`~rsilab.agents.builtin.next_move` with verification, or
+for a verification :func:`default_verdict`), so the lock-in measures can count the reviews
+that changed the next action, not only those that were followed.
 """
 
 from __future__ import annotations
 
-from rsilab.agents.builtin import noise_floor_from, review_pair
-from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext
+from rsilab.agents.builtin import next_move, noise_floor_from, review_pair
+from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext, direction_share
 from rsilab.orchestrator._state import CampaignView, Run, dev_matrix
+from rsilab.orchestrator.measures import DEFAULT_RULE_NOTE
 from rsilab.records import DataTier, Direction, Recommendation
 
 REVIEW_EVERY = 3
 """The Reviewer looks at a search direction after every this many of its experiments."""
 DEFAULT_NOISE_FLOOR = 0.02
 """Noise floor (dev score units) until verification runs measure one."""
+
+
+def default_verdict(mean: float, ref_score: float | None) -> str:
+    """Main's own verdict on a verification, without a review: ``continue`` (propose) when
+    the re-runs' mean dev score beats the reference, else ``stop``."""
+    return "continue" if ref_score is not None and mean > ref_score else "stop"
 
 
 def review_due(view: CampaignView, direction: Direction) -> bool:
@@ -79,14 +91,23 @@ class Reviewer:
         )["benchmarks"][0]
         a = dev_matrix(self.ctx.store, ids, target, tier)
         b = dev_matrix(self.ctx.store, ref, target, tier)
-        finding = review_pair(a, b, noise_floor=self.noise_floor(view), verified=verified)
+        floor = self.noise_floor(view)
+        finding = review_pair(a, b, noise_floor=floor, verified=verified)
+        if verified:
+            default = default_verdict(
+                sum(r.score for r in treatment) / len(treatment), view.ref_score
+            )
+        else:
+            share = direction_share(self.ctx.budget)
+            default = next_move(view.stats(direction.id, floor), noise_floor=floor, budget=share)
         rationale = (
             f"{'Dev' if tier is DataTier.DEV else 'Out-of-fold train'} {target}: "
             f"{compared['mean_a']:.4f} for {ids[0]} against "
             f"{compared['mean_b']:.4f} for the reference {ref[0]}; {compared['a_higher']} "
             f"samples better, {compared['b_higher']} worse. "
             + ("Within noise; " if finding.within_noise else "")
-            + f"verdict {finding.verdict}, advice {finding.recommendation}."
+            + f"verdict {finding.verdict}, advice {finding.recommendation}. "
+            + DEFAULT_RULE_NOTE.format(default)
         )  # no number the records do not hold: the review tool flags those
         self.ctx.door.reviewer(
             "submit_review",

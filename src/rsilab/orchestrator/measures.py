@@ -6,6 +6,9 @@ here. Everything is counted from what the store holds; nothing is taken from an 
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from pydantic import Field
 
 from rsilab.orchestrator.dag import ResearchDag, review_directions
@@ -58,6 +61,16 @@ class LockInMeasures(Model):
     review_influence: float | None = Field(
         description="reviews_followed / reviews_acted_on; None when no review was acted on."
     )
+    reviews_stating_default: int = Field(
+        default=0,
+        description="Followed reviews whose rationale states Main's own rule without a review "
+        "(the built-in Reviewer's do).",
+    )
+    reviews_changing_action: int = Field(
+        default=0,
+        description="Of those, reviews whose advice differs from that rule: the review changed "
+        "the next action.",
+    )
 
 
 def lock_in_measures(store: Store, campaign_id: str) -> LockInMeasures:
@@ -74,7 +87,10 @@ def lock_in_measures(store: Store, campaign_id: str) -> LockInMeasures:
     - verify, branch, revise: a new direction with an edge of that relation from D;
     - stop: D set to refuted or exhausted.
 
-    A review with no next action yet is not acted on and counts in neither number. The
+    A followed review *changed the next action* when its rationale states Main's own rule
+    without a review (the built-in Reviewer ends each rationale so,
+    :data:`DEFAULT_RULE_NOTE`) and that rule differs from its
+    advice. A review with no next action yet is not acted on and counts in no number. The
     status an ``update_direction`` set is read from the direction's history (the k-th
     successful update of a direction wrote its k-th history entry).
     """
@@ -89,7 +105,8 @@ def lock_in_measures(store: Store, campaign_id: str) -> LockInMeasures:
         if c.state == CandidateState.ACCEPTED and c.finished_at is not None
     ]
     last = max(accepted, default=None)
-    acted, followed = _review_influence(dag, store.events(campaign_id=campaign_id))
+    influence = _review_influence(dag, store.events(campaign_id=campaign_id))
+    acted, followed = influence.acted, influence.followed
     return LockInMeasures(
         campaign_id=campaign_id,
         directions=len(dag.directions),
@@ -106,7 +123,29 @@ def lock_in_measures(store: Store, campaign_id: str) -> LockInMeasures:
         reviews_acted_on=acted,
         reviews_followed=followed,
         review_influence=followed / acted if acted else None,
+        reviews_stating_default=influence.stating_default,
+        reviews_changing_action=influence.changing,
     )
+
+
+DEFAULT_RULE_NOTE = "Without a review, Main's own rule: {}."
+"""The last sentence of a built-in review's rationale: Main's move had no review spoken
+(:mod:`rsilab.orchestrator._review`)."""
+_DEFAULT_RULE = re.compile(r"Without a review, Main's own rule: ([a-z]+)\.$")
+
+
+def stated_default(rationale: str) -> str | None:
+    """The default rule a review's rationale states (None when it states none)."""
+    found = _DEFAULT_RULE.search(rationale.strip())
+    return found.group(1) if found else None
+
+
+@dataclass
+class _Influence:
+    acted: int = 0
+    followed: int = 0
+    stating_default: int = 0
+    changing: int = 0
 
 
 class _Action:
@@ -129,12 +168,13 @@ class _Action:
         )
 
 
-def _review_influence(dag: ResearchDag, events: list[Event]) -> tuple[int, int]:
-    """(reviews acted on, reviews followed), as :func:`lock_in_measures` defines them."""
+def _review_influence(dag: ResearchDag, events: list[Event]) -> _Influence:
+    """Reviews acted on, followed and changing the action, as :func:`lock_in_measures`
+    defines them."""
     steps = _steps(dag, events)
     reviews = {r.id: r for rs in dag.reviews.values() for r in rs}
     by_exp = {e.id: e for runs in dag.experiments.values() for e in runs}
-    acted = followed = 0
+    counts = _Influence()
     for i, step in enumerate(steps):
         if not isinstance(step, Review) or step.id not in reviews:
             continue
@@ -149,10 +189,15 @@ def _review_influence(dag: ResearchDag, events: list[Event]) -> tuple[int, int]:
                 advice == Recommendation.CONTINUE and later.direction.id == target
             ):
                 continue  # a worker's experiment is not the Main agent's answer
-            acted += 1
-            followed += later.follows(advice, target)
+            counts.acted += 1
+            if later.follows(advice, target):
+                counts.followed += 1
+                default = stated_default(step.rationale)
+                if default is not None:
+                    counts.stating_default += 1
+                    counts.changing += default != str(advice)
             break
-    return acted, followed
+    return counts
 
 
 def _steps(dag: ResearchDag, events: list[Event]) -> list[Review | _Action]:

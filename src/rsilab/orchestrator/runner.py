@@ -22,6 +22,9 @@ attempt). A finished campaign is final.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+from typing import Any
+
 from rsilab.controller.lineage import find_lineage
 from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
@@ -30,6 +33,7 @@ from rsilab.orchestrator._door import Door, RunnerError
 from rsilab.orchestrator._loop import CampaignLoop
 from rsilab.orchestrator._stop import StopRequest
 from rsilab.orchestrator._workers import kept_for_resume
+from rsilab.orchestrator.ablation import Ablation, ablations_from, ablations_setting
 from rsilab.orchestrator.campaign_run import (
     ACTOR,
     AcceptedVersion,
@@ -49,6 +53,7 @@ from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
 __all__ = [
+    "Ablation",
     "AcceptedVersion",
     "CampaignResult",
     "Progress",
@@ -76,6 +81,7 @@ def run_campaign(
     campaign_id: str | None = None,
     services: LabServices | None = None,
     stop: StopRequest | None = None,
+    ablate: Collection[Ablation] = (),
 ) -> CampaignResult:
     """Run a new campaign on ``task`` (or resume ``campaign_id``) until its budget is spent.
 
@@ -84,7 +90,9 @@ def run_campaign(
     run's, and a budget that differs from the recorded one is recorded). ``on_progress`` is
     called on this thread only. ``stop`` (or KeyboardInterrupt on this thread) stops the
     campaign cleanly: ``stopped``, lease released, resumable. A finished campaign is final:
-    resuming it changes nothing (its result says so). Raises LeaseHeld when another process
+    resuming it changes nothing (its result says so). ``ablate`` runs the policy without
+    some of its parts (:mod:`rsilab.orchestrator.ablation`; recorded in the settings, kept on
+    resume; without Workers one experiment runs at a time). Raises LeaseHeld when another process
     runs the campaign, UserError for an unknown campaign, and RunnerError when a tool the
     policy needed failed (the campaign is left resumable).
     """
@@ -95,18 +103,30 @@ def run_campaign(
     try:
         if find_lineage(lab.store, task.name, services.lineage) is None:
             services.controller(task).baseline(actor=ACTOR)
-        settings = {"agents": "builtin", "budget": str(budget), "workers": workers, "seed": seed}
+        if Ablation.WORKERS in ablate:
+            workers = 1  # Main runs each experiment itself
+        settings: dict[str, Any] = {
+            "agents": "builtin",
+            "budget": str(budget),
+            "workers": workers,
+            "seed": seed,
+        }
+        if ablate:
+            settings["ablate"] = ablations_setting(ablate)
         campaign = start_or_find_campaign(lab, task, settings, campaign_id)
         if campaign is None:
             assert campaign_id is not None
             return campaign_result(lab, campaign_id, FINISHED_MESSAGE)
         seed = int(campaign.settings.get("seed", seed))
+        ablations = ablations_from(campaign.settings.get("ablate"))
+        if Ablation.WORKERS in ablations:
+            workers = 1  # and so on resume
         with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
             recover_campaign(lab.store, lease, keep_open=kept_for_resume(lab.store, campaign.id))
             _record_budget(lab, campaign, budget)
             door = Door(lab, services, campaign.id, lab.path / "workspaces" / campaign.id)
             voice = Voice(on_progress, budget)
-            ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice)
+            ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice, ablations)
             state = CampaignLoop(ctx, workers, stop or StopRequest()).run(lease.check)
             set_campaign_state(lab, campaign.id, state)
         return campaign_result(lab, campaign.id, f"campaign {state}")

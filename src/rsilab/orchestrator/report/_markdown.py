@@ -246,6 +246,13 @@ def _measures(r: CampaignReport) -> str:
         ["reviews acted on / followed", f"{m.reviews_acted_on} / {m.reviews_followed}"],
         ["review influence (followed / acted on)", influence],
     ]
+    if m.reviews_stating_default:
+        rows.append(
+            [
+                "followed reviews that changed Main's own next move",
+                f"{m.reviews_changing_action} of {m.reviews_stating_default}",
+            ]
+        )
     return "\n".join(["## Lock-in and review measures", "", _table(["measure", "value"], rows)])
 
 
