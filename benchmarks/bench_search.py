@@ -20,11 +20,17 @@ from benchmarks.search.policies import ASK_TELL_POLICIES
 from benchmarks.search.protocol import BUILTIN, RunResult, run_builtin, run_policy, task_lab
 from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
 from rsilab.executors.local import available_cores
+from rsilab.orchestrator.ablation import Ablation
 from rsilab.tasks import get_task
 
 FIGURES = Path(__file__).parent / "figures"
-POLICIES = (BUILTIN, *ASK_TELL_POLICIES)
-"""rsilab first, then optuna-tpe, hill-climb, random."""
+ABLATED: dict[str, frozenset[Ablation]] = {
+    f"{BUILTIN} without Reviewers": frozenset({Ablation.REVIEWERS}),
+    f"{BUILTIN} without Workers": frozenset({Ablation.WORKERS}),
+}
+"""The built-in policy with a part removed (:mod:`rsilab.orchestrator.ablation`)."""
+POLICIES = (BUILTIN, *ASK_TELL_POLICIES, *ABLATED)
+"""rsilab first, then optuna-tpe, hill-climb, random, then rsilab's ablations."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,8 @@ def run_task(
             policy, seed = job
             if policy == BUILTIN:
                 result = run_builtin(tl, seed, plan.budget)
+            elif policy in ABLATED:
+                result = run_builtin(tl, seed, plan.budget, ablate=ABLATED[policy], name=policy)
             else:
                 result = run_policy(tl, policy, seed, plan.budget)
             if on_run is not None:
@@ -106,8 +114,8 @@ def task_rows(name: str, target: str, runs: list[RunResult], plan: Plan) -> list
                 "seeds x budget": f"{len(group)} x {plan.budget}",
                 f"final {target} [95% CI]": str(mean_ci([r.final for r in group])),
                 "runs accepted": f"{sum(1 for r in group if r.accepted)}/{len(group)}",
-                f"best dev {target}": f"{mean_ci(bests).mean:.3f}" if bests else "-",
-                "exps to reach TPE's best dev (median; reached)": (
+                f"best feasible dev {target}": f"{mean_ci(bests).mean:.3f}" if bests else "-",
+                "exps to reach TPE's best feasible dev (median; reached)": (
                     f"{hit[len(hit) // 2]}; {len(hit)}/{len(group)}" if hit else "not reached"
                 ),
                 "rsilab - policy, final [95% CI]": "-"
@@ -116,10 +124,20 @@ def task_rows(name: str, target: str, runs: list[RunResult], plan: Plan) -> list
                 "rsilab W/T/L (sign p)": "-"
                 if compared is None
                 else f"{compared.wins}/{compared.ties}/{compared.losses} ({compared.sign_p:.2f})",
+                "reviews that changed Main's move / followed": _reviews(group),
                 "s per run": round(sum(r.seconds for r in group) / len(group), 1),
             }
         )
     return rows
+
+
+def _reviews(group: list[RunResult]) -> str:
+    """Reviews that changed Main's next move, of those followed, summed over the runs."""
+    followed = sum(r.reviews_followed for r in group)
+    if not followed:
+        return "-"
+    changing = sum(r.reviews_changing for r in group)
+    return f"{changing}/{followed} ({changing / followed:.0%})"
 
 
 def run_search(quick: bool) -> list[dict[str, Any]]:
@@ -130,25 +148,37 @@ def run_search(quick: bool) -> list[dict[str, Any]]:
     budget). The baseline H0/M0 is evaluated once per task (6 controller seeds) and each run
     gets its own lineage that starts from a copy of it, so every run is judged against the same
     baseline numbers. *final* is the final-tier target score of the run's lineage head at the
-    end: the accepted system, or the baseline when nothing was accepted. Optuna TPE,
-    hill-climbing and random search propose their best-dev config once, at the end of the
-    budget (so they get the controller's first-proposal alpha); rsilab's built-in policy
-    (`run_campaign`, 1 Worker) proposes as it does: after a review and fresh-seed re-runs
-    (which count against its budget). Optuna: `TPESampler(multivariate=True, seed=seed,
+    end: the accepted system, or the baseline when nothing was accepted. Every policy's
+    first experiment is the starting config (the reference). An experiment is *feasible*
+    when no non-target benchmark's dev score fell below the reference's by more than its
+    tolerance (what the controller enforces on the private tiers); every policy is told it
+    (rsilab's built-in policy weighs the same dev scores). Optuna TPE, hill-climbing and
+    random search propose their best feasible dev config once, at the end of the budget (so
+    they get the controller's first-proposal alpha); rsilab's built-in policy (`run_campaign`,
+    1 Worker) proposes as it does: after a review and fresh-seed re-runs (which count against
+    its budget). Optuna 5: `TPESampler(multivariate=True, seed=seed,
     n_startup_trials=min(10, max(2, budget // 2)))`, `constant_liar` only with parallel
-    Workers (not used here), the starting config enqueued as trial 0, knobs mapped to
-    Float/Int (with log)/Categorical distributions. Hill-climbing: starting config first, then
-    one knob of the best-so-far config moved (gaussian step 0.15 in normalised units, another
-    choice) and kept only if its dev score is strictly better. Random: uniform (log-uniform on
-    log knobs). *rsilab - policy* pairs runs by seed: mean difference with a paired t
+    Workers (not used here), feasibility as the trial's constraint (`Trial.set_constraint`,
+    so constrained TPE models feasible trials apart), the starting config enqueued as trial
+    0, knobs mapped to Float/Int (with log)/Categorical distributions. Hill-climbing: one knob
+    of the best-so-far config moved (gaussian step 0.15 in normalised units, another choice),
+    kept only if feasible and strictly better on dev. Random: uniform (log-uniform on log
+    knobs). Ablations, as the research did them: *without Reviewers* Main verifies and
+    proposes on its own rule; *without Workers* Main runs every experiment itself in one line
+    of work over all knobs (see `rsilab.orchestrator.ablation`). Without the Experiment OS the
+    built-in policy cannot run (it keeps its state in the records); the hacking suite runs the
+    same Worker without it. *reviews that changed Main's move*: followed reviews whose advice
+    differed from what Main's own rule would have done without them (each built-in review
+    states that rule). *rsilab - policy* pairs runs by seed: mean difference with a paired t
     interval, wins/ties/losses of rsilab and a two-sided sign test. *exps to reach*: the
-    experiment after which the policy's best dev score first reached the TPE run's final best
-    dev score of the same seed. Two runs at a time on 2 cores; each run's experiments are
-    serial. Curves: [synthetic](benchmarks/figures/search_synthetic.png),
+    experiment after which the policy's best feasible dev score first reached the TPE run's
+    final one of the same seed. Two runs at a time on 2 cores; each run's experiments are
+    serial. Curves (best feasible dev so far):
+    [synthetic](benchmarks/figures/search_synthetic.png),
     [digits](benchmarks/figures/search_digits.png),
     [textcls](benchmarks/figures/search_textcls.png) (full runs only for the last two).
     Quick mode runs synthetic only (5 seeds x 16 experiments); kernel declares no search
-    space and is not run. Ablations (issue 6, part 2) are not measured yet.
+    space and is not run.
     """
     plans = QUICK if quick else FULL
     rows: list[dict[str, Any]] = []

@@ -3,9 +3,14 @@
 Every policy here sees only the task's declared search space (:class:`~rsilab.tasks.Knob`), its
 starting config (the knobs' defaults) and the dev scores of the configs it asked for. A policy
 is driven by :func:`benchmarks.search.protocol.run_policy`: ``ask`` returns the knobs of the
-next experiment, ``tell`` gives back its dev target score (``None`` when a job failed). Up to
-``workers`` asks may be outstanding at once. Every random choice comes from the run's seed, so
-a run repeats exactly (up to job timing when ``workers > 1``).
+next experiment, ``tell`` gives back its dev target score (``None`` when a job failed) and
+whether it is *feasible*: no non-target benchmark's dev score fell below the starting
+config's by more than the benchmark's tolerance (the constraint the controller enforces on
+the private tiers; rsilab's built-in policy weighs the same dev scores, so every policy gets
+the same information). Every policy's first ask is the starting config, the reference that
+feasibility is measured from. Up to ``workers`` asks may be outstanding at once. Every random
+choice comes from the run's seed, so a run repeats exactly (up to job timing when
+``workers > 1``).
 
 Numeric knobs are moved in a normalised coordinate ``u`` in [0, 1] (``log10`` of the value for a
 ``log`` knob), the same convention as :mod:`rsilab.agents.builtin.search`.
@@ -40,8 +45,9 @@ class Policy(Protocol):
         """The next config to run (every knob of the space), with a ticket for ``tell``."""
         ...
 
-    def tell(self, ticket: Ticket, score: float | None) -> None:
-        """The dev target score of the config asked under ``ticket`` (None: the run failed)."""
+    def tell(self, ticket: Ticket, score: float | None, feasible: bool = True) -> None:
+        """The dev target score of the config asked under ``ticket`` (None: the run failed)
+        and whether it kept the non-target benchmarks within their tolerance."""
         ...
 
 
@@ -108,7 +114,8 @@ def starting_config(space: Sequence[Knob]) -> Config:
 
 
 class RandomSearch:
-    """Uniform (log-uniform on log knobs) over the whole space; never repeats a config."""
+    """The starting config, then uniform draws (log-uniform on log knobs) over the whole
+    space; never repeats a config."""
 
     name = "random"
 
@@ -119,8 +126,8 @@ class RandomSearch:
         self._next = 0
 
     def ask(self) -> tuple[Ticket, Config]:
-        config: Config = {}
-        for _ in range(100):
+        config = starting_config(self.space)
+        for _ in range(100 if self._next else 0):
             config = {k.name: random_value(k, self.rng) for k in self.space}
             if config_key(config, self.space) not in self.tried:
                 break
@@ -128,7 +135,7 @@ class RandomSearch:
         self._next += 1
         return self._next, config
 
-    def tell(self, ticket: Ticket, score: float | None) -> None:
+    def tell(self, ticket: Ticket, score: float | None, feasible: bool = True) -> None:
         """Random search ignores scores."""
 
 
@@ -138,8 +145,8 @@ class RandomSearch:
 class HillClimb:
     """Greedy hill-climbing: the first experiment runs the starting config; each later one
     changes one knob of the best config so far (:func:`mutate_value`, step ``STEP``) and the
-    change is kept only if its dev score beats the best so far (strictly). A config already
-    tried is not asked again (up to 100 redraws)."""
+    change is kept only if it is feasible and its dev score beats the best so far (strictly).
+    A config already tried is not asked again (up to 100 redraws)."""
 
     name = "hill-climb"
     STEP = 0.15
@@ -167,9 +174,10 @@ class HillClimb:
         self.asked[self._next] = config
         return self._next, config
 
-    def tell(self, ticket: Ticket, score: float | None) -> None:
+    def tell(self, ticket: Ticket, score: float | None, feasible: bool = True) -> None:
         config = self.asked.pop(ticket)
-        if score is not None and (self.best_score is None or score > self.best_score):
+        better = score is not None and (self.best_score is None or score > self.best_score)
+        if better and feasible:
             self.best, self.best_score = config, score
 
 
@@ -221,14 +229,21 @@ def to_optuna(knob: Knob, value: JsonValue) -> Any:
     return value
 
 
+CONSTRAINT = "non_target_regression"
+"""The name of the Optuna constraint that marks a trial infeasible."""
+
+
 class OptunaTPE:
     """Optuna's TPE sampler over the declared space, one trial per experiment (ask/tell).
 
     Configured as ``TPESampler(multivariate=True, seed=seed, n_startup_trials=startup,
     constant_liar=workers > 1)`` with ``startup = min(10, max(2, budget // 2))`` (Optuna's
     default of 10 random trials, fewer when the budget is small so that TPE proposes at least
-    half of them), direction ``maximize``. The starting config is enqueued as the first trial
-    (as the other policies start from it). A failed run is told as a failed trial.
+    half of them), direction ``maximize``. Feasibility (see the module docstring) is the
+    trial's constraint :data:`CONSTRAINT` (``Trial.set_constraint``, Optuna 5), set before it
+    is told: 0.0 when feasible, 1.0 when not (values <= 0 are satisfied); constrained TPE
+    then models the feasible trials apart. The starting config is enqueued as the first
+    trial (as the other policies start from it). A failed run is told as a failed trial.
     """
 
     name = "optuna-tpe"
@@ -253,8 +268,9 @@ class OptunaTPE:
         self.trials[trial.number] = trial
         return trial.number, {k.name: from_optuna(k, trial.params[k.name]) for k in self.space}
 
-    def tell(self, ticket: Ticket, score: float | None) -> None:
+    def tell(self, ticket: Ticket, score: float | None, feasible: bool = True) -> None:
         trial = self.trials.pop(ticket)
+        trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
         if score is None:
             self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
         else:

@@ -12,7 +12,8 @@ budget. Each experiment is one Experiment OS experiment made through the tools, 
 Workers make it (:mod:`rsilab.orchestrator._workers`): ``prepare_workspace`` (lineage head),
 ``read_file``/``write_file`` config.json, ``create_experiment``, ``run_job`` train and
 ``dev_eval``, ``finish_experiment``; the tools refuse an experiment past the budget. The
-ask/tell policies propose once, at the end of the budget: their best-dev config, through
+ask/tell policies propose once, at the end of the budget: their best-dev config among the
+feasible ones (:class:`Feasibility`; none when that is the starting config), through
 ``propose_candidate`` (judged before the call returns) and ``candidate_status``. The built-in
 policy (:func:`rsilab.orchestrator.runner.run_campaign`) proposes as it does (after verifying).
 
@@ -28,7 +29,7 @@ import json
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.campaigns import open_campaign
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator._door import Door
+from rsilab.orchestrator.ablation import Ablation
 from rsilab.orchestrator.campaign_run import set_campaign_state
 from rsilab.orchestrator.runner import run_campaign
 from rsilab.records import (
@@ -157,17 +159,28 @@ class RunResult:
     proposals: int
     seconds: float
     best_config: Config = field(default_factory=dict)
+    feasible: list[bool] = field(default_factory=list)
+    """Per experiment: kept every non-target within tolerance of the first (empty: all did)."""
+    reviews_followed: int = 0
+    """Reviews of the run's campaign that Main followed and that state Main's own rule."""
+    reviews_changing: int = 0
+    """Of those, reviews whose advice differed from that rule (they changed the next move)."""
 
     @property
     def experiments(self) -> int:
         return len(self.dev_scores)
 
+    def _kept(self) -> list[float | None]:
+        """Dev target scores, None where the experiment failed or was not feasible."""
+        ok = self.feasible or [True] * len(self.dev_scores)
+        return [s if keep else None for s, keep in zip(self.dev_scores, ok, strict=True)]
+
     def curve(self, length: int | None = None) -> list[float | None]:
-        """Best dev score after each experiment (None before the first success), padded with
-        its last value to ``length`` (default: the budget)."""
+        """Best feasible dev score after each experiment (None before the first), padded
+        with its last value to ``length`` (default: the budget)."""
         out: list[float | None] = []
         best: float | None = None
-        for score in self.dev_scores:
+        for score in self._kept():
             if score is not None and (best is None or score > best):
                 best = score
             out.append(best)
@@ -176,28 +189,37 @@ class RunResult:
 
     @property
     def best_dev(self) -> float | None:
-        scores = [s for s in self.dev_scores if s is not None]
+        """The best feasible dev target score (None when no experiment was)."""
+        scores = [s for s in self._kept() if s is not None]
         return max(scores) if scores else None
 
 
-def _dev_scores(lab: Lab, campaign_id: str, target: str) -> list[float | None]:
-    """Each experiment's latest dev target score (mean over samples), in creation order."""
+def _dev_scores(tl: TaskLab, campaign_id: str) -> tuple[list[float | None], list[bool]]:
+    """Each experiment's latest dev target score (mean over samples; None when it has none)
+    and whether it is feasible (:class:`Feasibility`, from the first experiment), in creation
+    order: read back from the records the same way for every policy."""
+    store = tl.lab.store
     experiments = sorted(
-        lab.store.query_as(Experiment, campaign_id=campaign_id), key=lambda e: e.created_at
+        store.query_as(Experiment, campaign_id=campaign_id), key=lambda e: e.created_at
     )
-    by_subject: dict[str, Evaluation] = {}
-    for e in lab.store.query_as(Evaluation, campaign_id=campaign_id):
-        if e.tier == DataTier.DEV and e.benchmark == target and e.samples:
-            known = by_subject.get(e.subject_id)
+    latest: dict[tuple[str, str], Evaluation] = {}
+    for e in store.query_as(Evaluation, campaign_id=campaign_id):
+        if e.tier == DataTier.DEV and e.samples:
+            known = latest.get((e.subject_id, e.benchmark))
             if known is None or e.created_at > known.created_at:
-                by_subject[e.subject_id] = e
-    out: list[float | None] = []
+                latest[(e.subject_id, e.benchmark)] = e
+    feasible = Feasibility(tl.task)
+    scores: list[float | None] = []
+    ok: list[bool] = []
     for exp in experiments:
-        found = by_subject.get(exp.id)
-        out.append(
-            None if found is None else sum(s.score for s in found.samples) / len(found.samples)
-        )
-    return out
+        found = {
+            bench.name: sum(s.score for s in e.samples) / len(e.samples)
+            for bench in tl.task.benchmarks
+            if (e := latest.get((exp.id, bench.name))) is not None
+        }
+        scores.append(found.get(tl.target))
+        ok.append(tl.target in found and feasible(found))
+    return scores, ok
 
 
 def _outcome(tl: TaskLab, lineage: str, campaign_id: str) -> tuple[float, int, int]:
@@ -216,10 +238,18 @@ def _services(tl: TaskLab, lineage: str) -> LabServices:
     return LabServices(tl.lab, tl.executor, lineage=lineage, judge_in_background=False)
 
 
-def run_builtin(tl: TaskLab, seed: int, budget: int, workers: int = 1) -> RunResult:
+def run_builtin(
+    tl: TaskLab,
+    seed: int,
+    budget: int,
+    workers: int = 1,
+    ablate: Collection[Ablation] = (),
+    name: str = BUILTIN,
+) -> RunResult:
     """rsilab's built-in policy (:func:`run_campaign`) on a fresh lineage forked from the
-    baseline, with ``budget`` experiments and ``workers`` Workers."""
-    lineage = f"{BUILTIN}-{seed}"
+    baseline, with ``budget`` experiments and ``workers`` Workers, without the parts in
+    ``ablate``; its results are called ``name``."""
+    lineage = f"{name.replace(' ', '-')}-{seed}"
     services = _services(tl, lineage)
     wall = time.perf_counter()
     try:
@@ -230,10 +260,15 @@ def run_builtin(tl: TaskLab, seed: int, budget: int, workers: int = 1) -> RunRes
             workers=workers,
             seed=seed,
             services=services,
+            ablate=ablate,
         )
     finally:
         services.close()
-    return _result(tl, BUILTIN, seed, budget, lineage, result.campaign_id, wall)
+    run = _result(tl, name, seed, budget, lineage, result.campaign_id, wall)
+    if result.measures is not None:
+        run.reviews_followed = result.measures.reviews_stating_default
+        run.reviews_changing = result.measures.reviews_changing_action
+    return run
 
 
 def _result(
@@ -248,18 +283,20 @@ def _result(
 ) -> RunResult:
     """The :class:`RunResult` of a finished run (``started``: its perf_counter start)."""
     final, accepted, proposals = _outcome(tl, lineage, campaign_id)
+    scores, feasible = _dev_scores(tl, campaign_id)
     return RunResult(
         policy,
         tl.task.name,
         seed,
         budget,
-        _dev_scores(tl.lab, campaign_id, tl.target),
+        scores,
         final,
         tl.baseline.scores[tl.target].value,
         accepted,
         proposals,
         time.perf_counter() - started,
         best_config or {},
+        feasible,
     )
 
 
@@ -271,9 +308,9 @@ class _Experimenter:
         self._lock = threading.Lock()
         self._n = 0
 
-    def run(self, config: Config, worker: str) -> tuple[str, float | None]:
-        """(experiment id, dev target score or None when a job failed) of ``config`` written
-        over the head's config.json in ``worker``'s workspace."""
+    def run(self, config: Config, worker: str) -> tuple[str, dict[str, float]]:
+        """(experiment id, dev score of each benchmark; empty when a job failed) of
+        ``config`` written over the head's config.json in ``worker``'s workspace."""
         with self._lock:
             self._n += 1
             n = self._n
@@ -292,7 +329,7 @@ class _Experimenter:
             )["id"]
         )
         job_seed = self.seed * 1000 + n
-        score: float | None = None
+        scores: dict[str, float] = {}
         trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=job_seed)
         if trained["status"] == "succeeded":
             evaluated = door.worker(
@@ -304,17 +341,17 @@ class _Experimenter:
                 model=trained["model"],
             )
             if evaluated["status"] == "succeeded":
-                scores = evaluated.get("dev", {}).get("scores", {})
-                if self.tl.target in scores:
-                    score = float(scores[self.tl.target])
+                found = evaluated.get("dev", {}).get("scores", {})
+                if self.tl.target in found:
+                    scores = {name: float(value) for name, value in found.items()}
         door.worker(
             worker,
             "finish_experiment",
             experiment_id=exp,
-            status="succeeded" if score is not None else "failed",
-            summary=f"dev {self.tl.target} {score}",
+            status="succeeded" if scores else "failed",
+            summary=f"dev {self.tl.target} {scores.get(self.tl.target)}",
         )
-        return exp, score
+        return exp, scores
 
     def propose(self, experiment_id: str, config: Config) -> dict[str, Any]:
         """Propose ``config`` (over the head's config.json) as the system of ``experiment_id``;
@@ -351,31 +388,55 @@ def run_policy(tl: TaskLab, name: str, seed: int, budget: int, workers: int = 1)
         )
         runner = _Experimenter(tl, door, seed, str(direction["id"]))
         policy = make_policy(name, tl.task.search_space, seed, budget, workers)
-        results = _drive(policy, runner, budget, workers)
-        ok = [(exp, cfg, s) for exp, cfg, s in results if s is not None]
+        results = _drive(policy, runner, budget, workers, Feasibility(tl.task))
+        ok = [(exp, cfg, s) for exp, cfg, s, feasible in results if s is not None and feasible]
         best_config: Config = {}
         if ok:
             exp, best_config, _ = max(ok, key=lambda r: r[2])
-            runner.propose(exp, best_config)
+            if exp != results[0][0]:  # the starting config is the baseline already
+                runner.propose(exp, best_config)
         set_campaign_state(tl.lab, campaign.id, CampaignState.FINISHED)
     finally:
         services.close()
     return _result(tl, name, seed, budget, lineage, campaign.id, wall, best_config)
 
 
+class Feasibility:
+    """Whether an experiment's dev scores keep every non-target benchmark within its
+    tolerance of the reference's (the first experiment, the starting config)."""
+
+    def __init__(self, task: Task) -> None:
+        self.non_targets = [b for b in task.benchmarks if not b.target]
+        self.reference: dict[str, float] | None = None
+
+    def __call__(self, scores: dict[str, float]) -> bool:
+        if self.reference is None:
+            self.reference = scores  # the first result told is the reference's
+            return True
+        for bench in self.non_targets:
+            if bench.name not in scores or bench.name not in self.reference:
+                return False
+            sign = 1.0 if bench.higher_is_better else -1.0
+            if sign * (scores[bench.name] - self.reference[bench.name]) < -bench.tolerance:
+                return False
+        return True
+
+
 def _drive(
-    policy: Policy, runner: _Experimenter, budget: int, workers: int
-) -> list[tuple[str, Config, float | None]]:
+    policy: Policy, runner: _Experimenter, budget: int, workers: int, feasible: Feasibility
+) -> list[tuple[str, Config, float | None, bool]]:
     """Ask, run, tell until ``budget`` experiments are done, up to ``workers`` at once, each
-    in a free Worker's own workspace; (experiment id, config, dev score) of each, in completion
-    order."""
-    done: list[tuple[str, Config, float | None]] = []
+    in a free Worker's own workspace; (experiment id, config, dev target score, feasible) of
+    each, in completion order. The first ask (the starting config, the reference of
+    ``feasible``) runs alone."""
+    done: list[tuple[str, Config, float | None, bool]] = []
     free = [f"worker-{i}" for i in range(workers, 0, -1)]
     asked = 0
+    target = runner.tl.target
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        running: dict[Future[tuple[str, float | None]], tuple[int, Config, str]] = {}
+        running: dict[Future[tuple[str, dict[str, float]]], tuple[int, Config, str]] = {}
         while asked < budget or running:
-            while asked < budget and free:
+            while asked < budget and free and (done or not running):
                 ticket, config = policy.ask()
                 worker = free.pop()
                 running[pool.submit(runner.run, config, worker)] = (ticket, config, worker)
@@ -384,7 +445,9 @@ def _drive(
             for future in finished:
                 ticket, config, worker = running.pop(future)
                 free.append(worker)
-                exp, score = future.result()
-                policy.tell(ticket, score)
-                done.append((exp, config, score))
+                exp, scores = future.result()
+                score = scores.get(target)
+                ok = score is not None and feasible(scores)
+                policy.tell(ticket, score, ok)
+                done.append((exp, config, score, ok))
     return done

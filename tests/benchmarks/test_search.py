@@ -9,6 +9,8 @@ import optuna
 import pytest
 from benchmarks.bench_search import POLICIES, Plan, run_task, task_rows
 from benchmarks.search.policies import (
+    ASK_TELL_POLICIES,
+    CONSTRAINT,
     HillClimb,
     OptunaTPE,
     RandomSearch,
@@ -18,7 +20,7 @@ from benchmarks.search.policies import (
     starting_config,
     to_optuna,
 )
-from benchmarks.search.protocol import RunResult
+from benchmarks.search.protocol import Feasibility, RunResult
 from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
 
 from rsilab.agents.builtin.search import is_valid
@@ -72,17 +74,39 @@ def test_optuna_tpe_configuration() -> None:
     assert OptunaTPE(SPACE, seed=1, budget=6).startup == 3
 
 
+def test_optuna_tpe_is_told_which_trials_break_the_constraint() -> None:
+    tpe = OptunaTPE(SPACE, seed=2, budget=6)
+    for feasible in (True, False, True):
+        ticket, _ = tpe.ask()
+        tpe.tell(ticket, 0.5, feasible)
+    constraints = [t.constraints for t in tpe.study.trials]  # what constrained TPE reads
+    assert constraints == [{CONSTRAINT: 0.0}, {CONSTRAINT: 1.0}, {CONSTRAINT: 0.0}]
+
+
+def test_feasibility_is_measured_from_the_first_result() -> None:
+    task = get_task("synthetic")
+    feasible = Feasibility(task)
+    tolerance = next(b.tolerance for b in task.benchmarks if b.name == "robustness")
+    assert feasible({"quality": 0.5, "robustness": 0.70})  # the reference
+    assert feasible({"quality": 0.9, "robustness": 0.70 - tolerance + 0.001})
+    assert not feasible({"quality": 0.9, "robustness": 0.70 - tolerance - 0.001})
+    assert not feasible({"quality": 0.9})  # a non-target not measured is not kept
+
+
 def test_random_search_is_uniform_valid_and_never_repeats() -> None:
     policy = RandomSearch(SPACE, seed=0)
-    seen = set()
+    ticket, first = policy.ask()
+    assert first == starting_config(SPACE)  # the reference, as every policy starts
+    policy.tell(ticket, 0.0)
+    seen = {repr(sorted(first.items(), key=str))}
     for _ in range(50):
         ticket, config = policy.ask()
         assert is_valid(config, SPACE)
         seen.add(repr(sorted(config.items(), key=str)))
         policy.tell(ticket, 0.0)
-    assert len(seen) == 50
-    again = RandomSearch(SPACE, seed=0)
-    assert again.ask()[1] == RandomSearch(SPACE, seed=0).ask()[1]
+    assert len(seen) == 51
+    again, twin = RandomSearch(SPACE, seed=0), RandomSearch(SPACE, seed=0)
+    assert [again.ask()[1] for _ in range(3)] == [twin.ask()[1] for _ in range(3)]
 
 
 def test_hill_climb_keeps_only_strict_improvements() -> None:
@@ -101,6 +125,9 @@ def test_hill_climb_keeps_only_strict_improvements() -> None:
     ticket, _ = policy.ask()
     policy.tell(ticket, None)
     assert policy.best == better
+    ticket, _ = policy.ask()
+    policy.tell(ticket, 0.9, feasible=False)  # better on the target, but breaks a constraint
+    assert policy.best == better and policy.best_score == 0.6
 
 
 def test_mutate_value_moves_and_stays_in_bounds() -> None:
@@ -121,6 +148,9 @@ def _result(policy: str, seed: int, scores: list[float | None], final: float) ->
 def test_report_curves_paired_test_and_reach() -> None:
     run = _result("x", 1, [None, 0.3, 0.2, 0.5], 0.6)
     assert run.curve() == [None, 0.3, 0.3, 0.5]
+    run.feasible = [False, True, True, False]  # an infeasible best is not the best
+    assert run.curve() == [None, 0.3, 0.3, 0.3] and run.best_dev == 0.3
+    run.feasible = []
     assert _result("x", 1, [0.1], 0.5).curve() == [0.1, 0.1, 0.1, 0.1]
     assert experiments_to_reach(run, 0.3) == 2
     assert experiments_to_reach(run, 0.9) is None
@@ -147,8 +177,9 @@ def test_every_policy_runs_through_the_protocol(tmp_path: Path) -> None:
         assert len(r.curve()) == plan.budget
         assert r.curve()[-1] is not None
         assert 0.0 <= r.final <= 1.0
-        if r.policy != "rsilab":
-            assert r.proposals == 1 and r.experiments == plan.budget
+        if r.policy in ASK_TELL_POLICIES:
+            assert r.proposals <= 1 and r.experiments == plan.budget
+            assert r.feasible[0] and len(r.feasible) == r.experiments  # the reference first
         if not r.accepted:
             assert r.final == r.baseline_final
     rows = task_rows("synthetic", "quality", runs, plan)
