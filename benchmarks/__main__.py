@@ -20,6 +20,7 @@ import platform
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -106,16 +107,23 @@ def _table(title: str, rows: list[dict[str, Any]]) -> Table:
     return table
 
 
-def _run_suites(suites: list[str], quick: bool, where: str) -> dict[str, str]:
-    """Run each suite, print its table; its markdown section by title."""
+def _run_suites(suites: list[str], quick: bool, where: str) -> tuple[dict[str, str], float]:
+    """Run each suite, print its table and how long it took; (its markdown section by
+    title, seconds in all)."""
     console = Console()
     sections: dict[str, str] = {}
+    total = 0.0
     for entry in suites:
         title, run, notes = _suite(entry)
+        started = time.perf_counter()
         rows = run(quick)
+        took = time.perf_counter() - started
+        total += took
         console.print(_table(title, rows))
-        sections[title] = _markdown(title, rows, notes, where)
-    return sections
+        console.print(f"{entry}: {took:.0f} s")
+        took_text = f"_This suite took {took:.0f} s._"
+        sections[title] = _markdown(title, rows, notes, f"{where} {took_text}".strip())
+    return sections, total
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,18 +144,19 @@ def main(argv: list[str] | None = None) -> int:
             f"_Measured by `python -m benchmarks{' --quick' if args.quick else ''} "
             f"--only {' --only '.join(args.only)}` on {_machine()}._"
         )
-        sections = _run_suites(suites, args.quick, where)
+        sections, _ = _run_suites(suites, args.quick, where)
         out.write_text(_replace_sections(out.read_text() if out.exists() else "", sections))
         Console().print(f"updated {len(sections)} section(s) of {args.out}")
         return 0
+    measured = f"Measured by `make bench{'-quick' if args.quick else ''}` on {_machine()}"
+    sections, total = _run_suites(SUITES, args.quick, "")
     header = [
         "# Benchmarks",
         "",
-        f"Measured by `make bench{'-quick' if args.quick else ''}` on {_machine()}.",
+        f"{measured}, in {total / 60:.1f} minutes.",
         "Targets are goals, not assertions; a miss is reported here, not hidden.",
         "",
     ]
-    sections = _run_suites(SUITES, args.quick, "")
     out.write_text("\n".join([*header, *sections.values()]))
     Console().print(f"wrote {args.out}")
     return 0
