@@ -576,3 +576,28 @@ def test_unwritable_key_folder_gives_lab_error(
     with pytest.raises(LabError, match="ledger key") as info:
         SQLiteStore.open(tmp_path / "lab.db", create=True)
     assert "RSILAB_KEY_DIR" in info.value.hint
+
+
+def test_an_experiments_records_are_found_through_an_index(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    with closing(SQLiteStore.open(path, create=True)) as store:
+        plan = store._conn.execute(  # what SQLiteStore.query runs for fields={"subject_id": ...}
+            "EXPLAIN QUERY PLAN SELECT kind, body FROM records WHERE kind = ? "
+            "AND json_extract(body, '$.subject_id') = ?",
+            ("evaluation", "exp-1"),
+        ).fetchall()
+        assert "records_subject_id" in str(plan)
+    # a lab made before the indexes existed gets them when it is opened, version unchanged
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("DROP INDEX records_subject_id")
+        conn.commit()
+    assert "records_subject_id" not in _indexes(path)
+    with closing(SQLiteStore.open(path)) as store:
+        assert store.query(fields={"subject_id": "exp-1"}) == []
+    assert {"records_subject_id", "records_experiment_id"} <= _indexes(path)
+    assert read_meta(path)["schema_version"] == str(SCHEMA_VERSION)
+
+
+def _indexes(path: Path) -> set[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}

@@ -78,6 +78,26 @@ def _direction_statuses(conn: sqlite3.Connection) -> None:
     del conn
 
 
+INDEXED_FIELDS = ("subject_id", "experiment_id")
+"""Record fields the tools filter on most (an experiment's evaluations, its jobs): each gets an
+index on ``(kind, json_extract(body, '$.<field>'))``, which :meth:`SQLiteStore.query` uses."""
+
+
+def ensure_indexes(conn: sqlite3.Connection) -> None:
+    """Create the field indexes a lab lacks (:data:`INDEXED_FIELDS`).
+
+    Not a schema step: an index changes no stored shape, so the schema version stays and an
+    older rsilab still opens the lab (SQLite keeps the index current whoever writes). Raises
+    ``sqlite3.OperationalError`` when the database cannot be written (the caller goes on
+    without the index: queries are only slower).
+    """
+    for field in INDEXED_FIELDS:
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS records_{field} "
+            f"ON records (kind, json_extract(body, '$.{field}'))"
+        )
+
+
 def migrate(conn: sqlite3.Connection, current: int, target: int) -> None:
     """Run steps ``current + 1 .. target`` inside the caller's transaction."""
     for version in range(current + 1, target + 1):

@@ -10,6 +10,7 @@ a failed commit is rolled back and leaves what was recorded intact.
 from __future__ import annotations
 
 import contextlib
+import re
 import secrets
 import sqlite3
 import threading
@@ -20,7 +21,7 @@ from typing import Any
 from rsilab.errors import LabError, NotFoundError
 from rsilab.records import SCHEMA_VERSION, Event, EventDraft, Record, record_type, utc_now
 from rsilab.store import keys
-from rsilab.store._sqlite_schema import migrate
+from rsilab.store._sqlite_schema import ensure_indexes, migrate
 from rsilab.store._staging import apply_revisions, stage_writes
 from rsilab.store.base import CHECKPOINT_INTERVAL, Store
 from rsilab.store.ledger import (
@@ -32,6 +33,9 @@ from rsilab.store.ledger import (
     make_checkpoint,
 )
 from rsilab.store.query import matching_records
+
+_FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]*")
+"""A record field name safe to write into a JSON path of the SQL text."""
 
 BUSY_TIMEOUT_S = 30.0
 
@@ -129,6 +133,7 @@ class SQLiteStore(Store):
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("BEGIN IMMEDIATE")
             migrate(conn, 0, SCHEMA_VERSION)
+            ensure_indexes(conn)
             lab_id = f"lab-{secrets.token_hex(8)}"
             conn.executemany(
                 "INSERT INTO meta VALUES (?, ?)",
@@ -154,6 +159,8 @@ class SQLiteStore(Store):
         conn.execute("PRAGMA journal_mode = WAL")
         if version < SCHEMA_VERSION:
             SQLiteStore._upgrade(conn, path, version)
+        with contextlib.suppress(sqlite3.OperationalError):  # read-only: slower, still right
+            ensure_indexes(conn)
         return str(meta["lab_id"])
 
     @staticmethod
@@ -278,6 +285,12 @@ class SQLiteStore(Store):
             sql, params = sql + " AND kind = ?", [*params, kind]
         if campaign_id is not None:
             sql, params = sql + " AND campaign_id = ?", [*params, campaign_id]
+        for name, wanted in (fields or {}).items():
+            # A string field is matched in SQL too (by an index for INDEXED_FIELDS), so rows
+            # that cannot match are never parsed; record_matches still decides every row.
+            if isinstance(wanted, str) and _FIELD_NAME.fullmatch(name):
+                sql += f" AND json_extract(body, '$.{name}') = ?"
+                params.append(str(wanted))
         if text and text.isascii():  # LIKE folds ASCII case only; record_matches does the rest
             escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
             sql, params = sql + " AND body LIKE ? ESCAPE '\\'", [*params, f"%{escaped}%"]
