@@ -1,7 +1,9 @@
 """Run the benchmarks, print them as tables and write ``BENCHMARKS.md``.
 
-``python -m benchmarks`` runs the full set; ``--quick`` runs smaller sizes. Targets are
-printed beside the numbers; they are never asserted in the test suite.
+``python -m benchmarks`` runs the full set; ``--quick`` runs smaller sizes, in sections whose
+titles end in :data:`QUICK_MARK`, so the quick and the full tables live side by side in one
+file and each run replaces only its own (and its line of the header). Targets are printed
+beside the numbers; they are never asserted in the test suite.
 
 A suite is a module with ``run(quick)`` (titled by the module docstring's first line) or a
 ``module:function`` entry (titled by the function's docstring; the rest of that docstring is
@@ -46,6 +48,10 @@ SUITES = [
 ]
 
 Runner = Callable[[bool], list[dict[str, Any]]]
+QUICK_MARK = " (quick)"
+"""Ends the title of every section a quick run writes."""
+HEADER_LINES = {False: "Full tables: ", True: "Quick tables (titles end in (quick)): "}
+"""How the header line of each kind of run starts."""
 
 
 def _machine() -> str:
@@ -115,6 +121,7 @@ def _run_suites(suites: list[str], quick: bool, where: str) -> tuple[dict[str, s
     total = 0.0
     for entry in suites:
         title, run, notes = _suite(entry)
+        title += QUICK_MARK if quick else ""
         started = time.perf_counter()
         rows = run(quick)
         took = time.perf_counter() - started
@@ -148,18 +155,34 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(_replace_sections(out.read_text() if out.exists() else "", sections))
         Console().print(f"updated {len(sections)} section(s) of {args.out}")
         return 0
-    measured = f"Measured by `make bench{'-quick' if args.quick else ''}` on {_machine()}"
     sections, total = _run_suites(SUITES, args.quick, "")
+    measured = (
+        f"measured by `make bench{'-quick' if args.quick else ''}` on {_machine()}, "
+        f"in {total / 60:.1f} minutes."
+    )
+    text = out.read_text() if out.exists() else ""
+    out.write_text(_with_header(_replace_sections(text, sections), args.quick, measured))
+    Console().print(f"wrote {args.out}")
+    return 0
+
+
+def _with_header(text: str, quick: bool, measured: str) -> str:
+    """``text`` with its header (what precedes the first section) saying ``measured`` for
+    this kind of run and keeping what it says of the other kind."""
+    head, _, rest = text.partition("\n## ")
+    if not head.startswith("# Benchmarks"):  # no header yet: the text is all sections
+        head, rest = "", text.removeprefix("## ")
+    lines = {k: next((x for x in head.splitlines() if x.startswith(v)), None)
+             for k, v in HEADER_LINES.items()}  # fmt: skip
+    lines[quick] = HEADER_LINES[quick] + measured
     header = [
         "# Benchmarks",
         "",
-        f"{measured}, in {total / 60:.1f} minutes.",
+        *(line for line in (lines[False], lines[True]) if line is not None),
         "Targets are goals, not assertions; a miss is reported here, not hidden.",
         "",
     ]
-    out.write_text("\n".join([*header, *sections.values()]))
-    Console().print(f"wrote {args.out}")
-    return 0
+    return "\n".join(header) + ("\n## " + rest if rest else "")
 
 
 if __name__ == "__main__":

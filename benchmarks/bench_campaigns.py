@@ -388,12 +388,15 @@ def slow_harness(dest: Path, seconds: float = JOB_S) -> Path:
 
 @dataclass(frozen=True)
 class RecordedJob:
-    """A job the sandbox ran: its spec, a copy of its workspace as it started, the phase."""
+    """A job the sandbox ran: its spec, a copy of its workspace as it started, the phase, and
+    how it ended there (a job may fail by design: the controller's model-use probe runs
+    predict with the model file emptied)."""
 
     spec: RunSpec
     snapshot: Path
     phase: str
     sandbox_wall_s: float
+    sandbox_exit_code: int | None = None
 
 
 class RecordingSandbox(Sandbox):
@@ -432,7 +435,7 @@ class RecordingSandbox(Sandbox):
             self.instrumentation_s += time.perf_counter() - started
         result = self.inner.run(spec)
         with self._lock:
-            self.jobs[index] = RecordedJob(spec, snapshot, phase, result.wall_s)
+            self.jobs[index] = RecordedJob(spec, snapshot, phase, result.wall_s, result.exit_code)
         return result
 
 
@@ -447,8 +450,11 @@ def run_bare(job: RecordedJob, python: str, scratch: Path) -> float:
     done = subprocess.run(argv, input=job.spec.stdin, capture_output=True, env=env, cwd=workspace)
     took = time.perf_counter() - started
     shutil.rmtree(workspace)
-    if done.returncode != 0:
-        raise RuntimeError(f"bare job {argv} failed: {done.stderr[-500:]!r}")
+    if (done.returncode == 0) != (job.sandbox_exit_code == 0):
+        raise RuntimeError(
+            f"bare job {argv} ended with {done.returncode}, in the sandbox with "
+            f"{job.sandbox_exit_code}: {done.stderr[-500:]!r}"
+        )
     return took
 
 

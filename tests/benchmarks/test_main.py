@@ -1,0 +1,22 @@
+"""``python -m benchmarks``: quick and full tables side by side in one file."""
+
+from __future__ import annotations
+
+from benchmarks.__main__ import HEADER_LINES, QUICK_MARK, _replace_sections, _with_header
+
+
+def test_a_quick_run_keeps_the_full_tables_and_their_header_line() -> None:
+    full = _with_header("## Ledger\n\nfull numbers\n", False, "measured on day 1.")
+    assert full.startswith("# Benchmarks\n\n" + HEADER_LINES[False] + "measured on day 1.")
+    quick_title = "Ledger" + QUICK_MARK
+    both = _replace_sections(full, {quick_title: f"## {quick_title}\n\nquick numbers\n"})
+    both = _with_header(both, True, "measured on day 2.")
+    assert HEADER_LINES[False] + "measured on day 1." in both  # the full run's line stays
+    assert HEADER_LINES[True] + "measured on day 2." in both
+    assert "full numbers" in both and "quick numbers" in both
+    again = _with_header(
+        _replace_sections(both, {quick_title: f"## {quick_title}\n\nnewer\n"}), True, "day 3."
+    )
+    assert "quick numbers" not in again and "newer" in again and "full numbers" in again
+    assert again.count("# Benchmarks") == 1 and "day 2" not in again
+    assert _with_header("", True, "x.").startswith("# Benchmarks\n\n" + HEADER_LINES[True])
