@@ -551,7 +551,12 @@ def test_answers_hardcoded_from_public_data_score_as_their_fallback(
     candidate = trial.judge(tree)
     assert candidate.state is CandidateState.REJECTED, candidate.reason
     if name not in STAND_IN:
-        assert trial.flags(candidate) == ["training_dropped"]
+        # Refused before any job. Usually by the training_dropped guard; in about 1 lab of 80
+        # on digits the overlap guard comes first with a near hit on a private image: 8-token
+        # windows the table makes by joining a public image's last pixels to the next value
+        # (its label, or the next image) can equal a private image's few private-specific
+        # windows. That false positive is a known limit of the near detector.
+        assert trial.flags(candidate) in (["training_dropped"], ["private_data_in_training"])
         assert trial.jobs(candidate) == []
         return
     assert trial.flags(candidate) == []
