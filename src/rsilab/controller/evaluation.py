@@ -285,23 +285,7 @@ class SystemEvaluator:
         ]
         # predict runs read-only on the same throwaway folder (the model train wrote is there);
         # the folder is deleted afterwards, so nothing a job does outlives the evaluation.
-        spec = task_predict_spec(
-            self.task,
-            workspace,
-            samples,
-            seed=seed,
-            model=model,
-            manifest=manifest,
-            limits=self.limits,
-        )
-        spec = RunSpec(
-            spec.argv,
-            spec.workspace,
-            spec.limits,
-            stdin=spec.stdin,
-            hidden=tuple(self.task.data_sources),
-            read_only_workspace=True,  # predict sees the candidate and its model, writes nothing
-        )
+        spec = self._predict_spec(workspace, samples, seed, model, manifest)
         inputs = JobInputs(
             workspace_sha256=recipe.harness_sha256,
             model_in_sha256=result.model,
@@ -344,6 +328,34 @@ class SystemEvaluator:
             )
         return result
 
+    def _predict_spec(
+        self,
+        workspace: Path,
+        samples: list[Sample],
+        seed: int,
+        model: str | None,
+        manifest: Manifest,
+    ) -> RunSpec:
+        """The controller's predict job on ``samples``: read-only on ``workspace`` (predict
+        sees the candidate and its model, writes nothing), the task's data sources hidden."""
+        spec = task_predict_spec(
+            self.task,
+            workspace,
+            samples,
+            seed=seed,
+            model=model,
+            manifest=manifest,
+            limits=self.limits,
+        )
+        return RunSpec(
+            spec.argv,
+            spec.workspace,
+            spec.limits,
+            stdin=spec.stdin,
+            hidden=tuple(self.task.data_sources),
+            read_only_workspace=True,
+        )
+
     def _model_ignored(
         self,
         recipe: Recipe,
@@ -367,18 +379,7 @@ class SystemEvaluator:
         # throwaway copy loses nothing. An empty file, not a missing one: a predict that
         # checks the path exists must still be given something that holds no weights.
         (workspace / model).write_bytes(b"")
-        spec = task_predict_spec(
-            self.task, workspace, samples, seed=seed, model=model, manifest=manifest,
-            limits=self.limits,
-        )  # fmt: skip
-        spec = RunSpec(
-            spec.argv,
-            spec.workspace,
-            spec.limits,
-            stdin=spec.stdin,
-            hidden=tuple(self.task.data_sources),
-            read_only_workspace=True,
-        )
+        spec = self._predict_spec(workspace, samples, seed, model, manifest)
         inputs = JobInputs(
             workspace_sha256=recipe.harness_sha256,
             model_in_sha256=EMPTY_SHA256,
