@@ -13,7 +13,10 @@ tier, with the controller's training seeds:
   :data:`NON_TARGET_ALPHA` is not below ``-tolerance``. A point-estimate check let true
   regressions just past the tolerance through about half the time (measured on ``synthetic``:
   2 of 14 acceptances were such regressions); a bound at ``alpha_j`` would reject most
-  candidates on noise alone, so non-targets get a fixed, looser level.
+  candidates on noise alone, so non-targets get a fixed, looser level. At 0.1 that level
+  still let 2 of 89 accepted versions of 150 whole campaigns through with a robustness loss
+  beyond tolerance (``benchmarks.bench_campaigns``), so it is 0.05: the level of a one-sided
+  bound of a 90% interval, looser than any target bound (``alpha_1 = 0.025``).
 
 Scores of benchmarks where lower is better are negated first, so "gain" is always "better".
 """
@@ -30,7 +33,7 @@ from rsilab.controller.stats import alpha_for_proposal, interval_level_for, pair
 from rsilab.records import BenchmarkDecision, DataTier
 from rsilab.tasks import Task
 
-NON_TARGET_ALPHA = 0.1
+NON_TARGET_ALPHA = 0.05
 """One-sided error rate of the non-inferiority check on non-target benchmarks."""
 
 
