@@ -27,14 +27,18 @@ from tests.orchestrator.test_llm_runner import (
 )
 
 DIGITS_BETTER = {
-    "hidden": 8,
-    "epochs": 6,
-    "lr": 0.1,
+    "hidden": 32,
+    "epochs": 10,
+    "lr": 0.01,
     "batch_size": 64,
-    "weight_decay": 0.002,
+    "weight_decay": 0.0,
     "optimizer": "adam",
 }
-"""Adam instead of SGD: a large gain over the shipped config (about 0.46 -> 0.90)."""
+"""Adam at lr 0.01 with 32 hidden units: a large gain over the shipped config (about 0.32 ->
+0.95 on 3 splits x 6 seeds) with a small seed spread (sd 0.007). Adam at the shipped lr 0.1
+gained less on average (0.84) with sd 0.09 over seeds (one seed at 0.50); with 3 candidate
+seeds such a spread can put the gain's lower bound under the baseline's seed spread, and it
+did: "gain +0.3191 [+0.0584, +0.5798]; lower bound +0.0584 <= 0.0599"."""
 
 
 @pytest.fixture(scope="module")
