@@ -1,1 +1,20 @@
 """rsilab benchmarks: run with `make bench`; results go to BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import subprocess
+
+
+def current_commit() -> str:
+    """The short commit of the checkout the benchmarks run from, ``-dirty`` appended when
+    tracked files differ from it (so a number is never credited to a commit it did not come
+    from); ``unknown`` outside a git checkout."""
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return "unknown"
+    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")

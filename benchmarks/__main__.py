@@ -9,7 +9,8 @@ A suite is a module with ``run(quick)`` (titled by the module docstring's first 
 ``module:function`` entry (titled by the function's docstring; the rest of that docstring is
 printed under the table as its notes). ``--only WORD`` runs the suites whose entry contains
 WORD and replaces just their sections in the existing file, each marked with where it was
-measured.
+measured. Suites in :data:`FULL_ONLY` have no quick size; the full search suites keep each
+finished run (``benchmarks/results/search``), so a run cut off resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import inspect
 import os
 import platform
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -30,6 +30,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from benchmarks import current_commit
 
 SUITES = [
     "benchmarks.bench_ledger",
@@ -42,10 +44,18 @@ SUITES = [
     "benchmarks.bench_hacking:run_hacking",
     "benchmarks.bench_controller:run_throughput",
     "benchmarks.bench_controller:run_false_acceptance",
-    "benchmarks.bench_search:run_search",
+    "benchmarks.bench_search:run_search_synthetic",
+    "benchmarks.bench_search:run_search_digits",
+    "benchmarks.bench_search:run_search_textcls",
     "benchmarks.bench_campaigns:run_campaign_acceptance",
     "benchmarks.bench_campaigns:run_campaign_overhead",
 ]
+
+FULL_ONLY = {
+    "benchmarks.bench_search:run_search_digits",
+    "benchmarks.bench_search:run_search_textcls",
+}
+"""Suites with no quick size (hours on 2 cores even when small): a quick run skips them."""
 
 Runner = Callable[[bool], list[dict[str, Any]]]
 QUICK_MARK = " (quick)"
@@ -55,11 +65,8 @@ HEADER_LINES = {False: "Full tables: ", True: "Quick tables (titles end in (quic
 
 
 def _machine() -> str:
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
     return (
-        f"{datetime.now(UTC):%Y-%m-%d}, commit {commit or 'unknown'}, {os.cpu_count()} CPUs, "
+        f"{datetime.now(UTC):%Y-%m-%d}, commit {current_commit()}, {os.cpu_count()} CPUs, "
         f"Python {platform.python_version()}, {platform.system()} {platform.machine()}"
     )
 
@@ -145,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     out = Path(args.out)
+    runnable = [s for s in SUITES if not (args.quick and s in FULL_ONLY)]
     if args.only:
-        suites = [s for s in SUITES if any(w in s for w in args.only)]
+        suites = [s for s in runnable if any(w in s for w in args.only)]
         where = (
             f"_Measured by `python -m benchmarks{' --quick' if args.quick else ''} "
             f"--only {' --only '.join(args.only)}` on {_machine()}._"
@@ -155,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(_replace_sections(out.read_text() if out.exists() else "", sections))
         Console().print(f"updated {len(sections)} section(s) of {args.out}")
         return 0
-    sections, total = _run_suites(SUITES, args.quick, "")
+    sections, total = _run_suites(runnable, args.quick, "")
     measured = (
         f"measured by `make bench{'-quick' if args.quick else ''}` on {_machine()}, "
         f"in {total / 60:.1f} minutes."

@@ -1,27 +1,30 @@
 """Search efficiency: rsilab's built-in policy against Optuna TPE, hill-climbing and random search.
 
-Entry ``benchmarks.bench_search:run_search`` (see ``benchmarks/__main__.py``). Every policy runs
-through one proposal protocol (:mod:`benchmarks.search.protocol`): same task, seed, experiment
-budget, Experiment OS tools and Host Controller; only the search differs. Per task the rows give
-each policy's final-tier score across seeds, a paired comparison with rsilab, and the experiments
-it needed to reach Optuna's final best dev score; a PNG per task shows the best-so-far curves.
+Entries ``benchmarks.bench_search:run_search_<task>`` (see ``benchmarks/__main__.py``), one
+table per task. Every policy runs through one proposal protocol
+(:mod:`benchmarks.search.protocol`): same task, seed, experiment budget, Experiment OS tools and
+Host Controller; only the search differs. Per task the rows give each policy's final-tier score
+across seeds, a paired comparison with rsilab, and the experiments it needed to reach Optuna's
+final best dev score; a PNG per task shows the best-so-far curves. Full runs keep each finished
+run (:mod:`benchmarks.search.results`) and resume from them.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import current_commit
 from benchmarks.search.policies import ASK_TELL_POLICIES
 from benchmarks.search.protocol import BUILTIN, RunResult, run_builtin, run_policy, task_lab
 from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
+from benchmarks.search.results import RunLog, log_for
 from rsilab.executors.local import available_cores
 from rsilab.orchestrator.ablation import Ablation
-from rsilab.tasks import get_task
+from rsilab.tasks import Task, get_task
 
 FIGURES = Path(__file__).parent / "figures"
 ABLATED: dict[str, frozenset[Ablation]] = {
@@ -40,19 +43,17 @@ class Plan:
     seeds: int
     budget: int
     """Experiments per run (train + dev_eval each)."""
+    ablations: bool = True
+    """Run the ablated built-in policies too."""
 
 
 QUICK: dict[str, Plan] = {"synthetic": Plan(seeds=5, budget=16)}
-"""Quick mode: synthetic only (about 5 minutes on 2 cores). A digits experiment costs about
-10 s, so digits with 5 seeds x 4 policies does not fit a quick run; kernel has no search space."""
+"""Quick mode: synthetic only (about 3 minutes on 2 cores). A digits experiment costs about
+6 s and a textcls one 30 s to 9 min, so neither fits a quick run; kernel has no search space."""
 FULL: dict[str, Plan] = {
     "synthetic": Plan(seeds=10, budget=40),
     "digits": Plan(seeds=10, budget=24),
-    "textcls": Plan(seeds=10, budget=12),
-}
-SKIPPED = {
-    "kernel": "not run: it declares no search space (it is improved by editing kernel.py; "
-    "these policies search configs)"
+    "textcls": Plan(seeds=10, budget=12, ablations=False),
 }
 PARALLEL_RUNS = 2
 """Runs at once (each runs its experiments one at a time): one per core on 2 cores."""
@@ -64,13 +65,48 @@ def run_task(
     policies: tuple[str, ...] = POLICIES,
     parallel: int = PARALLEL_RUNS,
     on_run: Callable[[RunResult], None] | None = None,
+    log: RunLog | None = None,
 ) -> tuple[list[RunResult], float]:
     """Every (policy, seed) run of ``name`` in one lab; (runs, seconds the baseline took).
 
-    Runs go ``parallel`` at a time on threads (their jobs share the lab's executor);
-    seeds are 1..plan.seeds; results are ordered by policy, then seed.
+    Seeds are 1..plan.seeds; results are ordered by policy, then seed. With ``log``, the runs
+    it holds for this budget are taken from it, not run again, and each run that finishes is
+    appended to it (a cut-off benchmark resumes there; the baseline then takes 0 s when
+    nothing is left to run). The runs left go ``parallel`` at a time on threads (their jobs
+    share the lab's executor): every seed of the policies that are not ablations first, so a
+    run cut short has the comparison before the ablations.
     """
-    task = get_task(name)
+    done = log.load(plan.budget) if log is not None else {}
+    todo = [
+        (p, s)
+        for group in (
+            [p for p in policies if p not in ABLATED],
+            [p for p in policies if p in ABLATED],
+        )
+        for p in group
+        for s in range(1, plan.seeds + 1)
+        if (p, s) not in done
+    ]
+    runs = [done[(p, s)] for p in policies for s in range(1, plan.seeds + 1) if (p, s) in done]
+    baseline_s = 0.0
+    if todo:
+        fresh, baseline_s = _run_jobs(get_task(name), plan, todo, parallel, on_run, log)
+        runs += fresh
+    order = {p: i for i, p in enumerate(policies)}
+    runs.sort(key=lambda r: (order[r.policy], r.seed))
+    return runs, baseline_s
+
+
+def _run_jobs(
+    task: Task,
+    plan: Plan,
+    jobs: list[tuple[str, int]],
+    parallel: int,
+    on_run: Callable[[RunResult], None] | None,
+    log: RunLog | None,
+) -> tuple[list[RunResult], float]:
+    """Run each (policy, seed) of ``jobs`` in a fresh lab of ``task``; (runs, baseline s)."""
+    commit = current_commit()
     with task_lab(task, slots=min(2, available_cores())) as tl:
 
         def one(job: tuple[str, int]) -> RunResult:
@@ -81,17 +117,16 @@ def run_task(
                 result = run_builtin(tl, seed, plan.budget, ablate=ABLATED[policy], name=policy)
             else:
                 result = run_policy(tl, policy, seed, plan.budget)
+            result.commit = commit
+            if log is not None:
+                log.append(result)
             if on_run is not None:
                 on_run(result)
             return result
 
-        jobs = [(p, s) for s in range(1, plan.seeds + 1) for p in policies]
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             runs = list(pool.map(one, jobs))
-        baseline_s = tl.baseline_s
-    order = {p: i for i, p in enumerate(policies)}
-    runs.sort(key=lambda r: (order[r.policy], r.seed))
-    return runs, baseline_s
+        return runs, tl.baseline_s
 
 
 def task_rows(name: str, target: str, runs: list[RunResult], plan: Plan) -> list[dict[str, Any]]:
@@ -140,8 +175,28 @@ def _reviews(group: list[RunResult]) -> str:
     return f"{changing}/{followed} ({changing / followed:.0%})"
 
 
-def run_search(quick: bool) -> list[dict[str, Any]]:
-    """Search efficiency: same task, budget and seeds; final-tier score of the accepted system.
+def run_search_task(name: str, quick: bool) -> list[dict[str, Any]]:
+    """The rows of one task's search table: its plan run (a full one resumed from its
+    :class:`RunLog`), the curves drawn, one row per policy."""
+    plan = (QUICK if quick else FULL)[name]
+    policies = POLICIES if plan.ablations else tuple(p for p in POLICIES if p not in ABLATED)
+    runs, _ = run_task(name, plan, policies, log=None if quick else log_for(name))
+    target = get_task(name).targets[0].name
+    by_policy: dict[str, list[RunResult]] = {}
+    for r in runs:
+        by_policy.setdefault(r.policy, []).append(r)
+    figure = FIGURES / f"search_{name}{'_quick' if quick else ''}.png"
+    plot_curves(name, target, by_policy, plan.budget, figure)
+    rows = task_rows(name, target, runs, plan)
+    for row in rows:
+        group = by_policy[row["policy"]]
+        row["baseline final"] = ", ".join(sorted({f"{r.baseline_final:.3f}" for r in group}))
+        row["measured at"] = ", ".join(sorted({r.commit or "-" for r in group}))
+    return rows
+
+
+def run_search_synthetic(quick: bool) -> list[dict[str, Any]]:
+    """Search on synthetic: final-tier score of the accepted system, same budget and seeds.
 
     Every policy drives the same Experiment OS and Host Controller: one experiment = one
     recorded experiment (train + dev_eval through the tools; every job counts against the
@@ -173,31 +228,33 @@ def run_search(quick: bool) -> list[dict[str, Any]]:
     interval, wins/ties/losses of rsilab and a two-sided sign test. *exps to reach*: the
     experiment after which the policy's best feasible dev score first reached the TPE run's
     final one of the same seed. Two runs at a time on 2 cores; each run's experiments are
-    serial. Curves (best feasible dev so far):
-    [synthetic](benchmarks/figures/search_synthetic.png),
+    serial. *measured at*: the commits the runs come from (a full run keeps each finished
+    run in `benchmarks/results/search/<task>.jsonl` and resumes from it). Curves (best
+    feasible dev so far): [synthetic](benchmarks/figures/search_synthetic.png) (quick:
+    [synthetic](benchmarks/figures/search_synthetic_quick.png)),
     [digits](benchmarks/figures/search_digits.png),
-    [textcls](benchmarks/figures/search_textcls.png) (full runs only for the last two).
-    Quick mode runs synthetic only (5 seeds x 16 experiments); kernel declares no search
-    space and is not run.
+    [textcls](benchmarks/figures/search_textcls.png). Quick mode runs synthetic only (5
+    seeds x 16 experiments); digits and textcls have full tables only; kernel declares no
+    search space (it is improved by editing kernel.py) and is not run.
     """
-    plans = QUICK if quick else FULL
-    rows: list[dict[str, Any]] = []
-    for name, plan in plans.items():
-        wall = time.perf_counter()
-        runs, baseline_s = run_task(name, plan)
-        target = get_task(name).targets[0].name
-        by_policy: dict[str, list[RunResult]] = {}
-        for r in runs:
-            by_policy.setdefault(r.policy, []).append(r)
-        plot_curves(name, target, by_policy, plan.budget, FIGURES / f"search_{name}.png")
-        task_table = task_rows(name, target, runs, plan)
-        baseline = runs[0].baseline_final if runs else float("nan")
-        for row in task_table:
-            row["baseline final"] = f"{baseline:.3f}"
-        task_table[-1]["task wall s (baseline s)"] = (
-            f"{time.perf_counter() - wall:.0f} ({baseline_s:.0f})"
-        )
-        rows += task_table
-    for name, why in SKIPPED.items():
-        rows.append({"task": name, "policy": why})
-    return rows
+    return run_search_task("synthetic", quick)
+
+
+def run_search_digits(quick: bool) -> list[dict[str, Any]]:
+    """Search on digits: final-tier score of the accepted system, same budget and seeds.
+
+    The protocol, the policies and the columns are those of the synthetic table (see its
+    notes). Full runs only: 10 seeds x 24 experiments of about 6 s, every policy.
+    """
+    return run_search_task("digits", quick)
+
+
+def run_search_textcls(quick: bool) -> list[dict[str, Any]]:
+    """Search on textcls: final-tier score of the accepted system, same budget and seeds.
+
+    The protocol, the policies and the columns are those of the synthetic table (see its
+    notes). Full runs only: 10 seeds x 12 experiments of 30 s to 9 min each (the config sets
+    the fine-tuning cost), so the ablations are left to the cheaper tasks; the runs are kept
+    as they finish and the table fills in over more than one sitting.
+    """
+    return run_search_task("textcls", quick)

@@ -165,6 +165,8 @@ class RunResult:
     """Reviews of the run's campaign that Main followed and that state Main's own rule."""
     reviews_changing: int = 0
     """Of those, reviews whose advice differed from that rule (they changed the next move)."""
+    commit: str = ""
+    """The commit the run was measured at (set when it is kept; see ``search.results``)."""
 
     @property
     def experiments(self) -> int:

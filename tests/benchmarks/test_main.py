@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from benchmarks.__main__ import HEADER_LINES, QUICK_MARK, _replace_sections, _with_header
+from pathlib import Path
+
+from benchmarks.__main__ import (
+    FULL_ONLY,
+    HEADER_LINES,
+    QUICK_MARK,
+    SUITES,
+    _replace_sections,
+    _with_header,
+    main,
+)
 
 
 def test_a_quick_run_keeps_the_full_tables_and_their_header_line() -> None:
@@ -20,3 +30,11 @@ def test_a_quick_run_keeps_the_full_tables_and_their_header_line() -> None:
     assert "quick numbers" not in again and "newer" in again and "full numbers" in again
     assert again.count("# Benchmarks") == 1 and "day 2" not in again
     assert _with_header("", True, "x.").startswith("# Benchmarks\n\n" + HEADER_LINES[True])
+
+
+def test_a_quick_run_skips_the_suites_that_have_no_quick_size(tmp_path: Path) -> None:
+    out = tmp_path / "B.md"
+    out.write_text("## Kept\n\nold numbers\n")
+    assert set(SUITES) >= FULL_ONLY
+    assert main(["--quick", "--only", "search_digits", "--out", str(out)]) == 0
+    assert out.read_text() == "## Kept\n\nold numbers\n"  # nothing ran, nothing replaced

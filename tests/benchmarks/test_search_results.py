@@ -1,0 +1,51 @@
+"""Kept search runs: a full search table resumes from the runs that finished."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from benchmarks.bench_search import Plan, run_task
+from benchmarks.search.protocol import RunResult
+from benchmarks.search.results import ResultsError, RunLog
+
+
+def _run(policy: str, seed: int, budget: int = 3) -> RunResult:
+    return RunResult(
+        policy, "synthetic", seed, budget, [0.5, None, 0.6], 0.61, 0.5, 1, 1, 2.5,
+        {"lr": 0.01}, [True, True, False], commit="abc1234",
+    )  # fmt: skip
+
+
+def test_a_kept_run_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "results" / "synthetic.jsonl")
+    assert log.load(3) == {}  # no file yet: nothing kept
+    log.append(_run("random", 1))
+    log.append(_run("random", 2, budget=5))  # another plan's run: never mixed in
+    kept = log.load(3)
+    assert list(kept) == [("random", 1)]
+    assert kept[("random", 1)] == _run("random", 1)
+    assert kept[("random", 1)].curve() == [0.5, 0.5, 0.5]  # the last one was not feasible
+
+
+def test_a_corrupt_line_is_named_with_the_fix(tmp_path: Path) -> None:
+    log = RunLog(tmp_path / "synthetic.jsonl")
+    log.append(_run("random", 1))
+    with log.path.open("a") as out:
+        out.write('{"policy": "random"}\n')  # a cut-off or hand-edited line
+    with pytest.raises(ResultsError, match=r"synthetic\.jsonl:2 is not a recorded search run"):
+        log.load(3)
+
+
+@pytest.mark.timeout(300)
+def test_a_search_resumes_from_its_kept_runs(tmp_path: Path) -> None:
+    """The second call finds every run kept: it runs nothing (no baseline either)."""
+    log = RunLog(tmp_path / "synthetic.jsonl")
+    plan = Plan(seeds=1, budget=2)
+    first, baseline_s = run_task("synthetic", plan, ("random",), log=log)
+    assert baseline_s > 0 and [r.policy for r in first] == ["random"]
+    assert first[0].commit  # the commit it was measured at
+    again, baseline_again = run_task("synthetic", plan, ("random",), log=log)
+    assert baseline_again == 0.0
+    assert again == first
+    assert len(log.path.read_text().splitlines()) == 1
