@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rsilab.expos import CallContext, ExperimentOS, default_registry, open_campaign, policy
+from rsilab.memory import revise_skill
 from rsilab.records import Dataset, EventDraft, Job, JobInputs, JobKind, Role, TaskRef
 from rsilab.store import Lab, verify_store
 
@@ -219,6 +220,10 @@ def _setup(
         exps.append(exp["id"])
     ok(Role.WORKER, "finish_experiment", {"experiment_id": exps[0], "status": "succeeded"})
     review = ok(Role.REVIEWER, "submit_review", {"experiment_ids": exps})["id"]
+    fourth = ok(Role.WORKER, "create_experiment", {"direction_id": direction, "description": "e"})
+    ok(Role.WORKER, "log_metric", {"experiment_id": fourth["id"], "name": "accuracy", "value": 0.4})
+    finding = ok(Role.WORKER, "publish_finding", {"claim": "c", "status": "unresolved"})["id"]
+    revise_skill(lab.store, "s", "a procedure", None, actor="t", role=Role.HUMAN)
     second = ok(Role.MAIN, "create_direction", {"title": "t2", "hypothesis": "h2"})["id"]
     private = Dataset(name="secret", artifact_sha256="0" * 64, artifact_kind="file", tier="final")
     lab.store.commit(EventDraft(actor="t", role="human", action="setup"), [private])
@@ -282,6 +287,36 @@ def _setup(
         },
         "inspect_review": {"review_id": review},
         "list_reviews": {"direction_id": direction, "experiment_id": exps[0]},
+        "publish_finding": {
+            "claim": "c",
+            "status": "supported",
+            "conditions": "k",
+            "uncertainty": "u",
+            "sources": [review],
+            "metric": "accuracy",
+            "a_ids": exps[:2],
+            "b_ids": [exps[2], fourth["id"]],
+            "direction": "lower",
+            "tags": ["lr"],
+            "supersedes": finding,
+        },
+        "query_findings": {
+            "text": "c",
+            "tags": ["lr"],
+            "metric": "accuracy",
+            "status": "unresolved",
+            "limit": 5,
+        },
+        "adopt_finding": {
+            "finding_id": finding,
+            "mode": "adapted",
+            "note": "n",
+            "experiment_ids": [exps[1]],
+            "direction_id": direction,
+        },
+        "list_skills": {},
+        "read_skill": {"name": "s", "version": 1},
+        "list_orientations": {},
         "search_local_datasets": {"query": "digits"},
         "run_job": {  # a finished experiment: refused before any job runs
             "experiment_id": exps[0],
@@ -316,7 +351,10 @@ def _setup(
     }
     assert set(templates) == set(TOOL_NAMES)
     return (
-        [campaign.id, other.id, data, direction, second, *exps, review, private.id, job.id],
+        [
+            *(campaign.id, other.id, data, direction, second, *exps, fourth["id"], review),
+            *(finding, private.id, job.id),
+        ],
         [campaign.id, campaign.id, other.id, None],
         templates,
     )

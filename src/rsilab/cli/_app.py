@@ -15,6 +15,7 @@ from rsilab.cli import (
     guide,
     lab,
     ledger,
+    memory,
     report,
     run,
     runtime,
@@ -66,6 +67,7 @@ versions.register(app)
 run.register(app)
 guide.register(app)
 report.register(app)
+memory.register(app)
 
 
 def main() -> None:

@@ -41,6 +41,14 @@ TOOL_ROLES: dict[str, frozenset[Role]] = {
     "submit_review": frozenset({R}),
     "inspect_review": EVERYONE,
     "list_reviews": EVERYONE,
+    # shared memory: findings are checked against the records; revising skills and
+    # orientations is the campaign review's, not an agent's
+    "publish_finding": frozenset({M, W, R, L, H}),
+    "query_findings": EVERYONE,
+    "adopt_finding": frozenset({M, W, R, L, H}),
+    "list_skills": EVERYONE,
+    "read_skill": EVERYONE,
+    "list_orientations": EVERYONE,
     # the Host Controller's door
     "prepare_workspace": frozenset({W, H}),
     "propose_candidate": frozenset({W, H}),
@@ -63,12 +71,15 @@ TOOL_ROLES: dict[str, frozenset[Role]] = {
 
 # Versions, candidates and lineages hold private (accept- and final-tier) numbers: agents see
 # them only through the tools' views (candidate_status, prepare_workspace), never as records.
-_COMMON = frozenset({"campaign", "direction", "experiment", "dataset", "review", "finding", "job"})
+_COMMON = frozenset(
+    {"campaign", "direction", "experiment", "dataset", "review", "finding", "adoption", "job"}
+)
+_MEMORY = frozenset({"skill", "orientation"})
 READABLE_KINDS: dict[Role, frozenset[str]] = {
-    Role.MAIN: _COMMON | {"skill", "orientation", "evaluation"},
-    Role.WORKER: _COMMON | {"skill", "orientation", "evaluation", "artifact"},
-    Role.REVIEWER: _COMMON | {"evaluation", "artifact"},
-    Role.LEADER: _COMMON | {"skill", "orientation", "evaluation", "flag"},
+    Role.MAIN: _COMMON | _MEMORY | {"evaluation"},
+    Role.WORKER: _COMMON | _MEMORY | {"evaluation", "artifact"},
+    Role.REVIEWER: _COMMON | _MEMORY | {"evaluation", "artifact"},
+    Role.LEADER: _COMMON | _MEMORY | {"evaluation", "flag"},
     Role.CONTROLLER: frozenset(),  # principals read everything; see read_refusal
     Role.HUMAN: frozenset(),
 }

@@ -41,6 +41,7 @@ class Category(StrEnum):
     EXECUTION = "execution and state"
     EVIDENCE = "research and evidence"
     REVIEW = "review management"
+    MEMORY = "memory"
     DISCOVERY = "external discovery"
     WORKSPACE = "workspace files"
 

@@ -45,8 +45,10 @@ from rsilab.records._data import (
     SampleScore,
 )
 from rsilab.records._evidence import (
+    Adoption,
     Comparison,
     Finding,
+    FindingClaim,
     FindingStatus,
     FlagStage,
     Orientation,
@@ -87,6 +89,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         Evaluation,
         Review,
         Finding,
+        Adoption,
         Skill,
         Orientation,
         SystemVersion,
@@ -130,6 +133,7 @@ def json_schemas() -> dict[str, Any]:
 __all__ = [
     "RECORD_TYPES",
     "SCHEMA_VERSION",
+    "Adoption",
     "Artifact",
     "BenchmarkDecision",
     "Campaign",
@@ -151,6 +155,7 @@ __all__ = [
     "Experiment",
     "ExperimentState",
     "Finding",
+    "FindingClaim",
     "FindingStatus",
     "FlagStage",
     "Guidance",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -70,8 +70,25 @@ class FindingStatus(StrEnum):
     REFUTED = "refuted"
 
 
+class FindingClaim(Model):
+    """A claim the records can check: group a's mean of ``metric`` is higher (lower) than b's."""
+
+    metric: str = Field(description="Dev metric compared.")
+    a_ids: list[str] = Field(description="Experiments of group a.")
+    b_ids: list[str] = Field(description="Experiments of group b.")
+    direction: Literal["higher", "lower"] = Field(
+        description="The claim: a's mean is higher, or lower, than b's."
+    )
+
+
 class Finding(Record):
-    """A shared-memory entry with its conditions, uncertainty and sources."""
+    """A shared-memory entry with its conditions, uncertainty and sources.
+
+    Findings are lab-wide (``campaign_id`` None) so later campaigns on the task read them;
+    ``origin_campaign_id`` names the campaign that published one. ``status`` is what the tool
+    stored, never more than the records support: a claim they do not bear out is kept as
+    unresolved, with ``claimed_status`` saying what its author asked for.
+    """
 
     KIND: ClassVar[str] = "finding"
     PREFIX: ClassVar[str] = "fnd"
@@ -82,9 +99,43 @@ class Finding(Record):
     uncertainty: str = Field(default="", description="How sure, and why.")
     sources: list[str] = Field(default_factory=list, description="Source record ids.")
     author: str = Field(default="", description="Actor that published it.")
+    task: str = Field(default="", description="Task it is about.")
+    origin_campaign_id: str | None = Field(default=None, description="Campaign that published it.")
+    structured: FindingClaim | None = Field(
+        default=None, description="The claim in a form the records can check."
+    )
+    effect: Interval | None = Field(
+        default=None, description="a - b on the metric, recomputed from the records."
+    )
+    claimed_status: FindingStatus | None = Field(
+        default=None, description="Status the author asked for, when another was stored."
+    )
+    check: str = Field(default="", description="Why the stored status is what it is.")
+    tags: list[str] = Field(default_factory=list, description="Knobs and topics it concerns.")
+    orientation: str = Field(default="", description="Orientation of the author.")
+    supersedes: str | None = Field(
+        default=None, description="An earlier finding this one revises or refutes."
+    )
 
     def summary(self) -> str:
         return f"{self.id} [{self.status}] {self.claim[:60]!r}"
+
+
+class Adoption(Record):
+    """A campaign's use of a finding: adopted as is, or adapted, with what it was used in."""
+
+    KIND: ClassVar[str] = "adoption"
+    PREFIX: ClassVar[str] = "adp"
+
+    finding_id: str = Field(description="The finding adopted.")
+    mode: Literal["adopted", "adapted"] = Field(description="Used as is, or changed.")
+    note: str = Field(default="", description="How it was used or changed.")
+    experiment_ids: list[str] = Field(default_factory=list, description="Experiments that used it.")
+    direction_id: str | None = Field(default=None, description="Direction that used it.")
+    actor: str = Field(default="", description="Actor that adopted it.")
+
+    def summary(self) -> str:
+        return f"{self.id} {self.mode} {self.finding_id}"
 
 
 class Skill(Record):

@@ -6,10 +6,11 @@ stores the seeds once and returns the latest revision of each, which is what an 
 """
 
 from rsilab.agents.roles._base import TOOL_RULES, RoleDefinition
-from rsilab.agents.roles._orientations import ROLES, ensure_role_orientations, latest_orientation
+from rsilab.agents.roles._orientations import ROLES, ensure_role_orientations
 from rsilab.agents.roles.main import MAIN
 from rsilab.agents.roles.reviewer import REVIEWER
 from rsilab.agents.roles.worker import WORKER
+from rsilab.memory.revisions import latest_orientation
 
 __all__ = [
     "MAIN",

@@ -6,17 +6,12 @@ from rsilab.agents.roles._base import RoleDefinition
 from rsilab.agents.roles.main import MAIN
 from rsilab.agents.roles.reviewer import REVIEWER
 from rsilab.agents.roles.worker import WORKER
+from rsilab.memory.revisions import latest_orientation
 from rsilab.records import EventDraft, Orientation, Role
 from rsilab.store.base import Store
 
 ROLES: dict[Role, RoleDefinition] = {d.role: d for d in (MAIN, WORKER, REVIEWER)}
 """The role definitions, by role."""
-
-
-def latest_orientation(store: Store, name: str) -> Orientation | None:
-    """The newest revision named ``name``: the highest version (ties: the latest created)."""
-    found = store.query_as(Orientation, fields={"name": name})
-    return max(found, key=lambda o: (o.version, o.created_at), default=None)
 
 
 def ensure_role_orientations(

@@ -7,6 +7,7 @@ from rsilab.expos.tools import (
     evidence,
     execution,
     jobs,
+    memory,
     review,
     workspace,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "evidence",
     "execution",
     "jobs",
+    "memory",
     "review",
     "workspace",
 ]

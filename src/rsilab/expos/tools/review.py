@@ -10,18 +10,14 @@ from pydantic import Field
 
 from rsilab.errors import ToolError
 from rsilab.expos.context import ToolEnv
-from rsilab.expos.reconcile import ReportedNumber, unreconciled_numbers
 from rsilab.expos.registry import Category
 from rsilab.expos.tools._base import Name, RecordId, Text, brief, tool
+from rsilab.expos.tools._numbers import stage_reporting_flag, unreconciled
 from rsilab.records import (
     Comparison,
     Direction,
-    Evaluation,
     Experiment,
-    FlagStage,
     Interval,
-    MetricSource,
-    ProtocolFlag,
     Recommendation,
     Review,
     Verdict,
@@ -128,7 +124,7 @@ def submit_review(
         if not base:
             raise ToolError("invalid_arguments", "metric needs baseline_ids", field="baseline_ids")
         comparisons.append(compute_comparison(metric, exps, base))
-    unmatched = _unreconciled(env, rationale, exps + base, comparisons)
+    unmatched = unreconciled(env, rationale, exps + base, comparisons)
     review = env.stage(
         Review(
             campaign_id=campaign.id,
@@ -146,18 +142,13 @@ def submit_review(
         "comparisons": [c.model_dump(mode="json") for c in comparisons],
     }
     if unmatched:
-        env.stage(
-            ProtocolFlag(
-                campaign_id=campaign.id,
-                stage=FlagStage.REPORTING,
-                rule="unreconciled_number",
-                detail=f"review {review.id} states numbers no record holds: "
-                + ", ".join(n.text for n in unmatched[:10]),
-                actor=env.call.actor,
-                role=str(env.call.role),
-                tool="submit_review",
-                blocked=False,
-            )
+        stage_reporting_flag(
+            env,
+            campaign.id,
+            rule="unreconciled_number",
+            detail=f"review {review.id} states numbers no record holds: "
+            + ", ".join(n.text for n in unmatched[:10]),
+            tool="submit_review",
         )
         out["flagged_numbers"] = [n.text for n in unmatched]
         out["note"] = (
@@ -165,39 +156,6 @@ def submit_review(
             "is kept and flagged (cite numbers the records hold, or compute them with metric)"
         )
     return out
-
-
-def _unreconciled(
-    env: ToolEnv, text: str, exps: list[Experiment], comparisons: list[Comparison]
-) -> list[ReportedNumber]:
-    """Numbers in ``text`` that none of the reviewed experiments' produced records hold.
-
-    Only numbers a job or the controller produced reconcile a review's number: controller
-    metrics, evaluation aggregates, config values (the recipe, not a measurement) and
-    comparisons computed wholly from controller metrics. Agent-reported metrics do not: an
-    agent could otherwise log a made-up score with ``log_metric`` and then cite it.
-    """
-    known: list[float] = []
-    for exp in exps:
-        known += [m.value for m in exp.metrics if m.source is MetricSource.CONTROLLER]
-        known += [v for v in exp.config.values() if isinstance(v, int | float)]
-        for evaluation in env.readable_as(Evaluation, fields={"subject_id": exp.id}):
-            known += [i.value for i in evaluation.aggregates.values()]
-            known += [i.low for i in evaluation.aggregates.values()]
-            known += [i.high for i in evaluation.aggregates.values()]
-    by_id = {e.id: e for e in exps}
-    for c in comparisons:
-        sources = [_last_dev_source(by_id[i], c.metric) for i in (*c.a_ids, *c.b_ids)]
-        if all(s in (MetricSource.CONTROLLER, None) for s in sources):
-            known += [c.a_mean, c.b_mean, c.effect.value, c.effect.low, c.effect.high]
-    return unreconciled_numbers(text, known)
-
-
-def _last_dev_source(exp: Experiment, metric: str) -> MetricSource | None:
-    """Who produced the value of ``metric`` that :func:`_values` takes from ``exp`` (None:
-    it has none, so the comparison did not use it)."""
-    sources = [m.source for m in exp.metrics if m.name == metric and m.split == "dev"]
-    return sources[-1] if sources else None
 
 
 @tool(Category.REVIEW)
