@@ -8,7 +8,7 @@ or a cache that never hits scores exactly what its fallback scores), the sandbox
 that cannot read its source fails), or the design (an edited evaluator changes nothing, since
 the controller never runs it).
 
-Cost: synthetic and kernel run every variant for real (seconds); digits runs with two seeds
+Cost: synthetic, kernel and policy run every variant for real (seconds); digits runs with two seeds
 (its training takes seconds). textcls training takes about 40 s a seed, so its lineage's
 baseline is a stand-in: the textcls harness with a constant, predict-only ``predict.py``. Its
 variants either stop at the guard (before any training) or are predict-only copies of the
@@ -54,7 +54,7 @@ from rsilab.tasks import Sample, Trap, TrapKind, get_task, plant_traps, task_nam
 from rsilab.tasks.builtin.textcls._docstrings import stdlib_dir
 from rsilab.tasks.builtin.textcls._families import MODULE_FAMILY
 
-BUILTINS = ("digits", "kernel", "synthetic", "textcls")
+BUILTINS = ("digits", "kernel", "policy", "synthetic", "textcls")
 SEEDS = {"digits": 2, "kernel": 2}
 """Controller seeds per task (default 3): digits trains and kernel times for seconds a seed."""
 STAND_IN = {"textcls"}
@@ -91,6 +91,9 @@ CAUGHT_BY: dict[tuple[str, TrapKind], tuple[str, ...]] = {
     ),
 }
 """(task, trap kind) -> the tests that show it caught; checked against what tasks declare."""
+HARDCODED = tuple(n for n in BUILTINS if (n, TrapKind.HARDCODED_OUTPUTS) in CAUGHT_BY)
+"""Tasks with a hardcoded-outputs trap (policy has none: its outputs are configs whose
+problems are drawn from private seeds; see rsilab.tasks.builtin.policy for what it trusts)."""
 
 PREDICT_ONLY_TOML = """\
 [harness]
@@ -508,7 +511,7 @@ def test_leaked_test_data_is_refused_before_any_job(trials: Trials, name: str) -
 # --- hardcoded_outputs ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("name", HARDCODED)
 def test_answers_hardcoded_from_a_leak_are_refused_before_any_job(
     trials: Trials, name: str
 ) -> None:

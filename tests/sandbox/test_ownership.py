@@ -41,3 +41,18 @@ def test_a_folder_lent_twice_returns_to_its_owner_after_the_last_loan(tmp_path: 
     assert shared.stat().st_uid == 65534, "the other job still writes there"
     restore(shared, 65534)
     assert {p.stat().st_uid for p in [shared, *shared.iterdir()]} == {0}
+
+
+def test_a_second_loan_lends_what_the_owner_made_since_the_first(tmp_path: Path) -> None:
+    """An ``rsilab agent`` workspace is lent for the agent's whole run; the host then makes a
+    job's ``runs/<job-id>/`` folder in it, and the job, a second loan, must be able to write
+    there."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    lend(workspace, 65534, 65534)
+    (workspace / "runs" / "job-1").mkdir(parents=True)  # made by the host (root) meanwhile
+    lend(workspace, 65534, 65534)
+    assert (workspace / "runs" / "job-1").stat().st_uid == 65534
+    restore(workspace, 65534)
+    restore(workspace, 65534)
+    assert {p.lstat().st_uid for p in workspace.rglob("*")} | {workspace.stat().st_uid} == {0}

@@ -138,7 +138,7 @@ def test_bwrap_hides_the_digits_source(secret: bytes) -> None:
     assert _messages(problems) == ""
 
 
-@pytest.mark.parametrize("name", ["digits", "kernel", "synthetic"])
+@pytest.mark.parametrize("name", ["digits", "kernel", "policy", "synthetic"])
 def test_builtins_are_sound(name: str, secret: bytes) -> None:
     assert _messages(check_task(get_task(name), None, secret)) == ""
 

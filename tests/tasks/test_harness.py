@@ -32,8 +32,20 @@ def _manifest(folder: Path, text: str) -> Path:
 def test_builtin_manifests_load() -> None:
     digits = load_manifest(get_task("digits").harness)
     assert digits.train == ["python", "train.py"] and digits.config == "config.json"
+    assert digits.improve is None and not digits.improves
     kernel = load_manifest(get_task("kernel").harness)
     assert kernel.predict is None and kernel.model == "none"
+    policy = load_manifest(get_task("policy").harness)
+    assert policy.improve == ["python", "improve.py"] and policy.improves
+
+
+def test_improve_is_an_optional_command(tmp_path: Path) -> None:
+    text = '[harness]\npredict = "python p.py"\nimprove = "python improve.py --evaluations 8"\n'
+    manifest = load_manifest(_manifest(tmp_path / "h", text))
+    assert manifest.improve == ["python", "improve.py", "--evaluations", "8"]
+    assert manifest.improves and predict_argv(manifest, seed=0) == ("python", "p.py", "--seed", "0")
+    plain = load_manifest(_manifest(tmp_path / "plain", '[harness]\npredict = "python p.py"\n'))
+    assert plain.improve is None and not plain.improves
 
 
 def test_argv_follow_the_contract(tmp_path: Path) -> None:
@@ -88,6 +100,7 @@ def test_predict_only_harness_has_no_train(tmp_path: Path) -> None:
         ("[harness\n", "not valid TOML"),
         ('name = "x"\n', "needs a [harness] table"),
         ('[harness]\npredict = ""\n', "predict: Value error, command is empty"),
+        ('[harness]\nimprove = ""\n', "improve: Value error, command is empty"),
         ('[harness]\nconfig = "../c.json"\n', "must be a path inside the harness"),
         ('[harness]\nmodel = "pickle"\n', "model: Input should be 'safetensors'"),
         ('[harness]\ntrian = "x"\n', "trian: Extra inputs are not permitted"),

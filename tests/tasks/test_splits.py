@@ -25,7 +25,7 @@ from rsilab.tasks import (
 )
 
 
-@pytest.mark.parametrize("name", ["digits", "kernel", "synthetic"])
+@pytest.mark.parametrize("name", ["digits", "kernel", "policy", "synthetic"])
 def test_builtin_splits_are_deterministic_and_disjoint(name: str, secret: bytes) -> None:
     task = get_task(name)
     for bench in task.benchmarks:

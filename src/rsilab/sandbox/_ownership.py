@@ -6,8 +6,10 @@ afterwards everything the uid owns there goes back, with set-id bits cleared. Li
 followed (a job may plant a symlink to any host path), and regular files with several hard
 links are not lent: one of the other names could be a host file outside the workspace.
 
-A folder lent to several concurrent jobs (a shared writable mount) is counted: the first
-loan records the real owner, the last return restores it.
+A folder lent to several concurrent jobs (a shared writable mount, or an ``rsilab agent``
+workspace whose agent starts jobs in it) is counted: the first loan records the real owner,
+each loan lends what that owner holds there (the host may have made entries since an earlier
+loan, such as a job's ``runs/<job-id>/`` folder), and the last return restores it.
 """
 
 from __future__ import annotations
@@ -35,12 +37,14 @@ def _entries(root: Path) -> Iterator[tuple[Path, os.stat_result]]:
 
 
 def lend(root: Path, uid: int, gid: int) -> None:
-    """Give ``root``'s owner's entries to ``uid:gid`` (once per concurrent loan)."""
+    """Give ``root``'s owner's entries to ``uid:gid``; the first concurrent loan records the
+    owner, a later one lends what the owner made there since."""
     with _lock:
         count, owner = _loans.get(root, (0, (-1, -1)))
         if count == 0:
             info = root.lstat()
             owner = (info.st_uid, info.st_gid)
+        if owner[0] != uid:
             for path, entry in _entries(root):
                 if entry.st_uid != owner[0] or stat.S_ISLNK(entry.st_mode):
                     continue

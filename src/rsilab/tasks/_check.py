@@ -124,7 +124,7 @@ def _check_manifest(task: Task, manifest: Manifest) -> list[Problem]:
             get_driver(task.predict_driver)
         except KeyError as exc:
             problems.append(Problem("predict_driver", str(exc.args[0])))
-    for argv in (manifest.train, manifest.predict):
+    for argv in (manifest.train, manifest.predict, manifest.improve):
         for arg in argv or []:
             if arg.endswith(".py") and not (task.harness / arg).is_file():
                 problems.append(Problem("harness", f"entry script {arg} not found"))

@@ -7,11 +7,19 @@ A harness is a folder with ``harness.toml``::
     predict = "python predict.py"  # optional only for tasks with a task-owned predict driver
     config = "config.json"         # optional: passed to train as --config
     model = "safetensors"          # safetensors | json | npz | none
+    improve = "python improve.py"  # optional: for a system that is itself an improver
 
 Entry points are run as commands in the job's workspace (the harness copy)::
 
     train --data DIR [--model-in PATH] --model-out PATH --seed N [--config FILE]
     predict [--model PATH] --seed N   < inputs.jsonl > outputs.jsonl
+
+``improve`` takes no arguments the contract fixes. It is the entry point of a system that
+acts as an improver: it runs inside the sandbox, in its workspace, with the Experiment OS
+reachable only as an MCP client (the stdio bridge that ``$RSILAB_MCP_COMMAND`` names, as for
+``rsilab agent``), and improves the campaign's system through those tools alone. How rsilab
+runs it (the accepted system improving itself next round) comes later; until then it is
+declared and checked (its script must exist), never run by the controller.
 
 ``DIR`` holds ``train.jsonl`` (the train tier of every benchmark, ``{id, input, target}`` a
 line) and, where the setting allows, ``dev.jsonl``; never a private tier. ``predict`` reads
@@ -70,12 +78,15 @@ class Manifest(Model):
     description: str = Field(default="", description="What the harness does.")
     train: list[str] | None = Field(default=None, description="Train command (argv prefix).")
     predict: list[str] | None = Field(default=None, description="Predict command (argv prefix).")
+    improve: list[str] | None = Field(
+        default=None, description="Improve command (argv), for a system that is an improver."
+    )
     config: str | None = Field(default=None, description="Config file passed to train.")
     model: Literal["safetensors", "json", "npz", "none"] = Field(
         default="safetensors", description="Format of the model file train writes."
     )
 
-    @field_validator("train", "predict", mode="before")
+    @field_validator("train", "predict", "improve", mode="before")
     @classmethod
     def _split(cls, value: object) -> object:
         if isinstance(value, str):
@@ -94,6 +105,11 @@ class Manifest(Model):
     def trains(self) -> bool:
         """True when the harness has a train entry point."""
         return self.train is not None
+
+    @property
+    def improves(self) -> bool:
+        """True when the harness has an improve entry point (it is an improver)."""
+        return self.improve is not None
 
 
 def load_manifest(folder: Path) -> Manifest:
