@@ -14,6 +14,7 @@ workers check out the head version's tree, so the task's own packaged harness is
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -26,6 +27,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from contextlib import closing, contextmanager
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks import current_commit
 from benchmarks.bench_controller import (
     TOLERANCE,
     _Effect,
@@ -41,6 +44,7 @@ from benchmarks.bench_controller import (
     _start_config,
     _wilson,
 )
+from benchmarks.kept import RESULTS, JsonLines
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator.runner import run_campaign
@@ -122,11 +126,15 @@ EXPERIMENTS = {True: 16, False: 30}
 before it proposes, so longer campaigns propose more often."""
 PARALLEL = max(2, available_cores())
 """Campaigns run at once, each in its own process and lab (one Worker each)."""
-BUDGET_S = {True: 120.0, False: 25 * 60.0}
-"""Seconds (quick, full) after which no new campaign starts; at least MIN_CAMPAIGNS run. The
-full run is sized for about 90 accepted versions on 2 cores (a quick run accepts about 4 a
-minute), the count at which no false acceptance bounds the rate under 5% (Wilson)."""
+BUDGET_S = {True: 120.0, False: 40 * 60.0}
+"""Seconds (quick, full) after which no new campaign starts; at least MIN_CAMPAIGNS run."""
+ACCEPTED_TARGET = 90
+"""A full run starts no new campaign once the kept and new campaigns hold this many versions
+rsilab accepted: with none false, the Wilson bound is then 4.1%, under the 5% target (73 is
+the least count for which it is). About 35 min on 2 quiet cores (2.7 accepted a minute)."""
 MIN_CAMPAIGNS = 2
+KEPT = JsonLines(RESULTS / "campaigns" / "acceptance.jsonl")
+"""Where a full run keeps each finished campaign's outcome (see :mod:`benchmarks.kept`)."""
 RULES = {
     "rsilab": "rsilab: the campaign's accepted versions (HostController.judge)",
     "greedy": "best dev score of the campaign's experiments, if above the start's",
@@ -154,6 +162,28 @@ class CampaignOutcome:
     seconds: float = 0.0
     start_quality: float = 0.0
     error: str = ""
+    index: int = -1
+    """The campaign's index (its start config and seed derive from it)."""
+    commit: str = ""
+    """The commit a kept outcome was measured at."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome as a kept line (effects as [quality gain, robustness change])."""
+        data = dataclasses.asdict(self)
+        data["accepted"] = {
+            rule: [[e.quality_gain, e.robustness_change] for e in effects]
+            for rule, effects in self.accepted.items()
+        }
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CampaignOutcome:
+        """The outcome a kept line holds (TypeError or ValueError when it holds none)."""
+        accepted = {
+            str(rule): [_Effect(float(q), float(r)) for q, r in effects]
+            for rule, effects in dict(data.pop("accepted")).items()
+        }
+        return cls(accepted=accepted, **data)
 
 
 def _dev_scores(exp: Experiment) -> tuple[float, float] | None:
@@ -261,25 +291,69 @@ def acceptance_campaign(index: int, experiments: int = EXPERIMENTS[True]) -> Cam
     return outcome
 
 
-def run_campaigns(budget_s: float, experiments: int = EXPERIMENTS[True]) -> list[CampaignOutcome]:
-    """Campaigns 0, 1, ... in PARALLEL spawned processes until ``budget_s`` has passed."""
+def kept_outcomes(kept: JsonLines, experiments: int) -> list[CampaignOutcome]:
+    """The outcomes ``kept`` holds of campaigns with ``experiments`` experiments, by index
+    (KeptResultsError on a line that is not an outcome)."""
+    found: dict[int, CampaignOutcome] = {}
+    for number, data in kept.read():
+        budget = data.pop("budget", None)
+        try:
+            outcome = CampaignOutcome.from_json(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise kept.bad_line(number, str(exc)) from exc
+        if budget == experiments:
+            found[outcome.index] = outcome
+    return [found[i] for i in sorted(found)]
+
+
+def run_campaigns(
+    budget_s: float,
+    experiments: int = EXPERIMENTS[True],
+    *,
+    kept: JsonLines | None = None,
+    accepted_target: int | None = None,
+) -> list[CampaignOutcome]:
+    """Campaigns in PARALLEL spawned processes until ``budget_s`` has passed or, with
+    ``accepted_target``, until the outcomes hold that many versions rsilab accepted.
+
+    With ``kept``, the outcomes it holds count (and are returned first), new campaigns take
+    the next indices and each is kept as it finishes; otherwise indices start at 0.
+    """
     deadline = time.monotonic() + budget_s
-    results: dict[int, CampaignOutcome] = {}
+    old = kept_outcomes(kept, experiments) if kept is not None else []
+    results: dict[int, CampaignOutcome] = {o.index: o for o in old}
+    commit = current_commit()
+
+    def enough() -> bool:
+        if accepted_target is None:
+            return False
+        found = sum(len(o.accepted.get("rsilab", [])) for o in results.values())
+        return found >= accepted_target
+
+    started = 0
+
+    def may_start() -> bool:
+        """No target reached, and fewer than MIN_CAMPAIGNS new ones or time left."""
+        return not enough() and (started < MIN_CAMPAIGNS or time.monotonic() < deadline)
+
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=PARALLEL, mp_context=context) as pool:
         running: dict[Future[CampaignOutcome], int] = {}
-        index = 0
+        index = max(results, default=-1) + 1
         while True:
-            while len(running) < PARALLEL and (
-                index < MIN_CAMPAIGNS or time.monotonic() < deadline
-            ):
+            while len(running) < PARALLEL and may_start():
                 running[pool.submit(acceptance_campaign, index, experiments)] = index
                 index += 1
+                started += 1
             if not running:
                 break
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                results[running.pop(future)] = future.result()
+                outcome = future.result()
+                outcome.index, outcome.commit = running.pop(future), commit
+                results[outcome.index] = outcome
+                if kept is not None:
+                    kept.append({**outcome.to_json(), "budget": experiments})
     return [results[i] for i in sorted(results)]
 
 
@@ -316,13 +390,24 @@ def rule_row(rule: str, outcomes: list[CampaignOutcome]) -> dict[str, Any]:
     }
 
 
+def _kept(outcomes: list[CampaignOutcome]) -> str:
+    """How many outcomes came from which commits (empty when none was kept: a quick run)."""
+    commits = Counter(o.commit for o in outcomes if o.commit)
+    if not commits:
+        return ""
+    return "measured at " + ", ".join(f"{c} ({n})" for c, n in sorted(commits.items())) + "; "
+
+
 def run_campaign_acceptance(quick: bool) -> list[dict[str, Any]]:
     """False acceptance of whole campaigns on synthetic: rsilab vs the best dev score.
 
     Real campaigns: `run_campaign` with the built-in policy (Main, one Worker, Reviewer; verify
     before proposing; the Host Controller decides), 16 experiments each (full: 30), seeds 0, 1,
     ..., each in its own lab and process, as many at once as there are cores (at least 2), until
-    a time budget (quick: 2 min, full: 25 min) is spent. Each starts from a random point of the
+    a time budget is spent (quick: 2 min) or, in a full run, the campaigns hold 90 versions
+    rsilab accepted (at most 40 min a run; each finished campaign is kept in
+    `benchmarks/results/campaigns/acceptance.jsonl` and a later full run goes on from there;
+    *run* says how many were kept and at which commits). Each starts from a random point of the
     search space (the lineage's baseline). rsilab's rule: every version the campaign accepted,
     its true effect taken over the head it was judged against. Greedy, from the SAME campaigns'
     experiments: one dev score per distinct config (the first the campaign measured; re-runs are
@@ -342,7 +427,13 @@ def run_campaign_acceptance(quick: bool) -> list[dict[str, Any]]:
     if task.benchmark("robustness").tolerance != TOLERANCE:
         raise RuntimeError("synthetic's robustness tolerance changed: update TOLERANCE")
     wall = time.perf_counter()
-    outcomes = run_campaigns(BUDGET_S[quick], EXPERIMENTS[quick])
+    outcomes = (
+        run_campaigns(BUDGET_S[quick], EXPERIMENTS[quick])
+        if quick
+        else run_campaigns(
+            BUDGET_S[quick], EXPERIMENTS[quick], kept=KEPT, accepted_target=ACCEPTED_TARGET
+        )
+    )
     minutes = (time.perf_counter() - wall) / 60
     ok = [o for o in outcomes if not o.error]
     rows = [rule_row(rule, ok) for rule in RULES]
@@ -354,8 +445,9 @@ def run_campaign_acceptance(quick: bool) -> list[dict[str, Any]]:
             "campaigns": len(outcomes),
             "accepted versions": f"{sum(o.proposals for o in ok)} proposals judged",
             "run": f"{EXPERIMENTS[quick]} experiments each, {PARALLEL} at once; {minutes:.1f} min "
-            f"in all{median}; start's true quality {_mean(o.start_quality for o in ok)} "
-            f"(mean); {len(failed)} failed" + (f" (first: {failed[0]})" if failed else ""),
+            f"in this run{median}; {_kept(outcomes)}start's true quality "
+            f"{_mean(o.start_quality for o in ok)} (mean); {len(failed)} failed"
+            + (f" (first: {failed[0]})" if failed else ""),
         }
     )
     return rows

@@ -215,9 +215,9 @@ def _dev_scores(tl: TaskLab, campaign_id: str) -> tuple[list[float | None], list
     ok: list[bool] = []
     for exp in experiments:
         found = {
-            bench.name: sum(s.score for s in e.samples) / len(e.samples)
+            bench.name: sum(s.score for s in found_eval.samples) / len(found_eval.samples)
             for bench in tl.task.benchmarks
-            if (e := latest.get((exp.id, bench.name))) is not None
+            if (found_eval := latest.get((exp.id, bench.name))) is not None
         }
         scores.append(found.get(tl.target))
         ok.append(tl.target in found and feasible(found))

@@ -19,13 +19,16 @@ from benchmarks.bench_campaigns import (
     accepted_effects,
     campaign_outcome,
     greedy_effects,
+    kept_outcomes,
     measure_overhead,
     overhead_rows,
     rule_row,
+    run_campaigns,
     slow_harness,
     tree_truth,
 )
 from benchmarks.bench_controller import _Effect, _harness_with
+from benchmarks.kept import JsonLines, KeptResultsError
 
 from rsilab.records import (
     Candidate,
@@ -204,3 +207,32 @@ def test_overhead_measurement_gives_sane_numbers(tmp_path: Path) -> None:
         assert row["ratio (target <= 1.05)"] >= 0.5
         assert row["instrumentation taken out s"] >= 0
     assert any(r["measured"] == "per experiment: ledger events" for r in rows)
+
+
+def test_a_kept_outcome_reads_back_as_it_was_written(tmp_path: Path) -> None:
+    kept = JsonLines(tmp_path / "acceptance.jsonl")
+    outcome = CampaignOutcome(
+        experiments=30, proposals=3, accepted={"rsilab": [_Effect(0.1, -0.01)], "greedy": []},
+        seconds=20.0, start_quality=0.44, index=7, commit="abc1234",
+    )  # fmt: skip
+    kept.append({**outcome.to_json(), "budget": 30})
+    kept.append({**CampaignOutcome(index=8).to_json(), "budget": 16})  # another size: ignored
+    assert kept_outcomes(kept, 30) == [outcome]
+    with kept.path.open("a") as out:
+        out.write('{"index": 9}\n')
+    with pytest.raises(KeptResultsError, match=r"acceptance\.jsonl:3 is not a kept result"):
+        kept_outcomes(kept, 30)
+
+
+@pytest.mark.timeout(300)
+def test_a_full_run_goes_on_from_the_kept_campaigns(tmp_path: Path) -> None:
+    kept = JsonLines(tmp_path / "acceptance.jsonl")
+    earlier = CampaignOutcome(experiments=3, accepted={"rsilab": [_Effect(0.1, 0.0)]}, index=4)
+    kept.append({**earlier.to_json(), "budget": 3})
+    # The kept campaign holds the accepted version asked for: nothing new starts.
+    assert run_campaigns(0.0, 3, kept=kept, accepted_target=1) == [earlier]
+    # Without a target, at least MIN_CAMPAIGNS new ones run, at the next indices, and are kept.
+    outcomes = run_campaigns(0.0, 3, kept=kept)
+    assert [o.index for o in outcomes] == [4, 5, 6]
+    assert all(o.error == "" and o.commit for o in outcomes[1:]), outcomes
+    assert [o.index for o in kept_outcomes(kept, 3)] == [4, 5, 6]

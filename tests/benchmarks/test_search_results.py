@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 from benchmarks.bench_search import Plan, run_task
+from benchmarks.kept import JsonLines, KeptResultsError
 from benchmarks.search.protocol import RunResult
-from benchmarks.search.results import ResultsError, RunLog
+from benchmarks.search.results import RunLog
 
 
 def _run(policy: str, seed: int, budget: int = 3) -> RunResult:
@@ -18,7 +19,7 @@ def _run(policy: str, seed: int, budget: int = 3) -> RunResult:
 
 
 def test_a_kept_run_reads_back_as_it_was_written(tmp_path: Path) -> None:
-    log = RunLog(tmp_path / "results" / "synthetic.jsonl")
+    log = RunLog(JsonLines(tmp_path / "results" / "synthetic.jsonl"))
     assert log.load(3) == {}  # no file yet: nothing kept
     log.append(_run("random", 1))
     log.append(_run("random", 2, budget=5))  # another plan's run: never mixed in
@@ -29,18 +30,18 @@ def test_a_kept_run_reads_back_as_it_was_written(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_line_is_named_with_the_fix(tmp_path: Path) -> None:
-    log = RunLog(tmp_path / "synthetic.jsonl")
+    log = RunLog(JsonLines(tmp_path / "synthetic.jsonl"))
     log.append(_run("random", 1))
     with log.path.open("a") as out:
         out.write('{"policy": "random"}\n')  # a cut-off or hand-edited line
-    with pytest.raises(ResultsError, match=r"synthetic\.jsonl:2 is not a recorded search run"):
+    with pytest.raises(KeptResultsError, match=r"synthetic\.jsonl:2 is not a kept result"):
         log.load(3)
 
 
 @pytest.mark.timeout(300)
 def test_a_search_resumes_from_its_kept_runs(tmp_path: Path) -> None:
     """The second call finds every run kept: it runs nothing (no baseline either)."""
-    log = RunLog(tmp_path / "synthetic.jsonl")
+    log = RunLog(JsonLines(tmp_path / "synthetic.jsonl"))
     plan = Plan(seeds=1, budget=2)
     first, baseline_s = run_task("synthetic", plan, ("random",), log=log)
     assert baseline_s > 0 and [r.policy for r in first] == ["random"]

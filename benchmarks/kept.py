@@ -1,0 +1,64 @@
+"""Results kept as JSON lines, so that a benchmark of hours can stop and resume.
+
+A long full suite appends each finished unit of work (a search run, a campaign) to a ``.jsonl``
+file under :data:`RESULTS` as soon as it finishes, with the commit it was measured at; a later
+run reads the file and does only what is missing. The files are committed beside the tables
+they produce, so anyone can recompute a table or check a number. Delete a file to measure
+afresh (after changing what it measures).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).parent / "results"
+"""Where the kept results live: ``benchmarks/results``."""
+
+
+class KeptResultsError(Exception):
+    """A kept-results file cannot be read; the message names the file, the line and the fix."""
+
+
+class JsonLines:
+    """One kept-results file: every line a JSON object; appends are thread-safe and flushed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def read(self) -> list[tuple[int, dict[str, Any]]]:
+        """(line number, object) of every non-blank line; KeptResultsError on one that is
+        not a JSON object."""
+        if not self.path.exists():
+            return []
+        out = []
+        for number, line in enumerate(self.path.read_text().splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise self.bad_line(number, str(exc)) from exc
+            if not isinstance(data, dict):
+                raise self.bad_line(number, "not a JSON object")
+            out.append((number, data))
+        return out
+
+    def bad_line(self, number: int, why: str) -> KeptResultsError:
+        """The error for line ``number``, saying ``why`` and what to do."""
+        return KeptResultsError(
+            f"{self.path}:{number} is not a kept result ({why}); remove that line (or the "
+            "file, to measure afresh) and run the suite again"
+        )
+
+    def append(self, data: dict[str, Any]) -> None:
+        """Add ``data`` as one line, flushed, so a killed benchmark keeps what finished."""
+        line = json.dumps(data, sort_keys=True)
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as out:
+                out.write(line + "\n")
+                out.flush()
