@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import subprocess
 
+OUTPUTS = ("BENCHMARKS.md", "benchmarks/figures", "benchmarks/results")
+"""What the benchmarks write: a change there does not make the measured code dirty."""
+
 
 def current_commit() -> str:
     """The short commit of the checkout the benchmarks run from, ``-dirty`` appended when
-    tracked files differ from it (so a number is never credited to a commit it did not come
-    from); ``unknown`` outside a git checkout."""
+    tracked files other than the benchmarks' own :data:`OUTPUTS` differ from it (so a number
+    is never credited to a commit it did not come from); ``unknown`` outside a git
+    checkout."""
 
     def git(*args: str) -> str:
         done = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
@@ -17,4 +21,6 @@ def current_commit() -> str:
     commit = git("rev-parse", "--short", "HEAD")
     if not commit:
         return "unknown"
-    return commit + ("-dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    outputs = [f":(exclude){path}" for path in OUTPUTS]
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)
+    return commit + ("-dirty" if changed else "")

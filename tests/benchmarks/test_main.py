@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import pytest
 from benchmarks.__main__ import (
     FULL_ONLY,
     HEADER_LINES,
@@ -13,6 +15,8 @@ from benchmarks.__main__ import (
     _with_header,
     main,
 )
+
+from benchmarks import current_commit
 
 
 def test_a_quick_run_keeps_the_full_tables_and_their_header_line() -> None:
@@ -38,3 +42,23 @@ def test_a_quick_run_skips_the_suites_that_have_no_quick_size(tmp_path: Path) ->
     assert set(SUITES) >= FULL_ONLY
     assert main(["--quick", "--only", "search_digits", "--out", str(out)]) == 0
     assert out.read_text() == "## Kept\n\nold numbers\n"  # nothing ran, nothing replaced
+
+
+def test_the_commit_is_dirty_only_when_measured_code_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "BENCHMARKS.md").write_text("tables\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    monkeypatch.chdir(tmp_path)
+    clean = current_commit()
+    assert clean != "unknown" and not clean.endswith("-dirty")
+    (tmp_path / "BENCHMARKS.md").write_text("new tables\n")  # what a benchmark writes
+    assert current_commit() == clean
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert current_commit() == clean + "-dirty"
