@@ -32,6 +32,7 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks import current_commit
+from benchmarks import kept as kept_results
 
 SUITES = [
     "benchmarks.bench_ledger",
@@ -150,13 +151,20 @@ def main(argv: list[str] | None = None) -> int:
         metavar="WORD",
         help="run only suites whose entry contains WORD; update just their sections",
     )
+    parser.add_argument(
+        "--from-kept",
+        action="store_true",
+        help="make the tables of suites with kept results from what is kept; run nothing new",
+    )
     args = parser.parse_args(argv)
+    kept_results.RUN_NOTHING_NEW = args.from_kept
     out = Path(args.out)
     runnable = [s for s in SUITES if not (args.quick and s in FULL_ONLY)]
     if args.only:
         suites = [s for s in runnable if any(w in s for w in args.only)]
         where = (
-            f"_Measured by `python -m benchmarks{' --quick' if args.quick else ''} "
+            f"_Measured by `python -m benchmarks{' --quick' if args.quick else ''}"
+            f"{' --from-kept' if args.from_kept else ''} "
             f"--only {' --only '.join(args.only)}` on {_machine()}._"
         )
         sections, _ = _run_suites(suites, args.quick, where)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import current_commit
+from benchmarks import kept as kept_results
 from benchmarks.bench_controller import (
     TOLERANCE,
     _Effect,
@@ -427,13 +428,14 @@ def run_campaign_acceptance(quick: bool) -> list[dict[str, Any]]:
     if task.benchmark("robustness").tolerance != TOLERANCE:
         raise RuntimeError("synthetic's robustness tolerance changed: update TOLERANCE")
     wall = time.perf_counter()
-    outcomes = (
-        run_campaigns(BUDGET_S[quick], EXPERIMENTS[quick])
-        if quick
-        else run_campaigns(
+    if quick:
+        outcomes = run_campaigns(BUDGET_S[quick], EXPERIMENTS[quick])
+    elif kept_results.RUN_NOTHING_NEW:
+        outcomes = kept_outcomes(KEPT, EXPERIMENTS[quick])
+    else:
+        outcomes = run_campaigns(
             BUDGET_S[quick], EXPERIMENTS[quick], kept=KEPT, accepted_target=ACCEPTED_TARGET
         )
-    )
     minutes = (time.perf_counter() - wall) / 60
     ok = [o for o in outcomes if not o.error]
     rows = [rule_row(rule, ok) for rule in RULES]

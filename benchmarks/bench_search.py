@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import current_commit
+from benchmarks import kept as kept_results
 from benchmarks.search.policies import ASK_TELL_POLICIES
 from benchmarks.search.protocol import BUILTIN, RunResult, run_builtin, run_policy, task_lab
 from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
@@ -77,6 +78,9 @@ def run_task(
     run cut short has the comparison before the ablations.
     """
     done = log.load(plan.budget) if log is not None else {}
+    if log is not None and kept_results.RUN_NOTHING_NEW:
+        runs = [done[(p, s)] for p in policies for s in range(1, plan.seeds + 1) if (p, s) in done]
+        return runs, 0.0
     todo = [
         (p, s)
         for group in (
@@ -146,7 +150,8 @@ def task_rows(name: str, target: str, runs: list[RunResult], plan: Plan) -> list
             {
                 "task": name,
                 "policy": policy,
-                "seeds x budget": f"{len(group)} x {plan.budget}",
+                "seeds x budget": f"{len(group)} x {plan.budget}"
+                + (f" (partial: {plan.seeds} planned)" if len(group) < plan.seeds else ""),
                 f"final {target} [95% CI]": str(mean_ci([r.final for r in group])),
                 "runs accepted": f"{sum(1 for r in group if r.accepted)}/{len(group)}",
                 f"best feasible dev {target}": f"{mean_ci(bests).mean:.3f}" if bests else "-",
@@ -187,6 +192,8 @@ def run_search_task(name: str, quick: bool) -> list[dict[str, Any]]:
         by_policy.setdefault(r.policy, []).append(r)
     figure = FIGURES / f"search_{name}{'_quick' if quick else ''}.png"
     plot_curves(name, target, by_policy, plan.budget, figure)
+    if not runs:
+        return [{"task": name, "policy": "no kept runs yet (run without --from-kept)"}]
     rows = task_rows(name, target, runs, plan)
     for row in rows:
         group = by_policy[row["policy"]]

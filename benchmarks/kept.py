@@ -16,6 +16,9 @@ from typing import Any
 
 RESULTS = Path(__file__).parent / "results"
 """Where the kept results live: ``benchmarks/results``."""
+RUN_NOTHING_NEW = False
+"""Set by ``python -m benchmarks --from-kept``: suites with kept results make their tables from
+what is kept and run nothing new (a table of a run cut short, marked as partial)."""
 
 
 class KeptResultsError(Exception):

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from benchmarks.bench_search import Plan, run_task
+from benchmarks.bench_search import Plan, run_task, task_rows
 from benchmarks.kept import JsonLines, KeptResultsError
 from benchmarks.search.protocol import RunResult
 from benchmarks.search.results import RunLog
+
+from benchmarks import kept as kept_results
 
 
 def _run(policy: str, seed: int, budget: int = 3) -> RunResult:
@@ -50,3 +52,15 @@ def test_a_search_resumes_from_its_kept_runs(tmp_path: Path) -> None:
     assert baseline_again == 0.0
     assert again == first
     assert len(log.path.read_text().splitlines()) == 1
+
+
+def test_from_kept_makes_the_table_of_what_is_kept_and_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = RunLog(JsonLines(tmp_path / "synthetic.jsonl"))
+    log.append(_run("random", 2))
+    monkeypatch.setattr(kept_results, "RUN_NOTHING_NEW", True)
+    runs, baseline_s = run_task("synthetic", Plan(seeds=3, budget=3), ("random",), log=log)
+    assert runs == [_run("random", 2)] and baseline_s == 0.0
+    rows = task_rows("synthetic", "quality", runs, Plan(seeds=3, budget=3))
+    assert rows[0]["seeds x budget"] == "1 x 3 (partial: 3 planned)"
