@@ -19,7 +19,7 @@ def _table_names(stdout: str) -> set[str]:
 def test_tools_lists_every_tool() -> None:
     result = rsilab("tools")
     assert result.exit_code == 0, explain(result)
-    assert len(default_registry().names()) == 37
+    assert len(default_registry().names()) == 39
     assert set(default_registry().names()) == set(TOOL_ROLES)  # each has a policy entry
     assert _table_names(result.stdout) == set(default_registry().names())
     assert "execution and state" in result.stdout

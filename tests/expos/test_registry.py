@@ -140,7 +140,7 @@ def test_every_builtin_tool_is_documented_and_serialisable() -> None:
 
 def test_every_tool_has_a_permission_entry_and_vice_versa() -> None:
     names = default_registry().names()
-    assert len(names) == len(set(names)) == 37
+    assert len(names) == len(set(names)) == 39
     assert set(names) == set(TOOL_ROLES)
 
 

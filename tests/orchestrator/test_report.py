@@ -307,6 +307,45 @@ def test_resources_come_from_jobs_and_llm_events(bench: Bench) -> None:
     assert "0.2500 USD (1 calls without a known price are not in it)" in text
 
 
+def test_resources_per_actor_add_up_to_the_totals(bench: Bench) -> None:
+    cid = bench.campaign.id
+    exp = bench.experiment(bench.direction())  # by worker-1 (and main-1's direction)
+    inputs = JobInputs(workspace_sha256="0" * 64, seed=1)
+    for actor, cpu in (("worker-1", 2.0), ("controller", 4.0), ("", 1.0)):
+        job = Job(
+            campaign_id=cid,
+            kind=JobKind.TRAIN,
+            status=JobStatus.SUCCEEDED,
+            inputs=inputs,
+            resources=Resources(cpu_s=cpu, wall_s=cpu + 1),
+            actor=actor,
+            experiment_id=exp,
+        )
+        bench.put(job)
+    bench.store.commit(
+        EventDraft(
+            actor="main-1",
+            role="main",
+            action="llm_call",
+            campaign_id=cid,
+            cost=Resources(tokens_in=100, tokens_out=10, cost_usd=0.5),
+        )
+    )
+    report = build_report(bench.store, cid)
+    rows = {r.actor: r for r in report.resources.by_actor}
+    assert set(rows) == {"main-1", "worker-1", "controller", "(unnamed)"}
+    assert (rows["worker-1"].experiments, rows["worker-1"].job_cpu_s) == (1, 2.0)
+    assert rows["worker-1"].tool_calls == 1 and rows["main-1"].tool_calls == 1
+    assert (rows["main-1"].llm_calls, rows["main-1"].cost_usd) == (1, 0.5)
+    total = report.resources.totals
+    assert total is not None and total.job_cpu_s == report.resources.cpu_s == 7.0
+    assert total.job_wall_s == 10.0 and total.experiments == 1 and total.llm_calls == 1
+    assert report.team == []
+    text = render_markdown(report)
+    assert "### By actor" in text and "| total | 1 | 7.0 | 10.0 | 1 | 110 |" in text
+    assert "## Team" not in text
+
+
 def _event(seq: int, action: str, at: str) -> Event:
     return Event(actor="x", role="controller", action=action, seq=seq, at=at, prev_hash="0" * 64)
 

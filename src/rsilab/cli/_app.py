@@ -12,6 +12,7 @@ from rsilab.cli import (
     agent,
     campaign,
     doctor,
+    evolve,
     guide,
     lab,
     ledger,
@@ -65,6 +66,7 @@ doctor.register(app)
 task.register(app)
 versions.register(app)
 run.register(app)
+evolve.register(app)
 guide.register(app)
 report.register(app)
 memory.register(app)

@@ -1,4 +1,5 @@
-"""``rsilab report CAMPAIGN``: what a campaign did and used, as Markdown or JSON."""
+"""``rsilab report CAMPAIGN``: what a campaign did and used (or an evolution's round report),
+as Markdown or JSON."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Annotated
 import typer
 
 from rsilab.cli._common import LabOption, print_json, reading_stored_data
-from rsilab.errors import UserError
+from rsilab.errors import NotFoundError, UserError
 from rsilab.expos.campaigns import find_campaign
+from rsilab.records import Evolution, Model
 from rsilab.store import Lab
 
 
@@ -24,7 +26,12 @@ class ReportFormat(StrEnum):
 
 
 def report(
-    campaign: Annotated[str, typer.Argument(metavar="CAMPAIGN", help="Campaign id, or 'latest'.")],
+    campaign: Annotated[
+        str,
+        typer.Argument(
+            metavar="CAMPAIGN", help="Campaign id, or 'latest'; or an evolution id (evo-...)."
+        ),
+    ],
     fmt: Annotated[
         ReportFormat | None,
         typer.Option(
@@ -48,29 +55,49 @@ def report(
     versions with final-tier scores and intervals against the baseline, rejected candidates
     with reasons, protocol flags by stage, resources used, and lock-in measures.
 
-    Works on a running campaign too; it only reads the lab.
+    Works on a running campaign too; it only reads the lab. Given an evolution id
+    (`rsilab evolve`), the evolution's round report instead.
     """
-    from rsilab.orchestrator.report import build_report, render_markdown
-
     chosen = fmt or (ReportFormat.JSON if out and out.suffix == ".json" else ReportFormat.MD)
     if out is not None:
         _check_out(out)
     with Lab.open(lab) as opened, reading_stored_data():
-        found = find_campaign(opened.store, campaign)
-        built = build_report(opened.store, found.id)
+        built, markdown = _build(opened, campaign)
     if chosen is ReportFormat.JSON:
         if out is None:
             print_json(built.model_dump(mode="json"))
             return
         text = built.model_dump_json(indent=2) + "\n"
     else:
-        text = render_markdown(built)
+        text = markdown
         if out is None:
             sys.stdout.write(text)
             sys.stdout.flush()
             return
     write_whole(out, text)
     typer.echo(str(out))
+
+
+def _build(lab: Lab, ref: str) -> tuple[Model, str]:
+    """The report of a campaign, or of an evolution (``evo-...``), and its Markdown."""
+    from rsilab.orchestrator.report import (
+        build_evolution_report,
+        build_report,
+        render_evolution_markdown,
+        render_markdown,
+    )
+
+    if ref.startswith(f"{Evolution.PREFIX}-"):
+        try:
+            evolution = build_evolution_report(lab.store, ref)
+        except NotFoundError:
+            raise UserError(
+                f"no evolution {ref!r} in this lab", "its id is printed by `rsilab evolve`"
+            ) from None
+        return evolution, render_evolution_markdown(evolution)
+    found = find_campaign(lab.store, ref)
+    report = build_report(lab.store, found.id)
+    return report, render_markdown(report)
 
 
 def _check_out(out: Path) -> None:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from rsilab.tasks import Budget, Task
 
 AGENTS_HELP = "Who decides: builtin (no LLM), openai:MODEL or anthropic:MODEL."
+TEAM_HELP = "A research team: a Leader and N researchers at once (built-in policy)."
 
 
 def _budget(text: str | None, default: object) -> Budget:
@@ -58,15 +59,18 @@ def run(
     task_ref: Annotated[str, typer.Argument(metavar="TASK", help="Task name.")],
     agents: Annotated[str | None, typer.Option("--agents", help=AGENTS_HELP)] = None,
     workers: Annotated[
-        int, typer.Option("--workers", min=1, help="Experiments run at once, each by a Worker.")
-    ] = 1,
+        int | None,
+        typer.Option("--workers", min=1, help="Experiments run at once, each by a Worker [1]."),
+    ] = None,
     budget: Annotated[
         str | None, typer.Option("--budget", help="e.g. experiments=40,wall=20m,tokens=2M.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed.")] = 0,
+    team: Annotated[int | None, typer.Option("--team", min=1, help=TEAM_HELP)] = None,
     lab: LabOption = None,
 ) -> None:
-    """Run a campaign on TASK: a Main agent, up to --workers Workers and a Reviewer.
+    """Run a campaign on TASK: a Main agent, up to --workers Workers and a Reviewer; or, with
+    --team N, a Leader and N researchers working at once, each on the whole task.
 
     Ctrl-C stops it cleanly (once: running experiments finish; twice: they are cancelled);
     `rsilab resume CAMPAIGN` continues it.
@@ -75,8 +79,27 @@ def run(
 
     chosen = agents or _configured_agents(lab)
     _check_agents(chosen)
+    if team is not None:
+        _check_team(chosen, workers)
     task = load_task(task_ref)
-    _drive(lab, task, _budget(budget, task.budget), chosen, workers, seed, None)
+    budget_ = _budget(budget, task.budget)
+    _drive(lab, task, budget_, chosen, workers or team or 1, seed, None, team=team or 0)
+
+
+def _check_team(agents: str, workers: int | None) -> None:
+    """Refuse what a team does not take: --workers, and LLM agents (not available yet)."""
+    if workers is not None:
+        raise UserError(
+            "--team and --workers do not go together: each researcher of a team runs one "
+            "experiment at a time, so --team N runs up to N at once",
+            "drop --workers",
+        )
+    if agents != "builtin":
+        raise UserError(
+            f"--team runs the built-in policy only; LLM researchers ({agents}) are not "
+            "available yet",
+            "use --agents builtin with --team, or drop --team to run LLM agents",
+        )
 
 
 def _configured_agents(lab_path: Path | None) -> str:
@@ -108,6 +131,7 @@ def resume(
     --budget replaces a stopped campaign's budget, for instance to give it more experiments.
     """
     from rsilab.expos.campaigns import find_campaign
+    from rsilab.memory import team_size
     from rsilab.orchestrator.campaign_run import task_of
 
     with Lab.open(lab) as opened:
@@ -125,12 +149,22 @@ def resume(
         if budget is not None:
             console.print(Text("--budget extends only a stopped campaign.", "yellow"))
         return
+    agents = str(found.settings.get("agents", "builtin"))
+    if agents == "harness":  # a round of `rsilab evolve` whose improver was a system's harness
+        raise UserError(
+            f"campaign {found.id} was round {found.settings.get('round')} of evolution "
+            f"{found.settings.get('evolution_id')}, run by a system's own improve command; "
+            "`rsilab resume` runs rsilab's agents, not that",
+            "start a new evolution with `rsilab evolve`",
+        )
     task = task_of(found)
     stored = found.settings.get("budget", task.budget)
-    agents = str(found.settings.get("agents", "builtin"))
-    chosen = workers or int(found.settings.get("workers", 1))
+    team = team_size(found.settings)
+    if team:
+        _check_team(agents, workers)
+    chosen = workers or team or int(found.settings.get("workers", 1))
     seed = int(found.settings.get("seed", 0))
-    _drive(lab, task, _budget(budget, stored), agents, chosen, seed, found.id)
+    _drive(lab, task, _budget(budget, stored), agents, chosen, seed, found.id, team=team)
 
 
 def _drive(
@@ -141,6 +175,8 @@ def _drive(
     workers: int,
     seed: int,
     cid: str | None,
+    *,
+    team: int = 0,
 ) -> None:
     from rsilab.cli._live import LiveView
     from rsilab.orchestrator.runner import StopRequest
@@ -155,13 +191,17 @@ def _drive(
         show: Callable[[Progress], None] = line
         live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         if console.is_terminal:
+            shown = f"{agents} team of {team}" if team else agents
             view = LiveView(
-                opened.store, task, budget, campaign_id=cid, agents=agents, workers=workers
+                opened.store, task, budget, campaign_id=cid, agents=shown, workers=workers
             )
             view.refresh()
             show, live = view.update, _live(console, view)
         with live, _ctrl_c(stop, agents == "builtin"):
-            result = _start(opened, task, budget, agents, workers, seed, cid, show, stop)
+            if team:
+                result = _start_team(opened, task, budget, team, seed, cid, show, stop)
+            else:
+                result = _start(opened, task, budget, agents, workers, seed, cid, show, stop)
         _summary(console, opened, task, result)
         _write_report(console, opened, result.campaign_id)
 
@@ -192,6 +232,30 @@ def _start(
 
     result: CampaignResult = run_llm_campaign(lab, task, agents=agents, **kwargs)
     return result
+
+
+def _start_team(
+    lab: Lab,
+    task: Task,
+    budget: Budget,
+    team: int,
+    seed: int,
+    cid: str | None,
+    show: Callable[[Progress], None],
+    stop: StopRequest,
+) -> CampaignResult:
+    from rsilab.orchestrator.team import run_team_campaign
+
+    return run_team_campaign(
+        lab,
+        task,
+        team=team,
+        budget=budget,
+        seed=seed,
+        on_progress=show,
+        campaign_id=cid,
+        stop=stop,
+    )
 
 
 def _live(console: Console, view: LiveView) -> Live:

@@ -67,12 +67,16 @@ TOOL_ROLES: dict[str, frozenset[Role]] = {
     "read_file": frozenset({W, R, H}),
     "write_file": frozenset({W, H}),
     "apply_patch": frozenset({W, H}),
+    # research teams: the Leader orients researchers; everyone sees who is oriented how
+    "assign_orientation": frozenset({L, H}),
+    "list_assignments": EVERYONE,
 }
 
 # Versions, candidates and lineages hold private (accept- and final-tier) numbers: agents see
 # them only through the tools' views (candidate_status, prepare_workspace), never as records.
 _COMMON = frozenset(
     {"campaign", "direction", "experiment", "dataset", "review", "finding", "adoption", "job"}
+    | {"assignment"}
 )
 _MEMORY = frozenset({"skill", "orientation"})
 READABLE_KINDS: dict[Role, frozenset[str]] = {

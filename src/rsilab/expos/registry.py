@@ -44,6 +44,7 @@ class Category(StrEnum):
     MEMORY = "memory"
     DISCOVERY = "external discovery"
     WORKSPACE = "workspace files"
+    TEAM = "research team"
 
 
 @dataclass(frozen=True)

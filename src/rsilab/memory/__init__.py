@@ -2,9 +2,20 @@
 
 Store-level queries and revisions only; the agent-facing tools that check a finding against
 the records live in ``rsilab.expos.tools.memory``. Modules: ``findings`` (relevance, adoptions,
-supersession), ``revisions`` (skills and orientations, each revision a new record).
+supersession), ``revisions`` (skills and orientations, each revision a new record),
+``assignments`` (a team campaign's researchers and their orientations).
 """
 
+from rsilab.memory.assignments import (
+    ORIENTATION_PREFIX,
+    RESEARCHER_PREFIX,
+    assignments_of,
+    current_assignments,
+    orientation_named,
+    researcher_orientations,
+    team_members,
+    team_size,
+)
 from rsilab.memory.findings import (
     RankedFinding,
     adoption_counts,
@@ -25,18 +36,26 @@ from rsilab.memory.revisions import (
 )
 
 __all__ = [
+    "ORIENTATION_PREFIX",
+    "RESEARCHER_PREFIX",
     "RankedFinding",
     "adoption_counts",
     "adoptions_of",
+    "assignments_of",
+    "current_assignments",
     "lab_findings",
     "latest_orientation",
     "latest_orientations",
     "latest_skill",
     "latest_skills",
     "orientation_history",
+    "orientation_named",
     "relevant_findings",
+    "researcher_orientations",
     "revise_orientation",
     "revise_skill",
     "skill_history",
     "superseded_by",
+    "team_members",
+    "team_size",
 ]

@@ -56,8 +56,12 @@ busy when a conclusion is due)."""
 class Concluder:
     """Concludes verifications (see the module docstring)."""
 
-    def __init__(self, ctx: RunContext, reviewer: Reviewer, moves: Moves) -> None:
+    def __init__(
+        self, ctx: RunContext, reviewer: Reviewer, moves: Moves, proposer: str = PROPOSER
+    ) -> None:
         self.ctx, self.reviewer, self.moves = ctx, reviewer, moves
+        self.proposer = proposer
+        """The Worker whose workspace makes proposals (a team's researcher uses its own)."""
 
     def conclude(self, view: CampaignView, verify: Direction) -> None:
         """Conclude ``verify`` (its re-runs are done and none is running)."""
@@ -101,7 +105,7 @@ class Concluder:
         if fresh:
             best = max(fresh, key=lambda r: (r.score, -r.index))
             result |= {"experiment_id": best.experiment_id, "score": best.score}
-            result |= self._propose(best.experiment_id, best.config)
+            result |= self.propose(best.experiment_id, best.config)
         intents.complete(self.ctx.store, step, result)
 
     def _decide(self, view: CampaignView, verify: Direction, parent: Direction) -> dict[str, Any]:
@@ -115,7 +119,7 @@ class Concluder:
             advice = self.reviewer.review(view, parent, runs, verified=True)
         result: dict[str, Any] = {"accepted": False, "mean": mean, "advice": str(advice)}
         if str(advice) == "continue" and mean > view.ref_score:
-            result |= self._propose(runs[-1].experiment_id, best.config)
+            result |= self.propose(runs[-1].experiment_id, best.config)
         if result.get("accepted"):
             group: list[JsonValue] = [best.experiment_id, *(r.experiment_id for r in runs)]
             result |= {
@@ -144,9 +148,10 @@ class Concluder:
             self.moves.close(parent, f"verified: {outcome}")
         self.moves.close(verify, f"re-runs' mean {mean:.4f}; {outcome}")
 
-    def _propose(self, experiment_id: str, config: dict[str, JsonValue]) -> dict[str, Any]:
+    def propose(self, experiment_id: str, config: dict[str, JsonValue]) -> dict[str, Any]:
         """Put ``config`` to the controller as the proposal of ``experiment_id`` (or read the
-        verdict of the one an interrupted conclusion already made)."""
+        verdict of the one an interrupted conclusion already made): accepted, candidate_id,
+        label."""
         earlier = [
             c
             for c in self.ctx.store.query_as(Candidate, campaign_id=self.ctx.campaign_id)
@@ -155,15 +160,17 @@ class Concluder:
         if earlier:
             return self._verdict_of(earlier[-1])
         door = self.ctx.door
-        prepared = door.worker(PROPOSER, "prepare_workspace", overwrite=True)
-        door.worker(PROPOSER, "write_file", path="config.json", content=json.dumps(config))
+        prepared = door.worker(self.proposer, "prepare_workspace", overwrite=True)
+        door.worker(self.proposer, "write_file", path="config.json", content=json.dumps(config))
         proposed = door.worker(
-            PROPOSER,
+            self.proposer,
             "propose_candidate",
             experiment_id=experiment_id,
             base_version_id=prepared["base_version_id"],
         )
-        status = door.worker(PROPOSER, "candidate_status", candidate_id=proposed["candidate_id"])
+        status = door.worker(
+            self.proposer, "candidate_status", candidate_id=proposed["candidate_id"]
+        )
         accepted = status.get("verdict") == "accept"
         label = str(status.get("label", ""))
         self.ctx.say(

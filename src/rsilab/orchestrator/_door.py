@@ -8,6 +8,7 @@ or a broken lab here (the policy only asks for what it may do), so it raises
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,14 @@ class Door:
         self.expos = ExperimentOS(lab.store, lab.artifacts, default_registry(), services)
         self.campaign_id = campaign_id
         self.workspaces = workspaces
+        self.main_actor, self.reviewer_actor = "main", "reviewer"
+
+    def for_actor(self, actor: str) -> Door:
+        """This door for one agent that plans, runs and reviews under its own name (a team's
+        researcher): its Main and Reviewer calls carry ``actor``, as its Worker calls do."""
+        door = copy.copy(self)
+        door.main_actor = door.reviewer_actor = actor
+        return door
 
     def workspace(self, worker: str) -> Path:
         """The folder of ``worker`` (made on first use)."""
@@ -47,7 +56,7 @@ class Door:
 
     def main(self, tool: str, **args: Any) -> dict[str, Any]:
         """A call by the Main agent."""
-        return self.call(Role.MAIN, "main", tool, **args)
+        return self.call(Role.MAIN, self.main_actor, tool, **args)
 
     def worker(self, worker: str, tool: str, **args: Any) -> dict[str, Any]:
         """A call by a Worker, in its own workspace."""
@@ -55,4 +64,4 @@ class Door:
 
     def reviewer(self, tool: str, **args: Any) -> dict[str, Any]:
         """A call by the Reviewer."""
-        return self.call(Role.REVIEWER, "reviewer", tool, **args)
+        return self.call(Role.REVIEWER, self.reviewer_actor, tool, **args)

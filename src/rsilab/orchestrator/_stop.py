@@ -4,6 +4,7 @@ The first request *drains*: no new experiment starts, the running ones finish an
 then the campaign is ``stopped``. The second *cancels*: the running jobs are killed, their
 experiments left open and their intents pending, so a resume runs them again as new attempts
 of the same experiments. Both leave a campaign that ``rsilab resume`` continues.
+:class:`EvolutionStop` carries a person's request to the running round of an evolution.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class StopRequest:
         self._cancel.set()
 
     @property
+    def requested(self) -> bool:
+        """True once :meth:`request` was called (a person asked), not only :meth:`drain`."""
+        return self._level > 0
+
+    @property
     def draining(self) -> bool:
         """True once no new experiment may start."""
         return self._drain.is_set()
@@ -48,3 +54,34 @@ class StopRequest:
     def cancelling(self) -> bool:
         """True once running jobs are to be killed."""
         return self._cancel.is_set()
+
+
+class EvolutionStop:
+    """A person's request to stop an evolution, passed on to the round that runs.
+
+    :meth:`request` escalates the running round's :class:`StopRequest` (the built-in runner
+    drains, then cancels, as for ``rsilab run``) and says that no round is to start after it.
+    Each round gets a fresh request, so a round's own wall budget (which drains its request)
+    does not stop the next one.
+    """
+
+    def __init__(self) -> None:
+        self._asked = False
+        self._round = StopRequest()
+
+    @property
+    def asked(self) -> bool:
+        """True once a person asked to stop: here, or on the round's own request (the
+        built-in runner turns a KeyboardInterrupt on its thread into one)."""
+        return self._asked or self._round.requested
+
+    def request(self) -> int:
+        """Ask to stop; the level the running round's request reached (see StopRequest)."""
+        self._asked = True
+        return self._round.request()
+
+    def for_round(self) -> StopRequest:
+        """The request of the round about to start."""
+        self._asked = self.asked
+        self._round = StopRequest()
+        return self._round

@@ -35,7 +35,8 @@ class Progress:
     """One step of the campaign, for a progress display."""
 
     kind: str
-    """experiment, review, direction, candidate, agent, or campaign."""
+    """experiment, review, direction, candidate, agent, campaign, round (an evolution's),
+    team or finding (a research team's)."""
     message: str
     experiments: int
     budget: int
@@ -119,6 +120,23 @@ def campaign_result(lab: Lab, campaign_id: str, message: str) -> CampaignResult:
         measures=lock_in_measures(lab.store, campaign_id),
         message=message,
     )
+
+
+def record_budget(lab: Lab, campaign: Campaign, budget: Budget) -> None:
+    """Record a resumed campaign's new budget (a stopped campaign may be given more);
+    nothing when it is the one recorded."""
+    if budget_of(campaign, budget) == budget:
+        return
+    current = lab.store.get_as(campaign.id, Campaign)
+    draft = EventDraft(
+        actor=ACTOR,
+        role=str(Role.CONTROLLER),
+        action="campaign_budget_set",
+        campaign_id=campaign.id,
+        detail=f"{current.settings.get('budget')} -> {budget}",
+    )
+    settings = {**current.settings, "budget": str(budget)}
+    lab.store.commit(draft, [current.model_copy(update={"settings": settings})])
 
 
 def budget_of(campaign: Campaign, default: Budget) -> Budget:

@@ -26,8 +26,9 @@ client's retries stops the campaign (state stopped) with the step left to be run
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
 
 from rsilab.agents.llm import ChatModel, resolve_chat_model
 from rsilab.controller.lineage import find_lineage
@@ -78,6 +79,7 @@ def run_llm_campaign(
     campaign_id: str | None = None,
     services: LabServices | None = None,
     model: ChatModel | None = None,
+    extra_settings: Mapping[str, Any] | None = None,
 ) -> CampaignResult:
     """Run a new campaign on ``task`` with LLM agents (or resume ``campaign_id``).
 
@@ -86,7 +88,7 @@ def run_llm_campaign(
     :func:`resolve_chat_model`) unless ``model`` is given, in which case ``agents`` is only
     recorded. All roles share one model, so a ``TokenBudget`` on it caps the whole run. The
     campaign's settings record the spec, budget, workers and seed (which the LLM runner does
-    not otherwise use: model sampling is not seeded).
+    not otherwise use: model sampling is not seeded), and ``extra_settings`` besides.
 
     Raises:
         UserError: ``agents`` is ``builtin`` or malformed, its API key is missing (checked
@@ -101,7 +103,13 @@ def run_llm_campaign(
         if find_lineage(lab.store, task.name, services.lineage) is None:
             services.controller(task).baseline(actor=ACTOR)
         spec = agents.strip() or chat.name  # "" defers to the [llm] table: record its choice
-        settings = {"agents": spec, "budget": str(budget), "workers": workers, "seed": seed}
+        settings = {
+            **(extra_settings or {}),
+            "agents": spec,
+            "budget": str(budget),
+            "workers": workers,
+            "seed": seed,
+        }
         campaign = start_or_find_campaign(lab, task, settings, campaign_id)
         if campaign is None:
             assert campaign_id is not None

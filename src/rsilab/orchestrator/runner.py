@@ -22,7 +22,7 @@ attempt). A finished campaign is final.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from rsilab.controller.lineage import find_lineage
@@ -82,6 +82,7 @@ def run_campaign(
     services: LabServices | None = None,
     stop: StopRequest | None = None,
     ablate: Collection[Ablation] = (),
+    extra_settings: Mapping[str, Any] | None = None,
 ) -> CampaignResult:
     """Run a new campaign on ``task`` (or resume ``campaign_id``) until its budget is spent.
 
@@ -92,9 +93,11 @@ def run_campaign(
     campaign cleanly: ``stopped``, lease released, resumable. A finished campaign is final:
     resuming it changes nothing (its result says so). ``ablate`` runs the policy without
     some of its parts (:mod:`rsilab.orchestrator.ablation`; recorded in the settings, kept on
-    resume; without Workers one experiment runs at a time). Raises LeaseHeld when another process
-    runs the campaign, UserError for an unknown campaign, and RunnerError when a tool the
-    policy needed failed (the campaign is left resumable).
+    resume; without Workers one experiment runs at a time). ``extra_settings`` are recorded in
+    a new campaign's settings besides the runner's own (an evolution's round, for one).
+    Raises LeaseHeld when another process runs the campaign, UserError for an unknown
+    campaign, and RunnerError when a tool the policy needed failed (the campaign is left
+    resumable).
     """
     own = services is None
     if services is None:
@@ -113,6 +116,7 @@ def run_campaign(
         }
         if ablate:
             settings["ablate"] = ablations_setting(ablate)
+        settings = {**(extra_settings or {}), **settings}
         campaign = start_or_find_campaign(lab, task, settings, campaign_id)
         if campaign is None:
             assert campaign_id is not None

@@ -59,6 +59,7 @@ from rsilab.records._evidence import (
     SystemVersion,
     Verdict,
 )
+from rsilab.records._evolution import Evolution, EvolutionRound, EvolutionState
 from rsilab.records._gc import Tombstone
 from rsilab.records._guidance import Guidance
 from rsilab.records._ledger import Event, EventDraft, Outcome, RecordRef
@@ -77,6 +78,7 @@ from rsilab.records._research import (
     Resources,
     TaskRef,
 )
+from rsilab.records._team import Assignment
 
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.KIND: cls
@@ -101,6 +103,8 @@ RECORD_TYPES: dict[str, type[Record]] = {
         CampaignLease,
         Intent,
         Guidance,
+        Evolution,
+        Assignment,
     )
 }
 """Every stored record type by its ``KIND``."""
@@ -135,6 +139,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Adoption",
     "Artifact",
+    "Assignment",
     "BenchmarkDecision",
     "Campaign",
     "CampaignLease",
@@ -152,6 +157,9 @@ __all__ = [
     "Evaluation",
     "Event",
     "EventDraft",
+    "Evolution",
+    "EvolutionRound",
+    "EvolutionState",
     "Experiment",
     "ExperimentState",
     "Finding",

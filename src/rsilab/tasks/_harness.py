@@ -17,9 +17,10 @@ Entry points are run as commands in the job's workspace (the harness copy)::
 ``improve`` takes no arguments the contract fixes. It is the entry point of a system that
 acts as an improver: it runs inside the sandbox, in its workspace, with the Experiment OS
 reachable only as an MCP client (the stdio bridge that ``$RSILAB_MCP_COMMAND`` names, as for
-``rsilab agent``), and improves the campaign's system through those tools alone. How rsilab
-runs it (the accepted system improving itself next round) comes later; until then it is
-declared and checked (its script must exist), never run by the controller.
+``rsilab agent``), and improves the campaign's system through those tools alone. The
+controller never runs it; ``rsilab evolve`` does, in each round whose improver is this
+system (under ``self``, the accepted system improving itself next round), starting in a
+workspace that holds this harness, with ``$RSILAB_SEED`` set to the round's seed.
 
 ``DIR`` holds ``train.jsonl`` (the train tier of every benchmark, ``{id, input, target}`` a
 line) and, where the setting allows, ``dev.jsonl``; never a private tier. ``predict`` reads

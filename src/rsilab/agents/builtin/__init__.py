@@ -13,6 +13,9 @@ drives an LLM agent, so the same roles, guards and ledger apply.
 - **Main** (:mod:`~rsilab.agents.builtin.select`): :func:`choose_direction` picks the next
   direction by UCB1 over reviewed gains (:func:`gain_reward`), and :func:`next_move` says
   continue, verify, branch, revise or stop.
+- **Team researchers** (:mod:`~rsilab.agents.builtin.team`): the moves each orientation of a
+  research team makes (wide moves on the least explored knobs, local moves along a finding,
+  one-knob contrasts) and the knob groups an analyst tests.
 
 Defaults are tuned on the synthetic task family only, never on another task's dev or private
 tiers.

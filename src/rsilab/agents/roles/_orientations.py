@@ -28,13 +28,22 @@ def ensure_role_orientations(
     Two processes seeding the same empty lab at once may both write a version 1; the later
     one is then returned, which is harmless (the texts are the same).
     """
+    texts = {d.orientation_name: d.text for d in ROLES.values()}
+    return seed_orientations(store, texts, actor=actor, role=role)
+
+
+def seed_orientations(
+    store: Store, texts: dict[str, str], *, actor: str, role: Role
+) -> dict[str, Orientation]:
+    """The latest Orientation of each name in ``texts``; a name with none yet gets its text
+    stored as version 1, all in one ``orientations_seeded`` event (see
+    :func:`ensure_role_orientations`)."""
     latest: dict[str, Orientation] = {}
     seeds: list[Orientation] = []
-    for definition in ROLES.values():
-        name = definition.orientation_name
+    for name, text in texts.items():
         current = latest_orientation(store, name)
         if current is None:
-            current = Orientation(name=name, version=1, text=definition.text)
+            current = Orientation(name=name, version=1, text=text)
             seeds.append(current)
         latest[name] = current
     if seeds:

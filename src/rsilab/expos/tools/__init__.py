@@ -9,6 +9,7 @@ from rsilab.expos.tools import (
     jobs,
     memory,
     review,
+    team,
     workspace,
 )
 from rsilab.expos.tools._base import REGISTRY
@@ -23,5 +24,6 @@ __all__ = [
     "jobs",
     "memory",
     "review",
+    "team",
     "workspace",
 ]

@@ -27,7 +27,9 @@ from rsilab.expos.tools._findings import (
 )
 from rsilab.expos.tools._numbers import stage_reporting_flag
 from rsilab.memory import (
+    ORIENTATION_PREFIX,
     adoption_counts,
+    current_assignments,
     lab_findings,
     latest_orientations,
     latest_skills,
@@ -110,7 +112,7 @@ def publish_finding(
             claimed_status=status if stored != status else None,
             check=check,
             tags=list(dict.fromkeys(tags)),
-            orientation=f"role:{env.call.role}" if env.call.role.is_agent else "",
+            orientation=_orientation_of(env, campaign.id),
             supersedes=supersedes,
         )
     )
@@ -135,6 +137,16 @@ def publish_finding(
         )
         out["flagged_numbers"] = [n.text for n in unmatched]
     return out
+
+
+def _orientation_of(env: ToolEnv, campaign_id: str) -> str:
+    """The author's orientation: its assignment in a team campaign, else its role's text."""
+    if not env.call.role.is_agent:
+        return ""
+    assigned = current_assignments(env.store, campaign_id).get(env.call.actor)
+    if assigned is not None:
+        return f"{ORIENTATION_PREFIX}{assigned.orientation}"
+    return f"role:{env.call.role}"
 
 
 def _check_supersedes(env: ToolEnv, finding_id: str, task: str) -> None:

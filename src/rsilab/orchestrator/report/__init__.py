@@ -6,12 +6,28 @@ people. Shown: the DAG of directions with status and evidence, each accepted ver
 per-benchmark final-tier scores and paired intervals against the baseline, candidates not
 accepted with the controller's reasons, protocol flags by stage, resources (CPU and wall time,
 tokens, money where a price is known) and lock-in measures.
+
+:func:`build_evolution_report` and :func:`render_evolution_markdown` do the same for an
+evolution (``rsilab evolve``): a table of its rounds and the improver's own score.
 """
 
 from __future__ import annotations
 
 from rsilab.orchestrator.report._build import build_report
+from rsilab.orchestrator.report._evolution import (
+    EvolutionReport,
+    build_evolution_report,
+    render_evolution_markdown,
+)
 from rsilab.orchestrator.report._markdown import render_markdown
 from rsilab.orchestrator.report._model import REPORT_VERSION, CampaignReport
 
-__all__ = ["REPORT_VERSION", "CampaignReport", "build_report", "render_markdown"]
+__all__ = [
+    "REPORT_VERSION",
+    "CampaignReport",
+    "EvolutionReport",
+    "build_evolution_report",
+    "build_report",
+    "render_evolution_markdown",
+    "render_markdown",
+]

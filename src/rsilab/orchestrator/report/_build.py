@@ -7,12 +7,14 @@ from typing import Any
 
 from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.measures import lock_in_measures
+from rsilab.orchestrator.report._actors import actor_uses, team_items, totals
 from rsilab.orchestrator.report._model import (
     BenchmarkInfo,
     CampaignReport,
     CampaignSummary,
     DevBest,
     DirectionReport,
+    ResourcesReport,
     ReviewSummary,
 )
 from rsilab.orchestrator.report._outcomes import (
@@ -30,6 +32,7 @@ from rsilab.records import (
     CandidateState,
     DataTier,
     Evaluation,
+    Event,
     ExperimentState,
     Job,
     ProtocolFlag,
@@ -86,9 +89,18 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
         rejected=rejected_reports(candidates),
         pending=pending_ids(candidates),
         flags=flags_report(store.query_as(ProtocolFlag, campaign_id=campaign_id)),
-        resources=resources_report(store.query_as(Job, campaign_id=campaign_id), events),
+        resources=_resources(store, campaign_id, events),
         measures=lock_in_measures(store, campaign_id),
+        team=team_items(store, campaign_id),
     )
+
+
+def _resources(store: Store, campaign_id: str, events: list[Event]) -> ResourcesReport:
+    """Resources by job kind and in total, and per actor (the rows add up to the totals)."""
+    jobs = store.query_as(Job, campaign_id=campaign_id)
+    rows = actor_uses(store, campaign_id, jobs, events)
+    used = resources_report(jobs, events)
+    return used.model_copy(update={"by_actor": rows, "totals": totals(rows)})
 
 
 def experiment_budget(budget: Any) -> int | None:

@@ -1,8 +1,9 @@
 """A :class:`CampaignReport` as Markdown, for people: plain text that reads well unrendered.
 
 Sections come in a fixed order: summary (scores before and after), research DAG with its
-evidence, accepted versions, rejected candidates, protocol flags by stage, resources, lock-in
-and review measures. Intervals read ``value [low, high]`` at the level the report states.
+evidence, a team campaign's assignments, accepted versions, rejected candidates, protocol flags
+by stage, resources (by job kind, and per actor with totals), lock-in and review measures.
+Intervals read ``value [low, high]`` at the level the report states.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from rsilab.orchestrator.report._model import (
     AcceptedReport,
+    ActorUse,
     CampaignReport,
     DirectionReport,
     RejectedReport,
@@ -25,6 +27,7 @@ def render_markdown(report: CampaignReport) -> str:
         _header(report),
         _summary(report),
         _dag(report),
+        *([_team(report)] if report.team else []),
         _accepted(report),
         _rejected(report.rejected, report.pending),
         _flags(report),
@@ -224,7 +227,54 @@ def _resources(r: CampaignReport) -> str:
     if rows:
         head = ["job kind", "jobs", "CPU s", "wall s", "peak RSS MiB"]
         lines += ["", _table(head, rows)]
+    if res.by_actor:
+        lines += ["", "### By actor", "", _actors(res.by_actor, res.totals)]
     return "\n".join(lines)
+
+
+def _actors(rows: Sequence[ActorUse], total: ActorUse | None) -> str:
+    head = ["actor", "experiments", "job CPU s", "job wall s", "LLM calls", "tokens"]
+    head += ["cost USD", "tool calls", "findings", "adoptions", "assignments", "candidates"]
+    head += ["accepted"]
+    shown = [*rows, *([total] if total is not None else [])]
+    return _table(
+        head,
+        [
+            [
+                f"{r.actor} ({r.orientation})" if r.orientation else r.actor,
+                str(r.experiments),
+                f"{r.job_cpu_s:.1f}",
+                f"{r.job_wall_s:.1f}",
+                str(r.llm_calls),
+                str(r.tokens_in + r.tokens_out),
+                f"{r.cost_usd:.4f}",
+                str(r.tool_calls),
+                str(r.findings),
+                str(r.adoptions),
+                str(r.assignments),
+                str(r.candidates),
+                str(r.accepted),
+            ]
+            for r in shown
+        ],
+    )
+
+
+def _team(r: CampaignReport) -> str:
+    rows = [
+        [
+            _time(a.at),
+            a.researcher,
+            a.orientation + (f" v{a.orientation_version}" if a.orientation_version else ""),
+            _code(a.supersedes),
+            a.reason,
+            ", ".join(f"`{e}`" for e in a.evidence) or "-",
+        ]
+        for a in r.team
+    ]
+    head = ["at", "researcher", "orientation", "supersedes", "reason", "evidence"]
+    intro = "The Leader's assignments, oldest first (a redirect supersedes the last one)."
+    return "\n".join(["## Team", "", intro, "", _table(head, rows)])
 
 
 def _measures(r: CampaignReport) -> str:

@@ -7,7 +7,7 @@ selection does not inflate them). ``REPORT_VERSION`` names this shape for reader
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -165,6 +165,61 @@ class LlmUse(Model):
     )
 
 
+class ActorUse(Model):
+    """What one actor of the campaign used and produced (a row of the per-actor table)."""
+
+    SUMMED: ClassVar[tuple[str, ...]] = (
+        "experiments",
+        "jobs",
+        "job_cpu_s",
+        "job_wall_s",
+        "llm_calls",
+        "tokens_in",
+        "tokens_out",
+        "cost_usd",
+        "tool_calls",
+        "findings",
+        "adoptions",
+        "assignments",
+        "candidates",
+        "accepted",
+    )
+    """The fields a total adds up."""
+
+    actor: str = Field(description="Actor name: main, worker-1, researcher-2, leader, ...")
+    orientation: str = Field(
+        default="", description="A team researcher's latest orientation ('' otherwise)."
+    )
+    experiments: int = Field(default=0, description="Experiments it created.")
+    jobs: int = Field(default=0, description="Jobs it started.")
+    job_cpu_s: float = Field(default=0.0, description="CPU seconds of those jobs.")
+    job_wall_s: float = Field(default=0.0, description="Wall seconds of those jobs, summed.")
+    llm_calls: int = Field(default=0, description="LLM calls it made.")
+    tokens_in: int = Field(default=0, description="Prompt tokens.")
+    tokens_out: int = Field(default=0, description="Completion tokens.")
+    cost_usd: float = Field(default=0.0, description="USD of its priced LLM calls.")
+    tool_calls: int = Field(default=0, description="Experiment OS tool calls it made.")
+    findings: int = Field(default=0, description="Findings it published.")
+    adoptions: int = Field(default=0, description="Adoptions of findings it recorded.")
+    assignments: int = Field(default=0, description="Assignments it received (a researcher).")
+    candidates: int = Field(default=0, description="Candidates it proposed.")
+    accepted: int = Field(default=0, description="Of those, accepted by the controller.")
+
+
+class AssignmentItem(Model):
+    """One assignment of a team campaign: a researcher's orientation and why."""
+
+    id: str = Field(description="Assignment id.")
+    researcher: str = Field(description="The researcher.")
+    orientation: str = Field(description="Orientation name.")
+    orientation_version: int | None = Field(description="Version of its text in force.")
+    reason: str = Field(description="The Leader's reason.")
+    evidence: list[str] = Field(default_factory=list, description="Records it rests on.")
+    supersedes: str | None = Field(default=None, description="The assignment it replaced.")
+    leader: str = Field(default="", description="Who assigned it.")
+    at: str = Field(description="When.")
+
+
 class ResourcesReport(Model):
     """What the campaign used, from its jobs and its ledger events."""
 
@@ -176,6 +231,10 @@ class ResourcesReport(Model):
     cpu_s: float = Field(description="CPU seconds of every job.")
     jobs: dict[str, JobUse] = Field(default_factory=dict, description="Per job kind.")
     llm: LlmUse = Field(description="LLM calls.")
+    by_actor: list[ActorUse] = Field(
+        default_factory=list, description="Per actor (researcher, worker, ...), by name."
+    )
+    totals: ActorUse | None = Field(default=None, description="The per-actor rows added up.")
 
 
 class CampaignSummary(Model):
@@ -217,3 +276,6 @@ class CampaignReport(Model):
     flags: FlagsReport = Field(description="Protocol flags by stage.")
     resources: ResourcesReport = Field(description="Resources used.")
     measures: LockInMeasures = Field(description="Lock-in and review measures.")
+    team: list[AssignmentItem] = Field(
+        default_factory=list, description="A team campaign's assignments, oldest first."
+    )

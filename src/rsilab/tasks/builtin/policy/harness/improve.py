@@ -1,9 +1,9 @@
 """Improve a system through the Experiment OS, searching its config with this harness's policy.
 
 The harness's ``improve`` entry point: it runs inside the sandbox as a campaign Worker whose
-only way out is the Experiment OS over MCP, e.g. ``rsilab agent --campaign C -- python
-improve.py`` (how rsilab runs a system's ``improve`` in rounds comes later). Standard library
-only: it starts the stdio bridge named by ``$RSILAB_MCP_COMMAND`` and speaks JSON-RPC lines.
+only way out is the Experiment OS over MCP: ``rsilab agent --campaign C -- python improve.py``,
+or ``rsilab evolve`` in each round. Standard library only: it starts the stdio bridge named by
+``$RSILAB_MCP_COMMAND`` and speaks JSON-RPC lines.
 
 The search is policy.py set by *this* harness's config.json, read before anything else (the
 workspace may be this very folder, and prepare_workspace replaces it). What it searches is the
@@ -17,8 +17,9 @@ and a re-evaluation of a config uses the next seed. At the end the best config's
 is restored (prepare_workspace from_experiment) and proposed, unless nothing beat the start.
 
 Usage: ``python improve.py [--evaluations N] [--direction ID] [--seed N] [--no-propose]
-[--verdict-wait S]``. Prints one JSON line: experiments run, the best config, its mean dev
-score and the controller's verdict.
+[--verdict-wait S]`` (``--seed`` defaults to ``$RSILAB_SEED``, which ``rsilab evolve`` sets to
+the round's seed, else 0). Prints one JSON line: experiments run, the best config, its mean
+dev score and the controller's verdict.
 """
 
 import argparse
@@ -305,7 +306,8 @@ def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--evaluations", type=int, default=12, help="experiments to run at most")
     parser.add_argument("--direction", default="", help="direction id (default: the first open)")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the policy and the jobs")
+    seed = int(os.environ.get("RSILAB_SEED", "0"))  # rsilab evolve: the round's seed
+    parser.add_argument("--seed", type=int, default=seed, help="seeds the policy and the jobs")
     parser.add_argument("--no-propose", dest="propose", action="store_false")
     parser.add_argument("--verdict-wait", type=float, default=600.0, help="seconds to wait for it")
     args = parser.parse_args(argv)

@@ -1,0 +1,125 @@
+"""``rsilab evolve``: improve a system over rounds, each round a campaign on what the last one
+accepted (:mod:`rsilab.orchestrator.rounds`), then print and write the round report.
+
+A harness improver (``self``, ``teacher``) runs through :mod:`rsilab.mcp.improver`, the
+mechanism of ``rsilab agent``. Ctrl-C leaves the round's campaign and the evolution stopped:
+with ``teacher:builtin`` the first lets running experiments finish and the second cancels
+them (as for ``rsilab run``); with another improver the first stops the round at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.text import Text
+
+from rsilab.cli._common import LabOption, stdout_console
+from rsilab.store import Lab
+
+if TYPE_CHECKING:
+    from rsilab.orchestrator.campaign_run import Progress
+    from rsilab.orchestrator.rounds import EvolutionStop
+
+IMPROVER_HELP = (
+    "Who improves: self (the accepted system, through its harness's improve command), "
+    "teacher (the starting system's harness, frozen), teacher:builtin, "
+    "teacher:openai:MODEL or teacher:anthropic:MODEL."
+)
+
+
+def evolve(
+    task_ref: Annotated[str, typer.Argument(metavar="TASK", help="Task name.")],
+    rounds: Annotated[int, typer.Option("--rounds", min=1, help="Rounds to run.")] = 3,
+    improver: Annotated[str, typer.Option("--improver", help=IMPROVER_HELP)] = "self",
+    budget: Annotated[
+        str | None,
+        typer.Option("--budget", help="Each round's budget, e.g. experiments=20,wall=10m."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of round 1 (then +1 a round).")] = 0,
+    lab: LabOption = None,
+) -> None:
+    """Improve TASK's system over --rounds rounds: each round runs a campaign on the current
+    accepted system under the round's budget; the controller accepts or keeps the old
+    version; the next round starts from what was accepted, in the same lab (records,
+    findings and skills carry over).
+
+    Under self the accepted system is the next round's improver; under teacher a fixed one
+    is. At the end the round report (per round: version, per-benchmark final-tier scores and
+    change against the start, tool calls, hours; and the improver's own score) is printed and
+    written to LAB/reports/EVOLUTION.md. Ctrl-C leaves the evolution stopped.
+    """
+    from rsilab.cli.agent import _relay
+    from rsilab.cli.run import _budget
+    from rsilab.mcp.improver import improver_runner
+    from rsilab.orchestrator.rounds import EvolutionStop, parse_improver, run_rounds
+    from rsilab.tasks import load_task
+
+    graceful = parse_improver(improver).agents == "builtin"
+    task = load_task(task_ref)
+    chosen = _budget(budget, task.budget)
+    console = stdout_console()
+    stop = EvolutionStop()
+
+    def line(p: Progress) -> None:
+        console.print(Text(p.message), soft_wrap=True)
+
+    with Lab.open(lab) as opened:
+        with _ctrl_c(stop, graceful):
+            result = run_rounds(
+                opened,
+                task,
+                rounds=rounds,
+                improver=improver,
+                budget=chosen,
+                seed=seed,
+                run_improver=improver_runner(_relay),
+                on_progress=line,
+                stop=stop,
+            )
+        text, out = _write_report(opened, result.evolution_id)
+    sys.stdout.write("\n" + text)
+    sys.stdout.flush()
+    console.print(Text(f"report: {out}"), soft_wrap=True)
+
+
+def _write_report(lab: Lab, evolution_id: str) -> tuple[str, Path]:
+    """The round report as Markdown, written to ``<lab>/reports/<evolution>.md``."""
+    from rsilab.cli.report import write_whole
+    from rsilab.orchestrator.report import build_evolution_report, render_evolution_markdown
+
+    text = render_evolution_markdown(build_evolution_report(lab.store, evolution_id))
+    out = lab.path / "reports" / f"{evolution_id}.md"
+    out.parent.mkdir(exist_ok=True)
+    write_whole(out, text)
+    return text, out
+
+
+@contextlib.contextmanager
+def _ctrl_c(stop: EvolutionStop, graceful: bool) -> Iterator[None]:
+    """SIGINT asks ``stop`` to stop; where the round's runner drains gracefully (the built-in
+    one), the third aborts, else the first does (KeyboardInterrupt), on the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if stop.request() >= 3 or not graceful:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``evolve`` to ``app``."""
+    app.command("evolve")(evolve)

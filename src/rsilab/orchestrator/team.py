@@ -1,0 +1,174 @@
+"""Research teams (AReaL-RSI) with the built-in policy: a Leader and N persistent researchers.
+
+:func:`run_team_campaign` opens (or resumes) a campaign whose settings record ``{"team": N}``
+and runs it with researchers ``researcher-1`` to ``researcher-N``, each on the whole task,
+sharing the campaign and its experiment budget. Each researcher acts through the Experiment
+OS under its own name: Main's tools for its own directions, a Worker's for its experiments
+(one at a time, in its own workspace ``<lab>/workspaces/<campaign>/researcher-<k>``, on its
+own thread), a Reviewer's for the reviews and findings it files. The Leader (actor
+``leader``, role leader) gives each an *orientation* with ``assign_orientation`` and redirects
+it when the records call for it; every decision is an Assignment record with its reason and
+evidence. Researchers share memory through Findings (an analyst publishes, an exploiter
+follows and records its adoption).
+
+The built-in orientations are search behaviours (texts: Orientation records
+``orientation:<name>``, seeded once per lab):
+
+- explorer: wide moves from the reference on the knobs the team changed least;
+- exploiter: local moves around the team's best feasible dev config, along supported findings;
+- verifier: fresh-seed re-runs of the best unverified gain, a verified review, and a proposal
+  to the Host Controller when the gain holds (the single runner's conclusion);
+- analyst: each knob's effect from the team's runs, published as findings the tool checks,
+  and one-knob contrast experiments where the evidence is thin.
+
+The parts, one job each: :mod:`~rsilab.orchestrator._team_loop` (threads, budget, stop),
+:mod:`~rsilab.orchestrator._team_leader` (orientations; with one researcher, the alternation),
+:mod:`~rsilab.orchestrator._team_researcher` (a researcher's next step),
+:mod:`~rsilab.orchestrator._team_moves`, :mod:`~rsilab.orchestrator._team_analyst`,
+:mod:`~rsilab.orchestrator._team_verify` (the behaviours), and
+:mod:`~rsilab.orchestrator._team_state` (the team as the records hold it).
+
+Resume continues from the records: assignments, directions, experiments (``exp:<n>`` intents
+naming their researcher) and conclusions are all there, so a stopped or crashed team
+campaign resumes with the same team and orientations, each pending experiment run again by
+the researcher that began it. A finished campaign is final.
+"""
+
+from __future__ import annotations
+
+import queue
+from dataclasses import replace
+
+from rsilab.agents.roles import ensure_team_orientations
+from rsilab.controller.lineage import find_lineage
+from rsilab.errors import UserError
+from rsilab.executors.local import available_cores
+from rsilab.expos.services import LabServices
+from rsilab.memory import team_members, team_size
+from rsilab.orchestrator._context import RunContext, Voice
+from rsilab.orchestrator._door import Door
+from rsilab.orchestrator._stop import StopRequest
+from rsilab.orchestrator._team_leader import Leader, TeamSettings
+from rsilab.orchestrator._team_loop import TeamLoop
+from rsilab.orchestrator._team_researcher import Researcher
+from rsilab.orchestrator._team_voice import QueuedVoice
+from rsilab.orchestrator._workers import kept_for_resume
+from rsilab.orchestrator.campaign_run import (
+    ACTOR,
+    CampaignResult,
+    ProgressFn,
+    campaign_result,
+    record_budget,
+    set_campaign_state,
+    start_or_find_campaign,
+)
+from rsilab.orchestrator.lease import acquire_lease
+from rsilab.orchestrator.recovery import recover_campaign
+from rsilab.records import Campaign
+from rsilab.store import Lab
+from rsilab.tasks import Budget, Task
+
+__all__ = ["TeamSettings", "run_team_campaign"]
+
+MAX_REFERENCE_RUNS = 2
+"""The reference runs on this many seeds at most (one per researcher)."""
+
+
+def run_team_campaign(
+    lab: Lab,
+    task: Task,
+    *,
+    team: int,
+    budget: Budget,
+    seed: int = 0,
+    services: LabServices | None = None,
+    on_progress: ProgressFn | None = None,
+    campaign_id: str | None = None,
+    stop: StopRequest | None = None,
+    settings: TeamSettings | None = None,
+) -> CampaignResult:
+    """Run a new team campaign on ``task`` (or resume ``campaign_id``) until its budget is spent.
+
+    ``team`` researchers work at once (a resumed campaign keeps its team and seed; ``budget``
+    is this run's, and one that differs from the recorded one is recorded). Makes the
+    lineage's baseline when it has none. ``on_progress`` is called on this thread only;
+    ``stop`` (or KeyboardInterrupt on this thread) stops the campaign cleanly: ``stopped``,
+    lease released, resumable. ``settings`` tune the Leader's rules.
+
+    Raises:
+        UserError: ``team`` is below 1, or ``campaign_id`` names no campaign or one that is
+            not a team campaign.
+        LeaseHeld: another process runs the campaign.
+        RunnerError: a tool the policy needed failed (the campaign is left resumable).
+    """
+    if team < 1:
+        raise UserError(f"a team needs at least one researcher, not {team}", "use --team 1 or more")
+    own = services is None
+    if services is None:
+        slots = min(max(2, team), max(2, available_cores()))
+        services = LabServices(lab, judge_in_background=False, slots=slots)
+    try:
+        if find_lineage(lab.store, task.name, services.lineage) is None:
+            services.controller(task).baseline(actor=ACTOR)
+        ensure_team_orientations(lab.store, actor=ACTOR)
+        recorded = {"agents": "builtin", "budget": str(budget), "team": team, "seed": seed}
+        campaign = start_or_find_campaign(lab, task, recorded, campaign_id)
+        if campaign is None:
+            assert campaign_id is not None
+            return campaign_result(
+                lab,
+                campaign_id,
+                "nothing to do: the campaign is finished (records of a finished campaign are "
+                "final; start a new one with `rsilab run --team`)",
+            )
+        _check_team(campaign)
+        with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
+            recover_campaign(lab.store, lease, keep_open=kept_for_resume(lab.store, campaign.id))
+            record_budget(lab, campaign, budget)
+            loop = _loop(lab, task, campaign, services, budget, on_progress, stop, settings)
+            state = loop.run(lease.check)
+            set_campaign_state(lab, campaign.id, state)
+        return campaign_result(lab, campaign.id, f"campaign {state}")
+    finally:
+        if own:
+            services.close()
+
+
+def _check_team(campaign: Campaign) -> None:
+    if team_size(campaign.settings) < 1:
+        raise UserError(
+            f"campaign {campaign.id} is not a team campaign",
+            f"resume it with `rsilab resume {campaign.id}`",
+        )
+
+
+def _loop(
+    lab: Lab,
+    task: Task,
+    campaign: Campaign,
+    services: LabServices,
+    budget: Budget,
+    on_progress: ProgressFn | None,
+    stop: StopRequest | None,
+    settings: TeamSettings | None,
+) -> TeamLoop:
+    """The loop, its Leader and its researchers, each with its own door and voice."""
+    seed = int(campaign.settings.get("seed", 0))
+    names = team_members(campaign.settings)
+    door = Door(lab, services, campaign.id, lab.path / "workspaces" / campaign.id)
+    voice = Voice(on_progress, budget)
+    ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice)
+    stop = stop or StopRequest()
+    lines: queue.SimpleQueue[tuple[str, str, float | None, float | None]] = queue.SimpleQueue()
+    refs = min(MAX_REFERENCE_RUNS, len(names))
+    researchers = [
+        Researcher(
+            name,
+            replace(ctx, door=door.for_actor(name), say=QueuedVoice(voice, lines, name)),
+            stop,
+            refs,
+        )
+        for name in names
+    ]
+    chosen = settings or TeamSettings()
+    return TeamLoop(ctx, researchers, Leader(ctx, names, chosen), stop, chosen, lines)
