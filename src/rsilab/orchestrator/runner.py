@@ -40,15 +40,14 @@ from rsilab.orchestrator.campaign_run import (
     CampaignResult,
     Progress,
     ProgressFn,
-    budget_of,
     campaign_result,
+    record_budget,
     set_campaign_state,
     start_or_find_campaign,
     task_of,
 )
 from rsilab.orchestrator.lease import acquire_lease
 from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.records import Campaign, EventDraft, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
@@ -127,7 +126,7 @@ def run_campaign(
             workers = 1  # and so on resume
         with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
             recover_campaign(lab.store, lease, keep_open=kept_for_resume(lab.store, campaign.id))
-            _record_budget(lab, campaign, budget)
+            record_budget(lab, campaign, budget)
             door = Door(lab, services, campaign.id, lab.path / "workspaces" / campaign.id)
             voice = Voice(on_progress, budget)
             ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice, ablations)
@@ -137,19 +136,3 @@ def run_campaign(
     finally:
         if own:
             services.close()
-
-
-def _record_budget(lab: Lab, campaign: Campaign, budget: Budget) -> None:
-    """Record a resumed campaign's new budget (a stopped campaign may be given more)."""
-    if budget_of(campaign, budget) == budget:
-        return
-    current = lab.store.get_as(campaign.id, Campaign)
-    draft = EventDraft(
-        actor=ACTOR,
-        role=str(Role.CONTROLLER),
-        action="campaign_budget_set",
-        campaign_id=campaign.id,
-        detail=f"{current.settings.get('budget')} -> {budget}",
-    )
-    settings = {**current.settings, "budget": str(budget)}
-    lab.store.commit(draft, [current.model_copy(update={"settings": settings})])
