@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -96,3 +98,23 @@ def reading_stored_data() -> Iterator[None]:
             "it was probably edited outside rsilab",
             "run `rsilab verify` to find the first bad event",
         ) from exc
+
+
+@contextlib.contextmanager
+def ctrl_c_requests(request: Callable[[], int], abort_at: int) -> Iterator[None]:
+    """While inside, SIGINT calls ``request`` (a stop request's escalation, returning the
+    level reached) and raises KeyboardInterrupt once that level is ``abort_at``; on a thread
+    other than the main one (where no handler can be set) Python's default stays."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        if request() >= abort_at:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

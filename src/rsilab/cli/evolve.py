@@ -9,23 +9,18 @@ them (as for ``rsilab run``); with another improver the first stops the round at
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
-from rsilab.cli._common import LabOption, stdout_console
+from rsilab.cli._common import LabOption, ctrl_c_requests, stdout_console
 from rsilab.store import Lab
 
 if TYPE_CHECKING:
     from rsilab.orchestrator.campaign_run import Progress
-    from rsilab.orchestrator.rounds import EvolutionStop
 
 IMPROVER_HELP = (
     "Who improves: self (the accepted system, through its harness's improve command), "
@@ -71,7 +66,9 @@ def evolve(
         console.print(Text(p.message), soft_wrap=True)
 
     with Lab.open(lab) as opened:
-        with _ctrl_c(stop, graceful):
+        # Where the round's runner drains (the built-in one) the third Ctrl-C aborts, as
+        # for rsilab run; otherwise the first does.
+        with ctrl_c_requests(stop.request, 3 if graceful else 1):
             result = run_rounds(
                 opened,
                 task,
@@ -99,25 +96,6 @@ def _write_report(lab: Lab, evolution_id: str) -> tuple[str, Path]:
     out.parent.mkdir(exist_ok=True)
     write_whole(out, text)
     return text, out
-
-
-@contextlib.contextmanager
-def _ctrl_c(stop: EvolutionStop, graceful: bool) -> Iterator[None]:
-    """SIGINT asks ``stop`` to stop; where the round's runner drains gracefully (the built-in
-    one), the third aborts, else the first does (KeyboardInterrupt), on the main thread."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        if stop.request() >= 3 or not graceful:
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def register(app: typer.Typer) -> None:

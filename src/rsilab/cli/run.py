@@ -9,16 +9,14 @@ and ``rsilab resume`` continues it.
 from __future__ import annotations
 
 import contextlib
-import signal
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
-from rsilab.cli._common import LabOption, stdout_console
+from rsilab.cli._common import LabOption, ctrl_c_requests, stdout_console
 from rsilab.errors import UserError
 from rsilab.store import Lab
 
@@ -197,7 +195,12 @@ def _drive(
             )
             view.refresh()
             show, live = view.update, _live(console, view)
-        with live, _ctrl_c(stop, agents == "builtin"):
+        # The built-in runner drains on a first Ctrl-C and cancels on a second; the LLM
+        # runner keeps Python's default (the first one interrupts it).
+        sigint = (
+            ctrl_c_requests(stop.request, 3) if agents == "builtin" else contextlib.nullcontext()
+        )
+        with live, sigint:
             if team:
                 result = _start_team(opened, task, budget, team, seed, cid, show, stop)
             else:
@@ -262,25 +265,6 @@ def _live(console: Console, view: LiveView) -> Live:
     from rich.live import Live
 
     return Live(view, console=console, refresh_per_second=2, transient=False)
-
-
-@contextlib.contextmanager
-def _ctrl_c(stop: StopRequest, graceful: bool) -> Iterator[None]:
-    """SIGINT asks ``stop`` to stop (then to cancel; the third aborts), where the runner
-    honours it (``graceful``) and this is the main thread; otherwise Python's default."""
-    if not graceful or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handler(signum: int, frame: object) -> None:
-        if stop.request() >= 3:
-            raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _summary(console: Console, lab: Lab, task: Task, result: CampaignResult) -> None:
