@@ -20,7 +20,15 @@ from typing import Any
 from benchmarks import current_commit
 from benchmarks import kept as kept_results
 from benchmarks.search.policies import ASK_TELL_POLICIES
-from benchmarks.search.protocol import BUILTIN, RunResult, run_builtin, run_policy, task_lab
+from benchmarks.search.protocol import (
+    BUILTIN,
+    RunResult,
+    run_builtin,
+    run_policy,
+    split_id,
+    split_secret,
+    task_lab,
+)
 from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
 from benchmarks.search.results import RunLog, log_for
 from rsilab.executors.local import available_cores
@@ -77,7 +85,8 @@ def run_task(
     share the lab's executor): every seed of the policies that are not ablations first, so a
     run cut short has the comparison before the ablations.
     """
-    done = log.load(plan.budget) if log is not None else {}
+    split = split_id(split_secret(name))
+    done = log.load(plan.budget, split) if log is not None else {}
     if log is not None and kept_results.RUN_NOTHING_NEW:
         runs = [done[(p, s)] for p in policies for s in range(1, plan.seeds + 1) if (p, s) in done]
         return runs, 0.0
@@ -111,7 +120,8 @@ def _run_jobs(
 ) -> tuple[list[RunResult], float]:
     """Run each (policy, seed) of ``jobs`` in a fresh lab of ``task``; (runs, baseline s)."""
     commit = current_commit()
-    with task_lab(task, slots=min(2, available_cores())) as tl:
+    secret = split_secret(task.name)
+    with task_lab(task, slots=min(2, available_cores()), secret=secret) as tl:
 
         def one(job: tuple[str, int]) -> RunResult:
             policy, seed = job
@@ -122,6 +132,7 @@ def _run_jobs(
             else:
                 result = run_policy(tl, policy, seed, plan.budget)
             result.commit = commit
+            result.split = split_id(secret)
             if log is not None:
                 log.append(result)
             if on_run is not None:

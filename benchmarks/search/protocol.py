@@ -25,6 +25,7 @@ system, or the baseline when nothing was accepted), and what was proposed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import tempfile
 import threading
@@ -61,13 +62,29 @@ from rsilab.records import (
 )
 from rsilab.sandbox.select import default_sandbox
 from rsilab.store.lab import Lab
-from rsilab.tasks import Budget, Task, lab_secret
+from rsilab.tasks import SECRET_FILE, Budget, Task, lab_secret
 
 ACTOR = "bench-search"
 BUILTIN = "rsilab"
 """The name of rsilab's built-in policy in results."""
 WALL_S = 6 * 3600.0
 """Campaign wall budget: large, so that only the experiment budget ends a run."""
+
+
+def split_secret(task: str) -> bytes:
+    """The fixed split secret of ``task``'s benchmark lab: sha256 of a published string.
+
+    A lab normally draws a random secret, so two sittings of a long benchmark would split the
+    task's data differently and their runs (baseline included) would not be comparable. The
+    benchmark fixes it instead; that the secret is public does not matter here, as no policy
+    reads the lab folder, and every sitting on every machine splits alike.
+    """
+    return hashlib.sha256(f"rsilab-bench-search/{task}".encode()).digest()
+
+
+def split_id(secret: bytes) -> str:
+    """A short public name of a split secret (12 hex digits of its sha256)."""
+    return hashlib.sha256(secret).hexdigest()[:12]
 
 
 @dataclass
@@ -87,11 +104,19 @@ class TaskLab:
 
 
 @contextmanager
-def task_lab(task: Task, slots: int | None = None) -> Iterator[TaskLab]:
-    """A :class:`TaskLab` for ``task`` in a temporary folder (removed afterwards)."""
+def task_lab(
+    task: Task, slots: int | None = None, secret: bytes | None = None
+) -> Iterator[TaskLab]:
+    """A :class:`TaskLab` for ``task`` in a temporary folder (removed afterwards).
+
+    With ``secret`` (32 bytes) the lab splits the task's data with it; without, it draws one.
+    """
     with tempfile.TemporaryDirectory(prefix=f"rsilab-bench-search-{task.name}-") as tmp:
         lab = Lab.init(Path(tmp) / "lab")
-        lab_secret(lab.path)  # made before any thread reads it
+        if secret is not None:
+            (lab.path / SECRET_FILE).write_text(secret.hex())
+            (lab.path / SECRET_FILE).chmod(0o600)
+        lab_secret(lab.path)  # made (or read) before any thread reads it
         sandbox = default_sandbox()
         executor = LocalExecutor(sandbox, lab.artifacts, slots or min(2, available_cores()))
         services = LabServices(lab, executor, judge_in_background=False)
@@ -167,6 +192,8 @@ class RunResult:
     """Of those, reviews whose advice differed from that rule (they changed the next move)."""
     commit: str = ""
     """The commit the run was measured at (set when it is kept; see ``search.results``)."""
+    split: str = ""
+    """:func:`split_id` of the lab's split secret ("" : a lab that drew its own)."""
 
     @property
     def experiments(self) -> int:

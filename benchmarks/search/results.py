@@ -4,7 +4,9 @@ A full search table needs hundreds of experiments (textcls: many hours on 2 core
 one sitting. Each finished run is appended to ``search/<task>.jsonl`` under
 :data:`benchmarks.kept.RESULTS` (with the commit it was measured at), and a later ``python -m
 benchmarks --only search_<task>`` runs only the (policy, seed) pairs of the plan that are not
-there yet. Runs of another budget are ignored, never mixed in.
+there yet. Runs of another budget or another data split (a lab secret other than
+:func:`~benchmarks.search.protocol.split_secret`'s) are ignored, never mixed in: their
+baseline and final scores are on other private items.
 """
 
 from __future__ import annotations
@@ -29,9 +31,9 @@ class RunLog:
         """The file the runs are kept in."""
         return self.lines.path
 
-    def load(self, budget: int) -> dict[tuple[str, int], RunResult]:
-        """The runs kept with ``budget`` experiments, by (policy, seed); the last line of a
-        pair wins. Raises KeptResultsError on a line that is not a run."""
+    def load(self, budget: int, split: str) -> dict[tuple[str, int], RunResult]:
+        """The runs kept with ``budget`` experiments on split ``split``, by (policy, seed);
+        the last line of a pair wins. Raises KeptResultsError on a line that is not a run."""
         names = {f.name for f in dataclasses.fields(RunResult)}
         runs: dict[tuple[str, int], RunResult] = {}
         for number, data in self.lines.read():
@@ -39,7 +41,7 @@ class RunLog:
                 run = RunResult(**{k: v for k, v in data.items() if k in names})
             except TypeError as exc:
                 raise self.lines.bad_line(number, str(exc)) from exc
-            if run.budget == budget:
+            if run.budget == budget and run.split == split:
                 runs[(run.policy, run.seed)] = run
         return runs
 

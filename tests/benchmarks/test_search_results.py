@@ -7,25 +7,28 @@ from pathlib import Path
 import pytest
 from benchmarks.bench_search import Plan, run_task, task_rows
 from benchmarks.kept import JsonLines, KeptResultsError
-from benchmarks.search.protocol import RunResult
+from benchmarks.search.protocol import RunResult, split_id, split_secret
 from benchmarks.search.results import RunLog
 
 from benchmarks import kept as kept_results
 
+SPLIT = split_id(split_secret("synthetic"))
 
-def _run(policy: str, seed: int, budget: int = 3) -> RunResult:
+
+def _run(policy: str, seed: int, budget: int = 3, split: str = SPLIT) -> RunResult:
     return RunResult(
         policy, "synthetic", seed, budget, [0.5, None, 0.6], 0.61, 0.5, 1, 1, 2.5,
-        {"lr": 0.01}, [True, True, False], commit="abc1234",
+        {"lr": 0.01}, [True, True, False], commit="abc1234", split=split,
     )  # fmt: skip
 
 
 def test_a_kept_run_reads_back_as_it_was_written(tmp_path: Path) -> None:
     log = RunLog(JsonLines(tmp_path / "results" / "synthetic.jsonl"))
-    assert log.load(3) == {}  # no file yet: nothing kept
+    assert log.load(3, SPLIT) == {}  # no file yet: nothing kept
     log.append(_run("random", 1))
     log.append(_run("random", 2, budget=5))  # another plan's run: never mixed in
-    kept = log.load(3)
+    log.append(_run("random", 3, split=""))  # a lab that drew its own split: nor this
+    kept = log.load(3, SPLIT)
     assert list(kept) == [("random", 1)]
     assert kept[("random", 1)] == _run("random", 1)
     assert kept[("random", 1)].curve() == [0.5, 0.5, 0.5]  # the last one was not feasible
@@ -37,7 +40,7 @@ def test_a_corrupt_line_is_named_with_the_fix(tmp_path: Path) -> None:
     with log.path.open("a") as out:
         out.write('{"policy": "random"}\n')  # a cut-off or hand-edited line
     with pytest.raises(KeptResultsError, match=r"synthetic\.jsonl:2 is not a kept result"):
-        log.load(3)
+        log.load(3, SPLIT)
 
 
 @pytest.mark.timeout(300)
@@ -48,6 +51,7 @@ def test_a_search_resumes_from_its_kept_runs(tmp_path: Path) -> None:
     first, baseline_s = run_task("synthetic", plan, ("random",), log=log)
     assert baseline_s > 0 and [r.policy for r in first] == ["random"]
     assert first[0].commit  # the commit it was measured at
+    assert first[0].split == SPLIT  # every sitting splits the data alike
     again, baseline_again = run_task("synthetic", plan, ("random",), log=log)
     assert baseline_again == 0.0
     assert again == first

@@ -53,7 +53,7 @@ from rsilab.tasks._scorers import (
     score_outputs,
     scorer_names,
 )
-from rsilab.tasks._secret import derive_seed, lab_secret
+from rsilab.tasks._secret import SECRET_FILE, derive_seed, lab_secret
 from rsilab.tasks._spec import Benchmark, Knob, KnobType, Setting, Task, Trap, TrapKind
 from rsilab.tasks._splits import (
     SplitError,
@@ -71,6 +71,7 @@ __all__ = [
     "DATA_DIR",
     "MANIFEST",
     "MODEL_SUFFIX",
+    "SECRET_FILE",
     "TIERS",
     "Benchmark",
     "Budget",
