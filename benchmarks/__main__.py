@@ -50,11 +50,13 @@ SUITES = [
     "benchmarks.bench_search:run_search_textcls",
     "benchmarks.bench_campaigns:run_campaign_acceptance",
     "benchmarks.bench_campaigns:run_campaign_overhead",
+    "benchmarks.bench_rounds:run_rounds_table",
 ]
 
 FULL_ONLY = {
     "benchmarks.bench_search:run_search_digits",
     "benchmarks.bench_search:run_search_textcls",
+    "benchmarks.bench_rounds:run_rounds_table",
 }
 """Suites with no quick size (hours on 2 cores even when small): a quick run skips them."""
 

@@ -67,6 +67,7 @@ def _populate(lab: Path, campaign_id: str) -> dict[str, str]:
         revise_skill(opened.store, "sweep", "Try 3 rates.", None, **WHO)
         revise_skill(opened.store, "sweep", "Try 5 rates.", "rates = [1]", **WHO)
         revise_orientation(opened.store, "explorer", "Explore widely.", **WHO)
+        revise_orientation(opened.store, "explorer", "Explore widely.", weight=1.5, **WHO)
     return {"supported": supported, "doubted": doubted, "problem": problem, "iris": on_iris}
 
 
@@ -109,7 +110,8 @@ def test_memory_history_of_a_skill_and_an_orientation(lab: Path, campaign_id: st
     assert history[1]["parent_id"] == history[0]["id"]
     table = rsilab("memory", "orientations", "--history", "explorer", "--lab", lab)
     assert table.exit_code == 0, explain(table)
-    assert "explorer: 1 version" in table.stdout and "Explore widely." in table.stdout
+    assert "explorer: 2 versions" in table.stdout and "Explore widely." in table.stdout
+    assert "weight" in table.stdout and "1.5" in table.stdout  # a review's revision: weight
 
 
 def test_memory_refuses_a_history_it_cannot_show(lab: Path) -> None:

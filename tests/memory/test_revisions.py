@@ -80,7 +80,19 @@ def test_empty_or_unchanged_revisions_are_refused(store: Store) -> None:
         revise_orientation(store, "explorer", "Explore.", **WHO)
     with pytest.raises(UserError, match="text is empty"):
         revise_orientation(store, "explorer", "", **WHO)
+    with pytest.raises(UserError, match="not positive"):
+        revise_orientation(store, "explorer", "Explore.", weight=0.0, **WHO)
     assert store.head() == head  # nothing was written
+
+
+def test_a_weight_revision_keeps_the_text_and_later_revisions_keep_the_weight(
+    store: Store,
+) -> None:
+    first = revise_orientation(store, "explorer", "Explore.", **WHO)
+    heavier = revise_orientation(store, "explorer", "Explore.", weight=2.5, **WHO)
+    assert (first.weight, heavier.weight, heavier.parent_id) == (1.0, 2.5, first.id)
+    reworded = revise_orientation(store, "explorer", "Explore wide.", **WHO)
+    assert (reworded.version, reworded.weight) == (3, 2.5)
 
 
 def test_orientations_are_revised_and_the_roles_run_on_the_revision(store: Store) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from rsilab.agents.builtin.team import effect_tag
 from rsilab.memory import orientation_history
+from rsilab.orchestrator.campaign_review import campaign_review_of
 from rsilab.orchestrator.report import build_report, render_markdown
 from rsilab.orchestrator.runner import Progress, StopRequest
 from rsilab.orchestrator.team import TeamSettings, run_team_campaign
@@ -110,6 +111,21 @@ def test_a_team_shares_its_budget_memory_and_resources(lab: Lab) -> None:
     assert len(report.team) == len(assignments)
     text = render_markdown(report)
     assert "## Team" in text and "### By actor" in text and "researcher-2 (" in text
+    assert "## Campaign review" in text
+    review = campaign_review_of(lab.store, cid)  # the campaign review, written once at the end
+    assert review is not None and review.task == "synthetic"
+    assert {o.orientation for o in review.orientations} == {a.orientation for a in assignments}
+    assert sum(o.experiments for o in review.orientations) <= 14
+    for o in review.orientations:
+        assert o.paid == o.new_bests + o.supported_findings + o.accepted
+    for p in review.revisions:
+        if p.accepted and p.kind == "orientation":
+            made = lab.store.get_as(str(p.to_id), Orientation)
+            assert made.parent_id == p.from_id and p.change.endswith(f"{made.weight:g}")
+        elif p.accepted:
+            opened = lab.store.get_as(str(p.to_id), Finding)
+            assert opened.supersedes == p.from_id and opened.status is FindingStatus.UNRESOLVED
+    assert {f.finding_id for f in review.findings} >= {a.finding_id for a in adoptions}
     assert verify_store(lab.store, None).problems == []
 
 

@@ -152,6 +152,8 @@ def _revision_json(record: Skill | Orientation) -> dict[str, Any]:
     }
     if isinstance(record, Skill):
         out["code"] = record.code
+    else:
+        out["weight"] = record.weight
     return out
 
 
@@ -201,21 +203,37 @@ def _effect(f: dict[str, Any]) -> str:
 def _latest_table(key: str, rows: list[dict[str, Any]]) -> Table | Text:
     if not rows:
         return Text(f"no {key} yet", style="dim")
-    table = Table(key[:-1], "version", "id", "history", "text")
+    table = Table(key[:-1], "version", "id", "history", *_weight_column(rows), "text")
     table.title = f"{key} (latest versions)"
     for r in rows:
         history = " <- ".join(f"v{v}" for v in reversed(r["versions"]))
-        table.add_row(r["name"], f"v{r['version']}", r["id"], history, _brief(r["text"]))
+        table.add_row(
+            r["name"], f"v{r['version']}", r["id"], history, *_weight(r), _brief(r["text"])
+        )
     return table
 
 
 def _history_table(rows: list[dict[str, Any]]) -> Table:
-    table = Table("version", "id", "parent", "created", "text")
+    table = Table("version", "id", "parent", "created", *_weight_column(rows), "text")
     for r in rows:
         table.add_row(
-            f"v{r['version']}", r["id"], r["parent_id"] or "-", r["created_at"], _brief(r["text"])
+            f"v{r['version']}",
+            r["id"],
+            r["parent_id"] or "-",
+            r["created_at"],
+            *_weight(r),
+            _brief(r["text"]),
         )
     return table
+
+
+def _weight_column(rows: list[dict[str, Any]]) -> list[str]:
+    """An orientation's weight (its share of a team at the start) gets a column."""
+    return ["weight"] if rows and "weight" in rows[0] else []
+
+
+def _weight(row: dict[str, Any]) -> list[str]:
+    return [f"{row['weight']:g}"] if "weight" in row else []
 
 
 def _brief(text: str) -> Text:

@@ -110,23 +110,41 @@ def revise_skill(
 
 
 def revise_orientation(
-    store: Store, name: str, text: str, *, actor: str, role: Role, reason: str = ""
+    store: Store,
+    name: str,
+    text: str,
+    *,
+    actor: str,
+    role: Role,
+    reason: str = "",
+    weight: float | None = None,
 ) -> Orientation:
     """Store a new revision of orientation ``name`` (version 1 when it has none); return it.
 
-    Raises UserError when ``name`` or ``text`` is empty, or when the text is the latest's.
+    ``weight`` (None: the latest's, or 1.0) is its share of a team at the start, against
+    the other orientations.
+
+    Raises UserError when ``name`` or ``text`` is empty, when ``weight`` is not positive, or
+    when text and weight are the latest's (a revision must change something).
     """
     _check("orientation", name, text)
     latest = latest_orientation(store, name)
-    if latest is not None and latest.text == text:
+    if weight is None:
+        weight = 1.0 if latest is None else latest.weight
+    if not weight > 0:
+        raise UserError(
+            f"orientation {name!r}: weight {weight} is not positive", "give a weight above 0"
+        )
+    if latest is not None and (latest.text, latest.weight) == (text, weight):
         raise UserError(
             f"orientation {name!r}: the revision is the same as v{latest.version}",
-            "change the text, or leave the orientation as it is",
+            "change the text or the weight, or leave the orientation as it is",
         )
     orientation = Orientation(
         name=name,
         version=1 if latest is None else latest.version + 1,
         text=text,
         parent_id=None if latest is None else latest.id,
+        weight=weight,
     )
     return _commit(store, orientation, actor=actor, role=role, reason=reason)

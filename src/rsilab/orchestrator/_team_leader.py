@@ -29,8 +29,11 @@ the best improves; it goes back to exploring when exploiting stalls.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rsilab.memory import latest_orientation
+from rsilab.memory.assignments import ORIENTATION_PREFIX
 from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext
 from rsilab.orchestrator._team_analyst import settled_knobs
 from rsilab.orchestrator._team_researcher import ANALYST, EXPLOITER, EXPLORER, VERIFIER
@@ -64,9 +67,19 @@ class Reason:
 
 
 def initial_plan(
-    team: int, knobs: int, noise: float, dev: bool, settings: TeamSettings
+    team: int,
+    knobs: int,
+    noise: float,
+    dev: bool,
+    settings: TeamSettings,
+    weights: Mapping[str, float] | None = None,
 ) -> list[str]:
-    """The orientations of a team of ``team`` at the start (see the module docstring)."""
+    """The orientations of a team of ``team`` at the start (see the module docstring).
+
+    ``weights`` (the latest Orientation records' weights, which campaign reviews revise)
+    reorder the plan, higher first, where they differ; equal weights keep the rules' order.
+    """
+    w = weights or {}
     order = [EXPLORER, EXPLOITER, ANALYST, VERIFIER]
     if noise >= settings.high_noise:
         order = [EXPLORER, EXPLOITER, VERIFIER, ANALYST]
@@ -74,7 +87,9 @@ def initial_plan(
         order = [o for o in order if o != ANALYST] + [ANALYST]
     if not dev:
         order = [EXPLOITER if o == ANALYST else o for o in order]
-    extra = EXPLORER if knobs >= 4 else EXPLOITER
+    order = sorted(order, key=lambda o: -w.get(o, 1.0))  # stable: ties keep the rules' order
+    extras = [EXPLORER, EXPLOITER] if knobs >= 4 else [EXPLOITER, EXPLORER]
+    extra = max(extras, key=lambda o: w.get(o, 1.0))  # the first of a tie
     return (order + [extra] * team)[:team]
 
 
@@ -90,11 +105,20 @@ class Leader:
         """Orient every researcher that has no assignment yet."""
         knobs = len(self.ctx.task.search_space)
         dev = self.ctx.tier is DataTier.DEV
-        plan = initial_plan(len(self.names), knobs, tv.noise_floor, dev, self.settings)
+        weights = {
+            name: o.weight
+            for name in (EXPLORER, EXPLOITER, ANALYST, VERIFIER)
+            if (o := latest_orientation(self.ctx.store, ORIENTATION_PREFIX + name)) is not None
+        }
+        plan = initial_plan(len(self.names), knobs, tv.noise_floor, dev, self.settings, weights)
         ref = tv.reference_direction()
         ref_runs = [r.experiment_id for r in tv.view.runs_in(ref.id)] if ref else []
         measured = "measured from the reference's re-runs" if len(ref_runs) >= 2 else "default"
         facts = f"{knobs} knobs; noise floor {tv.noise_floor:.4f} ({measured})"
+        if len(set(weights.values())) > 1:
+            facts += "; orientation weights from campaign reviews " + ", ".join(
+                f"{n} {w:g}" for n, w in weights.items()
+            )
         for name, orientation in zip(self.names, plan, strict=True):
             if name not in tv.assignments:
                 why = _START[orientation].format(knobs=knobs)

@@ -28,6 +28,10 @@ The parts, one job each: :mod:`~rsilab.orchestrator._team_loop` (threads, budget
 :mod:`~rsilab.orchestrator._team_verify` (the behaviours), and
 :mod:`~rsilab.orchestrator._team_state` (the team as the records hold it).
 
+When the budget is spent, the campaign review (:mod:`~rsilab.orchestrator.campaign_review`)
+weighs what each orientation and finding led to and revises orientation weights and findings;
+the next team campaign on the lab starts from those revisions.
+
 Resume continues from the records: assignments, directions, experiments (``exp:<n>`` intents
 naming their researcher) and conclusions are all there, so a stopped or crashed team
 campaign resumes with the same team and orientations, each pending experiment run again by
@@ -53,6 +57,7 @@ from rsilab.orchestrator._team_loop import TeamLoop
 from rsilab.orchestrator._team_researcher import Researcher
 from rsilab.orchestrator._team_voice import QueuedVoice
 from rsilab.orchestrator._workers import kept_for_resume
+from rsilab.orchestrator.campaign_review import review_team_campaign
 from rsilab.orchestrator.campaign_run import (
     ACTOR,
     CampaignResult,
@@ -64,7 +69,7 @@ from rsilab.orchestrator.campaign_run import (
 )
 from rsilab.orchestrator.lease import acquire_lease
 from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.records import Campaign
+from rsilab.records import Campaign, CampaignState
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
@@ -127,6 +132,9 @@ def run_team_campaign(
             record_budget(lab, campaign, budget)
             loop = _loop(lab, task, campaign, services, budget, on_progress, stop, settings)
             state = loop.run(lease.check)
+            if state is CampaignState.FINISHED:  # reviewed while its tools still answer
+                review = review_team_campaign(loop.ctx)
+                loop.ctx.say("review", f"campaign review {review.id}: {review.conclusion}")
             set_campaign_state(lab, campaign.id, state)
         return campaign_result(lab, campaign.id, f"campaign {state}")
     finally:

@@ -78,7 +78,13 @@ from rsilab.records._research import (
     Resources,
     TaskRef,
 )
-from rsilab.records._team import Assignment
+from rsilab.records._team import (
+    Assignment,
+    CampaignReview,
+    FindingOutcome,
+    OrientationOutcome,
+    RevisionProposal,
+)
 
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.KIND: cls
@@ -105,6 +111,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         Guidance,
         Evolution,
         Assignment,
+        CampaignReview,
     )
 }
 """Every stored record type by its ``KIND``."""
@@ -143,6 +150,7 @@ __all__ = [
     "BenchmarkDecision",
     "Campaign",
     "CampaignLease",
+    "CampaignReview",
     "CampaignState",
     "Candidate",
     "CandidateState",
@@ -164,6 +172,7 @@ __all__ = [
     "ExperimentState",
     "Finding",
     "FindingClaim",
+    "FindingOutcome",
     "FindingStatus",
     "FlagStage",
     "Guidance",
@@ -180,6 +189,7 @@ __all__ = [
     "MetricSource",
     "Model",
     "Orientation",
+    "OrientationOutcome",
     "Outcome",
     "ProtocolFlag",
     "ProvenanceNote",
@@ -188,6 +198,7 @@ __all__ = [
     "RecordRef",
     "Resources",
     "Review",
+    "RevisionProposal",
     "Role",
     "SampleScore",
     "Skill",

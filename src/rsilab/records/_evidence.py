@@ -164,6 +164,12 @@ class Orientation(Record):
     version: int = Field(default=1, description="Revision number within the name.")
     text: str = Field(description="The role text.")
     parent_id: str | None = Field(default=None, description="Previous revision.")
+    weight: float = Field(
+        default=1.0,
+        gt=0,
+        description="How much of a team it should get at the start, against the others "
+        "(the built-in Leader orders its start plan by it); a campaign review revises it.",
+    )
 
     def summary(self) -> str:
         return f"{self.id} {self.name} v{self.version}"

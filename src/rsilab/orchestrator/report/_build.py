@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rsilab.orchestrator.campaign_review import campaign_review_of
 from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.measures import lock_in_measures
 from rsilab.orchestrator.report._actors import actor_uses, team_items, totals
@@ -92,6 +93,7 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
         resources=_resources(store, campaign_id, events),
         measures=lock_in_measures(store, campaign_id),
         team=team_items(store, campaign_id),
+        review=campaign_review_of(store, campaign_id),
     )
 
 

@@ -18,7 +18,7 @@ from rsilab.orchestrator.report._model import (
     RejectedReport,
     VersionScores,
 )
-from rsilab.records import Interval
+from rsilab.records import CampaignReview, Interval
 
 
 def render_markdown(report: CampaignReport) -> str:
@@ -28,6 +28,7 @@ def render_markdown(report: CampaignReport) -> str:
         _summary(report),
         _dag(report),
         *([_team(report)] if report.team else []),
+        *([_review(report.review)] if report.review is not None else []),
         _accepted(report),
         _rejected(report.rejected, report.pending),
         _flags(report),
@@ -277,6 +278,39 @@ def _team(r: CampaignReport) -> str:
     return "\n".join(["## Team", "", intro, "", _table(head, rows)])
 
 
+def _review(review: CampaignReview) -> str:
+    """The campaign review: what each orientation and finding led to, and the revisions."""
+    orientations = _table(
+        ["orientation", "researchers", "experiments", "new bests", "best gain",
+         "supported findings", "accepted / candidates", "paid", "job CPU s"],
+        [
+            [o.orientation, ", ".join(o.researchers), str(o.experiments), str(o.new_bests),
+             _signed(o.best_gain), str(o.supported_findings), f"{o.accepted} / {o.candidates}",
+             str(o.paid), f"{o.cpu_s:.1f}"]
+            for o in review.orientations
+        ],
+    )  # fmt: skip
+    parts = ["## Campaign review", "", f"`{review.id}`: {review.conclusion}", "", orientations]
+    if review.findings:
+        rows = [
+            [_code(f.finding_id), f.status, str(f.adoptions), str(len(f.adopting_experiments)),
+             str(f.paid), f.verdict]
+            for f in review.findings
+        ]  # fmt: skip
+        head = ["finding", "status", "adoptions", "experiments following it", "paid", "verdict"]
+        parts += ["", _table(head, rows)]
+    if review.revisions:
+        rows = [
+            [p.kind, _code(p.name), p.change, "made" if p.accepted else f"not made: {p.why_not}",
+             _code(p.to_id), p.reason]
+            for p in review.revisions
+        ]  # fmt: skip
+        parts += ["", _table(["revises", "what", "change", "", "new record", "why"], rows)]
+    else:
+        parts += ["", "No revision proposed."]
+    return "\n".join(parts)
+
+
 def _measures(r: CampaignReport) -> str:
     m = r.measures
     share = f"{m.top_direction_share:.2f}" if m.top_direction_share is not None else "-"
@@ -321,6 +355,10 @@ def _cell(text: str) -> str:
 
 def _flat(text: str) -> str:
     return " ".join(text.split())
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.4f}"
 
 
 def _code(value: str | None) -> str:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from rsilab.orchestrator.measures import LockInMeasures
-from rsilab.records import Interval, Model
+from rsilab.records import CampaignReview, Interval, Model
 
 REPORT_VERSION = 1
 """Version of the report's JSON shape; bumped when a field changes meaning or goes away."""
@@ -278,4 +278,7 @@ class CampaignReport(Model):
     measures: LockInMeasures = Field(description="Lock-in and review measures.")
     team: list[AssignmentItem] = Field(
         default_factory=list, description="A team campaign's assignments, oldest first."
+    )
+    review: CampaignReview | None = Field(
+        default=None, description="A finished team campaign's campaign review."
     )
