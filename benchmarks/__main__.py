@@ -51,12 +51,14 @@ SUITES = [
     "benchmarks.bench_campaigns:run_campaign_acceptance",
     "benchmarks.bench_campaigns:run_campaign_overhead",
     "benchmarks.bench_rounds:run_rounds_table",
+    "benchmarks.bench_teams:run_team_comparison",
 ]
 
 FULL_ONLY = {
     "benchmarks.bench_search:run_search_digits",
     "benchmarks.bench_search:run_search_textcls",
     "benchmarks.bench_rounds:run_rounds_table",
+    "benchmarks.bench_teams:run_team_comparison",
 }
 """Suites with no quick size (hours on 2 cores even when small): a quick run skips them."""
 

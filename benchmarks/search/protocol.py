@@ -48,6 +48,7 @@ from rsilab.orchestrator._door import Door
 from rsilab.orchestrator.ablation import Ablation
 from rsilab.orchestrator.campaign_run import set_campaign_state
 from rsilab.orchestrator.runner import run_campaign
+from rsilab.orchestrator.team import TeamSettings, run_team_campaign
 from rsilab.records import (
     CampaignState,
     Candidate,
@@ -298,6 +299,39 @@ def run_builtin(
         run.reviews_followed = result.measures.reviews_stating_default
         run.reviews_changing = result.measures.reviews_changing_action
     return run
+
+
+TEAM_SIZE = 3
+TEAM_MODES: dict[str, TeamSettings] = {
+    "team: independent": TeamSettings(share_memory=False, orientations=False),
+    "team: shared memory": TeamSettings(orientations=False),
+    "team: memory + orientations": TeamSettings(),
+}
+"""Research teams of :data:`TEAM_SIZE` (``rsilab run --team``): researchers that share nothing
+and are each led alone; that share runs and findings, each led alone; and the full team, whose
+Leader gives each an orientation."""
+
+
+def run_team(tl: TaskLab, seed: int, budget: int, mode: str) -> RunResult:
+    """A built-in research team (:func:`run_team_campaign`) in mode ``mode`` of
+    :data:`TEAM_MODES`, on a fresh lineage forked from the baseline, ``budget`` experiments
+    for the whole team."""
+    lineage = f"{mode.replace(' ', '-').replace(':', '').replace('+', 'and')}-{seed}"
+    services = _services(tl, lineage)
+    wall = time.perf_counter()
+    try:
+        result = run_team_campaign(
+            tl.lab,
+            tl.task,
+            team=TEAM_SIZE,
+            budget=Budget(experiments=budget, wall_s=WALL_S),
+            seed=seed,
+            services=services,
+            settings=TEAM_MODES[mode],
+        )
+    finally:
+        services.close()
+    return _result(tl, mode, seed, budget, lineage, result.campaign_id, wall)
 
 
 def _result(

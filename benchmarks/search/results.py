@@ -50,6 +50,8 @@ class RunLog:
         self.lines.append(dataclasses.asdict(run))
 
 
-def log_for(task: str) -> RunLog:
-    """The :class:`RunLog` of ``task``: ``benchmarks/results/search/<task>.jsonl``."""
-    return RunLog(JsonLines(RESULTS / "search" / f"{task}.jsonl"))
+def log_for(task: str, table: str = "") -> RunLog:
+    """The :class:`RunLog` of ``task``: ``benchmarks/results/search/<task>.jsonl``, or
+    ``<task>-<table>.jsonl`` for another table of the same task."""
+    name = f"{task}-{table}" if table else task
+    return RunLog(JsonLines(RESULTS / "search" / f"{name}.jsonl"))

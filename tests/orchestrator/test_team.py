@@ -169,3 +169,21 @@ def test_a_cancelled_team_resumes_where_it_left_off(lab: Lab) -> None:
     after = lab.store.query_as(Assignment, campaign_id=first.campaign_id)
     assert {a.id for a in before} <= {a.id for a in after}
     assert len([a for a in after if a.supersedes is None]) == 2  # oriented once, at the start
+
+
+def test_independent_researchers_share_no_memory_and_are_led_one_by_one(lab: Lab) -> None:
+    """The comparison's baseline team: no shared memory, no team orientation."""
+    earlier = _earlier_finding(lab)  # another author's: an independent researcher ignores it
+    settings = TeamSettings(share_memory=False, orientations=False)
+    result = run_team_campaign(
+        lab, get_task("synthetic"), team=3, budget=Budget(experiments=12), settings=settings
+    )
+    assert result.state == "finished" and result.experiments == 12
+    check_campaign(lab.store, result.campaign_id, 12)
+    assignments = lab.store.query_as(Assignment, campaign_id=result.campaign_id)
+    start = [a for a in assignments if a.supersedes is None]
+    assert sorted(a.researcher for a in start) == TEAM
+    assert {a.orientation for a in start} == {"explorer"}  # each a team of one
+    for adoption in lab.store.query_as(Adoption, campaign_id=result.campaign_id):
+        assert adoption.finding_id != earlier.id
+        assert lab.store.get_as(adoption.finding_id, Finding).author == adoption.actor

@@ -56,6 +56,12 @@ class TeamSettings:
     """Noise floor (dev score units) from which verification comes before analysis."""
     analyst_min_runs: int = 6
     """Runs the team needs before an analyst is called in by a redirect."""
+    share_memory: bool = True
+    """False: each researcher sees only its own runs and findings (and the reference's), as
+    if it worked alone; the controller's decisions are still everyone's."""
+    orientations: bool = True
+    """False: no Leader orients the team as a whole; each researcher is led as a team of one
+    (it alternates between the behaviours on its own records)."""
 
 
 @dataclass(frozen=True)

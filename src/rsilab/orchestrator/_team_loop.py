@@ -155,13 +155,33 @@ class TeamLoop:
         if not tv.assignments:
             if self.inflight or not tv.view.runs:
                 return False  # the reference runs first
-            self.leader.initial(tv)
+            for leader, seen, _ in self._leads(tv):
+                leader.initial(seen)
             return True
         if len(tv.view.runs) >= self.checkpoint_at + self.settings.checkpoint_every:
             self.checkpoint_at = len(tv.view.runs)
-            self.leader.checkpoint(tv, self._orders())
+            for leader, seen, orders in self._leads(tv):
+                leader.checkpoint(seen, orders)
             return True
         return False
+
+    def _leads(
+        self, tv: TeamView, only: str | None = None
+    ) -> list[tuple[Leader, TeamView, list[Order]]]:
+        """Who leads whom, on which view: the Leader, the whole team; without orientations
+        (:attr:`TeamSettings.orientations`), each researcher (or ``only``) as a team of one
+        on its own records."""
+        if self.settings.orientations:
+            return [(self.leader, tv, self._orders())]
+        return [
+            (
+                Leader(self.ctx, [name], self.settings),
+                tv.private(name, self.ctx),
+                [o for o in self._orders() if o.intent_payload().get("researcher") == name],
+            )
+            for name in self.researchers
+            if only is None or name == only
+        ]
 
     def _steps(self, tv: TeamView) -> bool:
         """The first free researcher's step that does something; True when one did (the
@@ -194,7 +214,8 @@ class TeamLoop:
         for name in idle:
             if self._can_run(tv) and self.redirected.get(name) != done:
                 self.redirected[name] = done
-                if self.leader.on_idle(tv, name, self._orders()):
+                [(leader, seen, orders)] = self._leads(tv, only=name)
+                if leader.on_idle(seen, name, orders):
                     return True
         return False
 

@@ -71,8 +71,15 @@ Step = Order | Work | Literal["acted", "idle"]
 class Researcher:
     """One persistent researcher of a team (see the module docstring)."""
 
-    def __init__(self, name: str, ctx: RunContext, stop: StopRequest, reference_runs: int):
-        self.name, self.ctx = name, ctx
+    def __init__(
+        self,
+        name: str,
+        ctx: RunContext,
+        stop: StopRequest,
+        reference_runs: int,
+        share_memory: bool = True,
+    ):
+        self.name, self.ctx, self.share_memory = name, ctx, share_memory
         self.reviewer = Reviewer(ctx)
         self.moves = Moves(ctx)
         self.concluder = Concluder(ctx, self.reviewer, self.moves, proposer=name)
@@ -83,6 +90,8 @@ class Researcher:
 
     def step(self, tv: TeamView, inflight: list[Order], can_run: bool) -> Step:
         """The researcher's next step (see the module docstring)."""
+        if not self.share_memory:
+            tv = tv.private(self.name, self.ctx)
         assignment = tv.assignments.get(self.name)
         if assignment is None:
             return self._reference(tv, inflight, can_run)
@@ -145,6 +154,8 @@ class Researcher:
         found = self.ctx.door.main(
             "query_findings", status="supported", metric=self.ctx.target, limit=50
         )["findings"]
+        if not self.share_memory:
+            found = [f for f in found if f.get("author") == self.name]
         effects = effects_from(found, self.ctx.task.search_space)
         move = exploit(self.ctx, tv, inflight, self._rng(tv, inflight), effects)
         return self._move(tv, a, inflight, move)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rsilab.agents.builtin import config_key, noise_floor_from
@@ -90,6 +90,31 @@ class TeamView:
         team = cls(view, exps, payloads, current, history, proposed, findings)
         team.noise_floor = team._noise_floor(ctx)
         return team
+
+    def private(self, researcher: str, ctx: RunContext) -> TeamView:
+        """The campaign as ``researcher`` alone sees it when the team shares no memory: its own
+        runs and the reference's, its own findings and assignments, and the noise floor of
+        those runs. What the controller decided (the lineage head, the configs proposed) is
+        the same for everyone."""
+        ref = self.reference_direction()
+        runs = [
+            r
+            for r in self.view.runs
+            if self.owner(r) == researcher
+            or (ref is not None and r.direction_id == ref.id)
+            or r.experiment_id in self.view.ref_ids
+        ]
+        mine = TeamView(
+            replace(self.view, runs=runs),
+            self.experiments,
+            self.payloads,
+            {n: a for n, a in self.assignments.items() if n == researcher},
+            [a for a in self.history if a.researcher == researcher],
+            self.proposed,
+            [f for f in self.findings if f.author == researcher],
+        )
+        mine.noise_floor = mine._noise_floor(ctx)
+        return mine
 
     # -- who did what ---------------------------------------------------------------------------
 

@@ -169,14 +169,15 @@ def _loop(
     stop = stop or StopRequest()
     lines: queue.SimpleQueue[tuple[str, str, float | None, float | None]] = queue.SimpleQueue()
     refs = min(MAX_REFERENCE_RUNS, len(names))
+    chosen = settings or TeamSettings()
     researchers = [
         Researcher(
             name,
             replace(ctx, door=door.for_actor(name), say=QueuedVoice(voice, lines, name)),
             stop,
             refs,
+            share_memory=chosen.share_memory,
         )
         for name in names
     ]
-    chosen = settings or TeamSettings()
     return TeamLoop(ctx, researchers, Leader(ctx, names, chosen), stop, chosen, lines)
