@@ -35,8 +35,9 @@ def test_each_role_text_names_only_tools_the_role_may_call(role: Role) -> None:
 
 
 def test_the_roles_cover_the_research_loop() -> None:
-    assert set(ROLES) == {Role.MAIN, Role.WORKER, Role.REVIEWER}
+    assert set(ROLES) == {Role.MAIN, Role.WORKER, Role.REVIEWER, Role.LEADER}
     main, worker, reviewer = ROLES[Role.MAIN], ROLES[Role.WORKER], ROLES[Role.REVIEWER]
+    assert "assign_orientation" in ROLES[Role.LEADER].text
     assert all(move in main.text for move in ("continue", "verify", "branch", "revise"))
     assert "propose_candidate" in worker.text and "run_job" in worker.text
     assert "submit_review" in reviewer.text and "flagged" in reviewer.text
@@ -48,7 +49,7 @@ def test_ensure_role_orientations_seeds_once(lab: Lab) -> None:
     head = lab.store.head()
     second = ensure_role_orientations(lab.store)
 
-    assert set(first) == {"role:main", "role:worker", "role:reviewer"}
+    assert set(first) == {"role:main", "role:worker", "role:reviewer", "role:leader"}
     assert lab.store.head() == head  # the second call wrote nothing
     assert {k: o.id for k, o in second.items()} == {k: o.id for k, o in first.items()}
     for definition in ROLES.values():
@@ -57,7 +58,7 @@ def test_ensure_role_orientations_seeds_once(lab: Lab) -> None:
         assert stored.text == definition.text
     seeding = lab.store.events(record_id=first["role:main"].id)
     assert [e.action for e in seeding] == ["orientations_seeded"]
-    assert len(lab.store.query_as(Orientation)) == 3
+    assert len(lab.store.query_as(Orientation)) == 4
 
 
 def test_ensure_role_orientations_returns_the_latest_revision(lab: Lab) -> None:
@@ -71,8 +72,8 @@ def test_ensure_role_orientations_returns_the_latest_revision(lab: Lab) -> None:
     assert latest["role:main"].id == revised.id
     assert latest["role:main"].text == "Revised main text."
     assert latest["role:worker"].version == 1
-    assert latest_orientation(lab.store, "role:leader") is None
-    assert len(lab.store.query_as(Orientation)) == 4
+    assert latest_orientation(lab.store, "role:nobody") is None
+    assert len(lab.store.query_as(Orientation)) == 5
 
 
 def test_an_agent_runs_on_the_stored_text(lab: Lab, tmp_path: Path) -> None:

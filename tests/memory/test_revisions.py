@@ -104,6 +104,7 @@ def test_orientations_are_revised_and_the_roles_run_on_the_revision(store: Store
     found = latest_orientation(store, "role:main")
     assert found is not None and found.text == "Be terse."
     assert [(o.name, o.version) for o in latest_orientations(store)] == [
+        ("role:leader", 1),
         ("role:main", 2),
         ("role:reviewer", 1),
         ("role:worker", 1),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -70,10 +69,8 @@ def test_knowledge_is_opened_again_when_following_it_never_paid_or_the_campaign_
     paid = _finding(lab, "raise", "cmp-earlier")
     conflicting = _finding(lab, "lower", "cmp-earlier")
     ours = _finding(lab, "raise", "cmp-now")  # this campaign's analyst: raise width
-    ctx: Any = SimpleNamespace(store=lab.store, task=task, campaign_id="cmp-now")
-    tv: Any = SimpleNamespace(findings=[ours])
     outcomes = [_outcome(unpaid, MIN_ADOPTIONS, 0), _outcome(paid, MIN_ADOPTIONS, 1)]
-    proposals = _knowledge_revisions(ctx, tv, outcomes)
+    proposals = _knowledge_revisions(lab.store, task, "cmp-now", [ours], outcomes)
     by_id = {p.from_id: p for p in proposals}
     assert set(by_id) == {unpaid.id, conflicting.id}  # the paid one and ours stand
     assert by_id[unpaid.id].change == "supported -> unresolved"
@@ -82,7 +79,9 @@ def test_knowledge_is_opened_again_when_following_it_never_paid_or_the_campaign_
     assert by_id[conflicting.id].evidence == [conflicting.id, ours.id]
     assert all(p.accepted and p.kind == "knowledge" for p in proposals)
     # too few experiments followed it: no judgement on it
-    fewer = _knowledge_revisions(ctx, tv, [_outcome(unpaid, MIN_ADOPTIONS - 1, 0)])
+    fewer = _knowledge_revisions(
+        lab.store, task, "cmp-now", [ours], [_outcome(unpaid, MIN_ADOPTIONS - 1, 0)]
+    )
     assert [p.from_id for p in fewer] == [conflicting.id]
 
 

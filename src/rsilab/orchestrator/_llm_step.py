@@ -29,7 +29,7 @@ from rsilab.records import CampaignState, Intent, Role, intent_id
 from rsilab.store import Lab
 from rsilab.tasks import Budget
 
-MAX_TURNS = {Role.MAIN: 30, Role.WORKER: 40, Role.REVIEWER: 20}
+MAX_TURNS = {Role.MAIN: 30, Role.WORKER: 40, Role.REVIEWER: 20, Role.LEADER: 20}
 """LLM calls one step of each role may make."""
 RESULT_TEXT_CHARS = 2000
 """How much of a step's closing answer its intent's result keeps."""

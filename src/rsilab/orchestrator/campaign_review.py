@@ -33,27 +33,31 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
 from rsilab.agents.builtin.team import VERBS, parse_effect_tag
 from rsilab.memory import latest_orientation, revise_orientation
-from rsilab.memory.assignments import ORIENTATION_PREFIX
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._state import Run
-from rsilab.orchestrator._team_state import TeamView
+from rsilab.memory.assignments import ORIENTATION_PREFIX, assignments_of
+from rsilab.orchestrator._door import Door
 from rsilab.records import (
     Adoption,
+    Assignment,
     CampaignReview,
     Candidate,
     CandidateState,
     EventDraft,
+    Experiment,
+    ExperimentState,
     Finding,
     FindingOutcome,
     FindingStatus,
+    MetricSource,
     OrientationOutcome,
     RevisionProposal,
     Role,
 )
 from rsilab.store.base import Store
+from rsilab.tasks import Task
 
 __all__ = ["REVIEWER", "campaign_review_of", "review_team_campaign"]
 
@@ -77,26 +81,25 @@ def campaign_review_of(store: Store, campaign_id: str) -> CampaignReview | None:
     return min(found, key=lambda r: r.created_at) if found else None
 
 
-def review_team_campaign(ctx: RunContext) -> CampaignReview:
-    """Review the team campaign of ``ctx`` and make the revisions the evidence supports
+def review_team_campaign(store: Store, task: Task, campaign_id: str, door: Door) -> CampaignReview:
+    """Review the team campaign ``campaign_id`` and make the revisions the evidence supports
     (see the module docstring); the existing review when it has one (a resumed campaign is
-    reviewed once). Knowledge revisions go through ``publish_finding``, so the campaign must
+    reviewed once). It reads only records, so built-in and LLM teams are reviewed alike.
+    Knowledge revisions go through ``publish_finding`` on ``door``, so the campaign must
     still be running."""
-    store = ctx.store
-    existing = campaign_review_of(store, ctx.campaign_id)
+    existing = campaign_review_of(store, campaign_id)
     if existing is not None:
         return existing
-    tv = TeamView.load(ctx)
-    paying = _paying_runs(tv)
-    orientations = _orientation_outcomes(store, ctx.campaign_id, tv)
-    findings = _finding_outcomes(ctx, tv, paying)
+    record = _Records.load(store, task, campaign_id)
+    orientations = _orientation_outcomes(record)
+    findings = _finding_outcomes(store, record)
     proposals = _orientation_revisions(store, orientations)
-    proposals += _knowledge_revisions(ctx, tv, findings)
-    made = [_make(ctx, p) for p in proposals]
+    proposals += _knowledge_revisions(store, task, campaign_id, record.findings, findings)
+    made = [_make(store, campaign_id, door, p) for p in proposals]
     review = CampaignReview(
-        campaign_id=ctx.campaign_id,
+        campaign_id=campaign_id,
         reviewer=REVIEWER,
-        task=ctx.task.name,
+        task=task.name,
         orientations=orientations,
         findings=findings,
         revisions=made,
@@ -107,7 +110,7 @@ def review_team_campaign(ctx: RunContext) -> CampaignReview:
         actor=REVIEWER,
         role=str(Role.CONTROLLER),
         action="campaign_reviewed",
-        detail=f"{ctx.campaign_id}: {accepted} of {len(made)} proposed revisions made",
+        detail=f"{campaign_id}: {accepted} of {len(made)} proposed revisions made",
     )
     store.commit(draft, [review])
     return review
@@ -116,40 +119,107 @@ def review_team_campaign(ctx: RunContext) -> CampaignReview:
 # -- outcomes ------------------------------------------------------------------------------------
 
 
-def _paying_runs(tv: TeamView) -> set[str]:
-    """Experiment ids of runs that set a new team best or beat the reference by more than
-    the noise floor."""
-    news = tv.new_bests()
-    ref = tv.view.ref_score
-    return {
-        r.experiment_id
-        for r in tv.view.runs
-        if not r.failed
-        and (r.index in news or (ref is not None and r.score - ref > tv.noise_floor))
-    }
+@dataclass
+class _Records:
+    """What the review reads: the campaign's experiments in creation order, each with the
+    assignment it was made under, the runs that paid, its candidates and findings."""
+
+    experiments: list[Experiment]
+    under: dict[str, Assignment]
+    """Experiment id -> the assignment of its researcher in force when it was created."""
+    new_bests: set[str]
+    """Experiments whose dev target score beat every earlier one's (not the first scored)."""
+    gains: dict[str, float]
+    """Experiment id -> its dev target score minus the first scored experiment's (the
+    reference), signed so that a gain is positive."""
+    candidates: dict[str, Candidate]
+    """Experiment id -> its candidate."""
+    history: list[Assignment]
+    findings: list[Finding]
+    """The campaign's own findings, oldest first."""
+    adoptions: list[Adoption]
+
+    @classmethod
+    def load(cls, store: Store, task: Task, campaign_id: str) -> _Records:
+        target = task.targets[0]
+        sign = 1.0 if target.higher_is_better else -1.0
+        exps = sorted(
+            store.query_as(Experiment, campaign_id=campaign_id), key=lambda e: (e.created_at, e.id)
+        )
+        history = assignments_of(store, campaign_id)
+        under: dict[str, Assignment] = {}
+        for e in exps:
+            held = [
+                a for a in history if a.researcher == e.created_by and a.created_at <= e.created_at
+            ]
+            if held:
+                under[e.id] = held[-1]
+        news: set[str] = set()
+        gains: dict[str, float] = {}
+        first: float | None = None
+        best = float("-inf")
+        for e in exps:
+            score = _dev_score(e, target.name)
+            if score is None or e.state is ExperimentState.FAILED:
+                continue
+            score *= sign
+            if first is None:
+                first = score
+            elif score > best:
+                news.add(e.id)
+            best = max(best, score)
+            gains[e.id] = score - first
+        findings = sorted(
+            store.query_as(Finding, fields={"origin_campaign_id": campaign_id}),
+            key=lambda f: f.created_at,
+        )
+        return cls(
+            exps,
+            under,
+            news,
+            gains,
+            {
+                c.experiment_id: c
+                for c in store.query_as(Candidate, campaign_id=campaign_id)
+                if c.experiment_id is not None
+            },
+            history,
+            findings,
+            store.query_as(Adoption, campaign_id=campaign_id),
+        )
+
+    def paying(self) -> set[str]:
+        """Experiments that set a new best or whose candidate was accepted."""
+        accepted = {e for e, c in self.candidates.items() if c.state is CandidateState.ACCEPTED}
+        return self.new_bests | accepted
 
 
-def _orientation_outcomes(store: Store, cid: str, tv: TeamView) -> list[OrientationOutcome]:
-    news = tv.new_bests()
-    ref = tv.view.ref_score
-    runs: dict[str, list[Run]] = defaultdict(list)
-    for run in tv.view.runs:
-        a = tv.assignment_of(run)
-        if a is not None:
-            runs[a.orientation].append(run)
-    candidates = {c.experiment_id: c for c in store.query_as(Candidate, campaign_id=cid)}
-    experiments = tv.experiments
+def _dev_score(e: Experiment, benchmark: str) -> float | None:
+    scores = [
+        m.value
+        for m in e.metrics
+        if m.name == benchmark and m.split == "dev" and m.source is MetricSource.CONTROLLER
+    ]
+    return scores[-1] if scores else None
+
+
+def _orientation_outcomes(rec: _Records) -> list[OrientationOutcome]:
     out = []
-    for name in sorted({a.orientation for a in tv.history}):
-        held = [a for a in tv.history if a.orientation == name]
-        mine = runs.get(name, [])
-        scored = [r.score - ref for r in mine if not r.failed and ref is not None]
-        proposed = [candidates[r.experiment_id] for r in mine if r.experiment_id in candidates]
+    for name in sorted({a.orientation for a in rec.history}):
+        held = [a for a in rec.history if a.orientation == name]
+        mine = [
+            e for e in rec.experiments if e.id in rec.under and rec.under[e.id].orientation == name
+        ]
+        gains = [rec.gains[e.id] for e in mine if e.id in rec.gains]
+        proposed = [rec.candidates[e.id] for e in mine if e.id in rec.candidates]
         accepted = [c for c in proposed if c.state is CandidateState.ACCEPTED]
         supported = [
-            f for f in tv.findings if f.orientation == name and f.status is FindingStatus.SUPPORTED
+            f
+            for f in rec.findings
+            if f.orientation.removeprefix(ORIENTATION_PREFIX) == name
+            and f.status is FindingStatus.SUPPORTED
         ]
-        bests = [r for r in mine if r.index in news]
+        bests = [e for e in mine if e.id in rec.new_bests]
         out.append(
             OrientationOutcome(
                 orientation=name,
@@ -157,18 +227,14 @@ def _orientation_outcomes(store: Store, cid: str, tv: TeamView) -> list[Orientat
                 researchers=sorted({a.researcher for a in held}),
                 experiments=len(mine),
                 new_bests=len(bests),
-                best_gain=max(scored) if scored else None,
+                best_gain=max(gains) if gains else None,
                 supported_findings=len(supported),
                 candidates=len(proposed),
                 accepted=len(accepted),
                 paid=len(bests) + len(supported) + len(accepted),
-                cpu_s=sum(
-                    experiments[r.experiment_id].resources.cpu_s
-                    for r in mine
-                    if r.experiment_id in experiments
-                ),
+                cpu_s=sum(e.resources.cpu_s for e in mine),
                 evidence=[
-                    *(r.experiment_id for r in bests),
+                    *(e.id for e in bests),
                     *(f.id for f in supported),
                     *(c.id for c in accepted),
                 ][:50],
@@ -177,17 +243,17 @@ def _orientation_outcomes(store: Store, cid: str, tv: TeamView) -> list[Orientat
     return out
 
 
-def _finding_outcomes(ctx: RunContext, tv: TeamView, paying: set[str]) -> list[FindingOutcome]:
-    store, cid = ctx.store, ctx.campaign_id
+def _finding_outcomes(store: Store, rec: _Records) -> list[FindingOutcome]:
+    paying = rec.paying()
     adopted: dict[str, list[str]] = defaultdict(list)
     adoptions: dict[str, int] = defaultdict(int)
-    for a in store.query_as(Adoption, campaign_id=cid):
+    for a in rec.adoptions:
         adoptions[a.finding_id] += 1
         adopted[a.finding_id].extend(a.experiment_ids)
-    ids = list(dict.fromkeys([*adopted, *(f.id for f in tv.findings)]))
+    known = {f.id: f for f in rec.findings}
     out = []
-    for fid in ids:
-        finding = store.get_as(fid, Finding)
+    for fid in dict.fromkeys([*adopted, *known]):
+        finding = known.get(fid) or store.get_as(fid, Finding)
         exps = list(dict.fromkeys(adopted.get(fid, [])))
         paid = sum(1 for e in exps if e in paying)
         if not exps:
@@ -258,10 +324,16 @@ def _orientation_revisions(
 
 
 def _knowledge_revisions(
-    ctx: RunContext, tv: TeamView, outcomes: list[FindingOutcome]
+    store: Store,
+    task: Task,
+    campaign_id: str,
+    own: list[Finding],
+    outcomes: list[FindingOutcome],
 ) -> list[RevisionProposal]:
-    store, space = ctx.store, ctx.task.search_space
-    current = {f.id: f for f in store.query_as(Finding, fields={"task": ctx.task.name})}
+    """Knowledge to open again (see the module docstring); ``own``: the campaign's findings,
+    oldest first."""
+    space = task.search_space
+    current = {f.id: f for f in store.query_as(Finding, fields={"task": task.name})}
     superseded = {f.supersedes for f in current.values() if f.supersedes}
     live = {
         fid: f
@@ -277,8 +349,7 @@ def _knowledge_revisions(
                     name=o.finding_id,
                     change="supported -> unresolved",
                     reason=f"followed in {len(o.adopting_experiments)} experiments of "
-                    f"{ctx.campaign_id}; none set a new team best or beat the reference by more "
-                    "than the noise floor",
+                    f"{campaign_id}; none set a new best or became an accepted version",
                     evidence=o.adopting_experiments[:50],
                     accepted=True,
                     from_id=o.finding_id,
@@ -286,13 +357,13 @@ def _knowledge_revisions(
             )
     named = {p.from_id for p in out}
     mine = {}
-    for f in tv.findings:  # the campaign's latest settled finding per knob
+    for f in own:  # the campaign's latest settled finding per knob
         for tag in f.tags:
             parsed = parse_effect_tag(tag, space)
             if parsed is not None and f.status is FindingStatus.SUPPORTED and f.id in live:
                 mine[parsed[0].name] = (f, parsed[1])
     for fid, f in live.items():
-        if f.origin_campaign_id == ctx.campaign_id or fid in named:
+        if f.origin_campaign_id == campaign_id or fid in named:
             continue
         for tag in f.tags:
             parsed = parse_effect_tag(tag, space)
@@ -305,7 +376,7 @@ def _knowledge_revisions(
                         kind="knowledge",
                         name=fid,
                         change="supported -> unresolved (conflicting evidence)",
-                        reason=f"{fid} says {tag!r}; {ours.id} of {ctx.campaign_id} says "
+                        reason=f"{fid} says {tag!r}; {ours.id} of {campaign_id} says "
                         f"{verb} {parsed[0].name!r}: the effect depends on conditions the "
                         "records do not separate",
                         evidence=[fid, ours.id],
@@ -316,39 +387,37 @@ def _knowledge_revisions(
     return out
 
 
-def _make(ctx: RunContext, p: RevisionProposal) -> RevisionProposal:
+def _make(store: Store, campaign_id: str, door: Door, p: RevisionProposal) -> RevisionProposal:
     """Make an accepted proposal (a new record); the proposal with its ``to_id`` set."""
     if not p.accepted or p.from_id is None:
         return p
     if p.kind == "orientation":
-        latest = latest_orientation(ctx.store, p.name)
+        latest = latest_orientation(store, p.name)
         assert latest is not None
         weight = float(p.change.rsplit(" ", 1)[1])
         made = revise_orientation(
-            ctx.store,
+            store,
             p.name,
             latest.text,
             actor=REVIEWER,
             role=Role.CONTROLLER,
-            reason=f"review of {ctx.campaign_id}: {p.change}",
+            reason=f"review of {campaign_id}: {p.change}",
             weight=weight,
         )
         return p.model_copy(update={"to_id": made.id})
-    old = ctx.store.get_as(p.from_id, Finding)
-    answer = ctx.door.for_actor(REVIEWER).reviewer(
+    old = store.get_as(p.from_id, Finding)
+    why = (
+        "the records it cites hold both sides"
+        if "conflict" in p.change
+        else "the experiments it cites followed it and none set a new best or became an "
+        "accepted version"
+    )
+    answer = door.for_actor(REVIEWER).reviewer(
         "publish_finding",
         claim=f"Open again: {old.claim}",
         status="unresolved",
-        conditions=f"review of team campaign {ctx.campaign_id}",
-        uncertainty=(
-            "superseded by the campaign review: "
-            + (
-                "the records it cites hold both sides"
-                if "conflict" in p.change
-                else "the experiments it cites followed it and none set a new team best or beat "
-                "the reference by more than the noise floor"
-            )
-        ),
+        conditions=f"review of team campaign {campaign_id}",
+        uncertainty=f"superseded by the campaign review: {why}",
         sources=p.evidence[:50],
         tags=old.tags,
         supersedes=old.id,

@@ -133,7 +133,7 @@ def run_team_campaign(
             loop = _loop(lab, task, campaign, services, budget, on_progress, stop, settings)
             state = loop.run(lease.check)
             if state is CampaignState.FINISHED:  # reviewed while its tools still answer
-                review = review_team_campaign(loop.ctx)
+                review = review_team_campaign(lab.store, task, campaign.id, loop.ctx.door)
                 loop.ctx.say("review", f"campaign review {review.id}: {review.conclusion}")
             set_campaign_state(lab, campaign.id, state)
         return campaign_result(lab, campaign.id, f"campaign {state}")

@@ -10,12 +10,14 @@ seed ``orientation:<name>`` through :func:`ensure_team_orientations`.
 from rsilab.agents.roles._base import TOOL_RULES, RoleDefinition
 from rsilab.agents.roles._orientations import ROLES, ensure_role_orientations
 from rsilab.agents.roles._team import TEAM_ORIENTATIONS, ensure_team_orientations
+from rsilab.agents.roles.leader import LEADER
 from rsilab.agents.roles.main import MAIN
 from rsilab.agents.roles.reviewer import REVIEWER
 from rsilab.agents.roles.worker import WORKER
 from rsilab.memory.revisions import latest_orientation
 
 __all__ = [
+    "LEADER",
     "MAIN",
     "REVIEWER",
     "ROLES",

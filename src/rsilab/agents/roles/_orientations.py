@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rsilab.agents.roles._base import RoleDefinition
+from rsilab.agents.roles.leader import LEADER
 from rsilab.agents.roles.main import MAIN
 from rsilab.agents.roles.reviewer import REVIEWER
 from rsilab.agents.roles.worker import WORKER
@@ -10,7 +11,7 @@ from rsilab.memory.revisions import latest_orientation
 from rsilab.records import EventDraft, Orientation, Role
 from rsilab.store.base import Store
 
-ROLES: dict[Role, RoleDefinition] = {d.role: d for d in (MAIN, WORKER, REVIEWER)}
+ROLES: dict[Role, RoleDefinition] = {d.role: d for d in (MAIN, WORKER, REVIEWER, LEADER)}
 """The role definitions, by role."""
 
 
