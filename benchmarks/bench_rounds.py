@@ -194,7 +194,7 @@ def _versus(runs: list[Evolved], k: int) -> str:
 
 
 def run_rounds_table(quick: bool) -> list[dict[str, Any]]:
-    """Self and Teacher rounds on policy: each round's final-tier score and the improver's
+    """Self and Teacher rounds on policy: each round's final-tier score, and the improver's own
 
     `rsilab evolve policy --rounds R --improver self|teacher` in a fresh lab per (improver,
     seed), each round under the task's budget (40 experiments of the improver's campaign);

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from rsilab.agents.llm import ChatModel, OpenAIChat, RetryPolicy
+from rsilab.agents.llm import ChatModel
 from rsilab.agents.llm.scripted import (
     RateLimited,
     RecordedRequest,
@@ -53,22 +52,6 @@ D2 = {"title": "wider", "hypothesis": "a wider model raises quality", "plan": "w
 @pytest.fixture(autouse=True)
 def _process_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RSILAB_SANDBOX", "process")
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedServer]:
-    with ScriptedServer() as running:
-        yield running
-
-
-@pytest.fixture
-def model(server: ScriptedServer) -> Iterator[ChatModel]:
-    """The real OpenAI client on the scripted server; retries do not wait."""
-    retry = RetryPolicy(max_attempts=3, base_delay_s=0.0, sleep=lambda _s: None)
-    with OpenAIChat(
-        "gpt-test", api_key="k", base_url=server.openai_base_url, retry=retry, timeout_s=60
-    ) as chat:
-        yield chat
 
 
 # -- reading requests, as a model would ----------------------------------------------------

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from rsilab.tasks import Budget, Task
 
 AGENTS_HELP = "Who decides: builtin (no LLM), openai:MODEL or anthropic:MODEL."
-TEAM_HELP = "A research team: a Leader and N researchers at once (built-in policy)."
+TEAM_HELP = "A research team: a Leader and N researchers at once."
 
 
 def _budget(text: str | None, default: object) -> Budget:
@@ -78,25 +78,19 @@ def run(
     chosen = agents or _configured_agents(lab)
     _check_agents(chosen)
     if team is not None:
-        _check_team(chosen, workers)
+        _check_team(workers)
     task = load_task(task_ref)
     budget_ = _budget(budget, task.budget)
     _drive(lab, task, budget_, chosen, workers or team or 1, seed, None, team=team or 0)
 
 
-def _check_team(agents: str, workers: int | None) -> None:
-    """Refuse what a team does not take: --workers, and LLM agents (not available yet)."""
+def _check_team(workers: int | None) -> None:
+    """Refuse what a team does not take: --workers (each researcher runs its own)."""
     if workers is not None:
         raise UserError(
             "--team and --workers do not go together: each researcher of a team runs one "
             "experiment at a time, so --team N runs up to N at once",
             "drop --workers",
-        )
-    if agents != "builtin":
-        raise UserError(
-            f"--team runs the built-in policy only; LLM researchers ({agents}) are not "
-            "available yet",
-            "use --agents builtin with --team, or drop --team to run LLM agents",
         )
 
 
@@ -159,7 +153,7 @@ def resume(
     stored = found.settings.get("budget", task.budget)
     team = team_size(found.settings)
     if team:
-        _check_team(agents, workers)
+        _check_team(workers)
     chosen = workers or team or int(found.settings.get("workers", 1))
     seed = int(found.settings.get("seed", 0))
     _drive(lab, task, _budget(budget, stored), agents, chosen, seed, found.id, team=team)
@@ -202,7 +196,7 @@ def _drive(
         )
         with live, sigint:
             if team:
-                result = _start_team(opened, task, budget, team, seed, cid, show, stop)
+                result = _start_team(opened, task, budget, agents, team, seed, cid, show, stop)
             else:
                 result = _start(opened, task, budget, agents, workers, seed, cid, show, stop)
         _summary(console, opened, task, result)
@@ -241,12 +235,21 @@ def _start_team(
     lab: Lab,
     task: Task,
     budget: Budget,
+    agents: str,
     team: int,
     seed: int,
     cid: str | None,
     show: Callable[[Progress], None],
     stop: StopRequest,
 ) -> CampaignResult:
+    if agents != "builtin":
+        from rsilab.orchestrator.llm_team import run_llm_team_campaign
+
+        result: CampaignResult = run_llm_team_campaign(
+            lab, task, agents=agents, team=team, budget=budget, seed=seed, on_progress=show,
+            campaign_id=cid,
+        )  # fmt: skip
+        return result
     from rsilab.orchestrator.team import run_team_campaign
 
     return run_team_campaign(

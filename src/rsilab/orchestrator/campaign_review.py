@@ -39,6 +39,7 @@ from rsilab.agents.builtin.team import VERBS, parse_effect_tag
 from rsilab.memory import latest_orientation, revise_orientation
 from rsilab.memory.assignments import ORIENTATION_PREFIX, assignments_of
 from rsilab.orchestrator._door import Door
+from rsilab.orchestrator._llm_state import dev_score
 from rsilab.records import (
     Adoption,
     Assignment,
@@ -51,7 +52,6 @@ from rsilab.records import (
     Finding,
     FindingOutcome,
     FindingStatus,
-    MetricSource,
     OrientationOutcome,
     RevisionProposal,
     Role,
@@ -159,7 +159,7 @@ class _Records:
         first: float | None = None
         best = float("-inf")
         for e in exps:
-            score = _dev_score(e, target.name)
+            score = dev_score(e, target.name)
             if score is None or e.state is ExperimentState.FAILED:
                 continue
             score *= sign
@@ -192,15 +192,6 @@ class _Records:
         """Experiments that set a new best or whose candidate was accepted."""
         accepted = {e for e, c in self.candidates.items() if c.state is CandidateState.ACCEPTED}
         return self.new_bests | accepted
-
-
-def _dev_score(e: Experiment, benchmark: str) -> float | None:
-    scores = [
-        m.value
-        for m in e.metrics
-        if m.name == benchmark and m.split == "dev" and m.source is MetricSource.CONTROLLER
-    ]
-    return scores[-1] if scores else None
 
 
 def _orientation_outcomes(rec: _Records) -> list[OrientationOutcome]:

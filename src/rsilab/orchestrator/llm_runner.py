@@ -26,7 +26,8 @@ client's retries stops the campaign (state stopped) with the step left to be run
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
@@ -143,6 +144,20 @@ def _model_for(agents: str, lab: Lab) -> ChatModel:
     return model
 
 
+def run_at_once(steps: Sequence[Callable[[], None]], thread_prefix: str) -> None:
+    """Run ``steps`` at once, each on its own thread (one alone runs on this thread); the
+    first failure is raised once every step has ended, so none is abandoned half-way."""
+    if len(steps) <= 1:
+        for step in steps:
+            step()
+        return
+    with ThreadPoolExecutor(len(steps), thread_name_prefix=thread_prefix) as pool:
+        futures = [pool.submit(step) for step in steps]
+        wait(futures)
+    for future in futures:
+        future.result()  # the first failure, now that all have ended
+
+
 class _Rounds:
     """One run of the round loop; see the module docstring."""
 
@@ -206,16 +221,11 @@ class _Rounds:
         bounded by the wall budget) before the campaign is marked stopped.
         """
         steps = [(f"worker-{i}", d) for i, d in enumerate(assignments, start=1)]
-        if len(steps) <= 1:
-            for actor, direction_id in steps:
-                if self.steps.experiments() < self.budget.experiments:
-                    self._worker(round_no, actor, direction_id)
+        if len(steps) == 1 and self.steps.experiments() >= self.budget.experiments:
             return
-        with ThreadPoolExecutor(len(steps), thread_name_prefix="rsilab-worker") as pool:
-            futures = [pool.submit(self._worker, round_no, a, d) for a, d in steps]
-            wait(futures)
-        for future in futures:
-            future.result()  # the first failure, now that all have ended
+        run_at_once(
+            [functools.partial(self._worker, round_no, a, d) for a, d in steps], "rsilab-worker"
+        )
 
     # -- the roles ---------------------------------------------------------------------------
 

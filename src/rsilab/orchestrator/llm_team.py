@@ -1,0 +1,215 @@
+"""Research teams with LLM agents: a Leader and N researchers, each an agent step.
+
+:func:`run_llm_team_campaign` is :func:`~rsilab.orchestrator.team.run_team_campaign` with chat
+models deciding (``rsilab run TASK --team N --agents openai:MODEL``). A campaign runs in rounds,
+on the LLM runner's machinery (:mod:`rsilab.orchestrator.llm_runner`: intents per step, token,
+experiment and wall budgets, resume):
+
+1. the **Leader** (actor ``leader``, role leader) reads the team roster, the orientations the
+   lab holds and the shared memory, and gives each researcher an orientation with
+   ``assign_orientation`` (at the start all; later, redirects the records call for);
+2. each oriented **researcher** (``researcher-1`` ... ``researcher-N``, role worker, at once,
+   each in its own workspace) works on its own line of work, a direction opened under its name
+   on first need: its prompt starts with its orientation's stored text, then what a Worker
+   sees, then the shared memory; it runs experiments, proposes verified gains, and publishes
+   and adopts findings through the tools;
+3. a **Reviewer** step reviews the finished experiments no review has read.
+
+When the experiment budget is spent the campaign review
+(:mod:`~rsilab.orchestrator.campaign_review`) runs on the records, as for a built-in team.
+A researcher the Leader has not oriented yet waits for the next round.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from rsilab.agents.llm import ChatModel
+from rsilab.agents.roles import ensure_team_orientations
+from rsilab.controller.lineage import find_lineage
+from rsilab.errors import UserError
+from rsilab.expos.services import LabServices
+from rsilab.memory import current_assignments, team_members
+from rsilab.memory.assignments import ORIENTATION_PREFIX
+from rsilab.orchestrator import intents
+from rsilab.orchestrator._llm_state import step_key
+from rsilab.orchestrator._llm_team_prompts import leader_prompt, researcher_prompt
+from rsilab.orchestrator.campaign_review import review_team_campaign
+from rsilab.orchestrator.campaign_run import (
+    ACTOR,
+    CampaignResult,
+    ProgressFn,
+    campaign_result,
+    set_campaign_state,
+    start_or_find_campaign,
+)
+from rsilab.orchestrator.lease import acquire_lease
+from rsilab.orchestrator.llm_runner import _model_for, _Rounds, run_at_once
+from rsilab.orchestrator.recovery import recover_campaign
+from rsilab.records import CampaignState, Candidate, Direction, Experiment, Orientation, Role
+from rsilab.store import Lab
+from rsilab.tasks import Budget, Task
+
+__all__ = ["LEADER", "run_llm_team_campaign"]
+
+LEADER = "leader"
+LINE_TITLE = "line of work"
+"""A researcher's own direction is titled ``<researcher>: line of work``."""
+
+
+def run_llm_team_campaign(
+    lab: Lab,
+    task: Task,
+    *,
+    agents: str,
+    team: int,
+    budget: Budget,
+    seed: int = 0,
+    on_progress: ProgressFn | None = None,
+    campaign_id: str | None = None,
+    services: LabServices | None = None,
+    model: ChatModel | None = None,
+) -> CampaignResult:
+    """Run a new LLM team campaign on ``task`` (or resume ``campaign_id``); see the module.
+
+    ``agents`` and ``model`` are :func:`~rsilab.orchestrator.llm_runner.run_llm_campaign`'s
+    (all agents share one model). A resumed campaign keeps its team.
+
+    Raises:
+        UserError: ``team`` below 1, ``agents`` is ``builtin`` or its API key is missing
+            (before anything is written), or ``campaign_id`` names no campaign.
+        LeaseHeld: another process runs the campaign.
+    """
+    if team < 1:
+        raise UserError(f"a team needs at least one researcher, not {team}", "use --team 1 or more")
+    own_model = model is None
+    chat = model or _model_for(agents, lab)
+    own = services is None
+    services = services or LabServices(lab, judge_in_background=False, slots=max(2, team))
+    try:
+        if find_lineage(lab.store, task.name, services.lineage) is None:
+            services.controller(task).baseline(actor=ACTOR)
+        ensure_team_orientations(lab.store, actor=ACTOR)
+        spec = agents.strip() or chat.name
+        settings = {"agents": spec, "budget": str(budget), "team": team, "seed": seed}
+        campaign = start_or_find_campaign(lab, task, settings, campaign_id)
+        if campaign is None:
+            assert campaign_id is not None
+            return campaign_result(
+                lab,
+                campaign_id,
+                "nothing to do: the campaign is finished (records of a finished campaign are "
+                "final; start a new one with `rsilab run --team`)",
+            )
+        names = team_members(campaign.settings)
+        with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
+            recover_campaign(lab.store, lease)
+            rounds = _TeamRounds(lab, task, services, campaign.id, budget, names, chat, on_progress)
+            state, message = rounds.loop(lease.check)
+            if state is CampaignState.FINISHED:  # reviewed while its tools still answer
+                review = review_team_campaign(lab.store, task, campaign.id, rounds.steps.door)
+                rounds.steps.say("review", f"campaign review {review.id}: {review.conclusion}")
+            set_campaign_state(lab, campaign.id, state)
+        return campaign_result(lab, campaign.id, message)
+    finally:
+        if own_model:
+            chat.close()
+        if own:
+            services.close()
+
+
+class _TeamRounds(_Rounds):
+    """The LLM runner's round loop with a Leader step and researcher steps (see the module)."""
+
+    def __init__(
+        self,
+        lab: Lab,
+        task: Task,
+        services: LabServices,
+        campaign_id: str,
+        budget: Budget,
+        names: list[str],
+        model: ChatModel,
+        on_progress: ProgressFn | None,
+    ) -> None:
+        super().__init__(lab, task, services, campaign_id, budget, len(names), model, on_progress)
+        self.names = names
+
+    def _round(self, round_no: int) -> None:
+        if self.steps.experiments() < self.budget.experiments:
+            self._leader(round_no)
+            self._researchers(round_no)
+        self._reviewer(round_no)
+
+    def _leader(self, round_no: int) -> None:
+        begun = self.steps.begin(step_key(round_no, LEADER), "leader_step", {})
+        if isinstance(begun, intents.DoneIntent):
+            return
+        prompt = leader_prompt(
+            self.store,
+            self.campaign_id,
+            self.task,
+            self.names,
+            round_no=round_no,
+            left=self.steps.left(),
+        )
+        outcome = self.steps.converse(LEADER, Role.LEADER, prompt)
+        assigned = [c for c in outcome.tool_calls if c.name == "assign_orientation" and c.ok]
+        self.steps.complete(begun, outcome, {"assignments": len(assigned)})
+        self.steps.say("team", f"leader made {len(assigned)} assignment(s)")
+
+    def _researchers(self, round_no: int) -> None:
+        """The oriented researchers' steps, at once (each in its own thread and workspace);
+        a failure is raised once every step of the round has ended."""
+        oriented = current_assignments(self.store, self.campaign_id)
+        waiting = [n for n in self.names if n not in oriented]
+        if waiting:
+            self.steps.say("team", f"not oriented yet: {', '.join(waiting)}")
+        steps = [
+            functools.partial(self._researcher, round_no, n) for n in self.names if n in oriented
+        ]
+        run_at_once(steps, "rsilab-researcher")
+
+    def _researcher(self, round_no: int, name: str) -> None:
+        if self.steps.experiments() >= self.budget.experiments:
+            return
+        begun = self.steps.begin(step_key(round_no, name), "researcher_step", {})
+        if isinstance(begun, intents.DoneIntent):
+            return
+        assignment = current_assignments(self.store, self.campaign_id)[name]
+        orientation = self.store.get_as(assignment.orientation_id, Orientation)
+        direction = self._line_of_work(name, orientation)
+        known = {e.id for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)}
+        proposed = {c.id for c in self.store.query_as(Candidate, campaign_id=self.campaign_id)}
+        prompt = researcher_prompt(
+            self.store,
+            self.campaign_id,
+            self.task,
+            direction,
+            orientation,
+            name=name,
+            left=self.steps.left(),
+        )
+        outcome = self.steps.converse(name, Role.WORKER, prompt)
+        made = [
+            e
+            for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)
+            if e.id not in known and e.created_by == name
+        ]
+        self.steps.complete(begun, outcome, {"experiments": [e.id for e in made]})
+        self._report(made, direction, name, proposed)
+
+    def _line_of_work(self, name: str, orientation: Orientation) -> Direction:
+        """The researcher's open direction, opened under its name when it has none."""
+        title = f"{name}: {LINE_TITLE}"
+        for d in self.store.query_as(Direction, campaign_id=self.campaign_id):
+            if d.title == title and d.created_by == name and not d.is_finished():
+                return d
+        short = orientation.name.removeprefix(ORIENTATION_PREFIX)
+        made = self.steps.door.for_actor(name).main(
+            "create_direction",
+            title=title,
+            hypothesis=f"{name}'s work on the whole task, oriented as {short}",
+            plan="the researcher chooses its experiments as its orientation says",
+        )
+        return self.store.get_as(str(made["id"]), Direction)
