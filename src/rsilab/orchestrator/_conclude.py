@@ -35,7 +35,7 @@ from rsilab.orchestrator import intents
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._moves import Moves
 from rsilab.orchestrator._review import Reviewer, default_verdict
-from rsilab.orchestrator._state import CONCLUDE_PREFIX, CampaignView
+from rsilab.orchestrator._state import CONCLUDE_PREFIX, CampaignView, Run
 from rsilab.orchestrator.ablation import Ablation
 from rsilab.records import (
     Candidate,
@@ -51,6 +51,11 @@ FINAL_PROPOSAL = "final-proposal"
 PROPOSER = "proposer"
 """The Worker whose workspace holds proposals (not one of the experiment Workers, which may be
 busy when a conclusion is due)."""
+
+
+def mean_score(runs: list[Run]) -> float:
+    """The mean policy score of ``runs`` (0.0 for none)."""
+    return sum(r.score for r in runs) / len(runs) if runs else 0.0
 
 
 class Concluder:
@@ -112,19 +117,27 @@ class Concluder:
         runs = [r for r in view.runs_in(verify.id) if not r.failed]
         best = view.best(parent.id)
         assert best is not None and view.ref_score is not None
-        mean = sum(r.score for r in runs) / len(runs) if runs else 0.0
         if self.ctx.without(Ablation.REVIEWERS):
-            advice: Recommendation | str | None = default_verdict(mean, view.ref_score)
+            advice: Recommendation | str | None = default_verdict(mean_score(runs), view.ref_score)
         else:
             advice = self.reviewer.review(view, parent, runs, verified=True)
+        return self.verified(best, runs, advice, view.ref_score)
+
+    def verified(
+        self, source: Run, runs: list[Run], advice: object, ref_score: float | None
+    ) -> dict[str, Any]:
+        """A verification's result: proposed when ``advice`` is to continue and the re-runs'
+        mean beats the reference; once accepted, ``source`` and its re-runs are the new
+        reference (``ref_ids``, ``ref_score``)."""
+        mean = mean_score(runs)
         result: dict[str, Any] = {"accepted": False, "mean": mean, "advice": str(advice)}
-        if str(advice) == "continue" and mean > view.ref_score:
-            result |= self.propose(runs[-1].experiment_id, best.config)
+        if str(advice) == "continue" and ref_score is not None and mean > ref_score:
+            result |= self.propose(runs[-1].experiment_id, dict(source.config))
         if result.get("accepted"):
-            group: list[JsonValue] = [best.experiment_id, *(r.experiment_id for r in runs)]
+            group: list[JsonValue] = [source.experiment_id, *(r.experiment_id for r in runs)]
             result |= {
                 "ref_ids": group,
-                "ref_score": (best.score + sum(r.score for r in runs)) / len(group),
+                "ref_score": (source.score + sum(r.score for r in runs)) / len(group),
             }
         return result
 

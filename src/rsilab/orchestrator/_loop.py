@@ -23,11 +23,10 @@ and is raised once they have ended.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from rsilab.orchestrator import intents
 from rsilab.orchestrator._context import RunContext
@@ -35,30 +34,23 @@ from rsilab.orchestrator._door import RunnerError
 from rsilab.orchestrator._main import ACTED, WAIT, MainAgent
 from rsilab.orchestrator._state import CampaignView, Run
 from rsilab.orchestrator._stop import StopRequest
+from rsilab.orchestrator._threaded import TICK_S, ThreadedLoop
 from rsilab.orchestrator._workers import ACTION, Order, Worker, adopt
-from rsilab.records import CampaignState, Intent, Job
-
-TICK_S = 0.25
-"""How often the main thread wakes while waiting, to see a stop request."""
+from rsilab.records import CampaignState, Intent
 
 
-class CampaignLoop:
+class CampaignLoop(ThreadedLoop):
     """One run of a campaign until its budget is spent or it is asked to stop."""
 
     def __init__(self, ctx: RunContext, workers: int, stop: StopRequest) -> None:
-        self.ctx = ctx
-        self.stop = stop
+        super().__init__(ctx, stop)
         self.main = MainAgent(ctx)
         self.worker = Worker(ctx, stop)
         self.free = [f"worker-{i}" for i in range(1, max(1, workers) + 1)]
         self.slots = len(self.free)
         self.inflight: dict[Future[Run | None], tuple[Order, str]] = {}
-        self.deadline = time.monotonic() + ctx.budget.wall_s
-        self._cancelled_jobs: set[str] = set()
         self.reported = 0
         """Runs done, counted as each is reported (the n of "experiment n/N")."""
-        self.check: Callable[[], None] = lambda: None
-        self._stop_level = 0
 
     @property
     def running(self) -> int:
@@ -202,61 +194,6 @@ class CampaignLoop:
             run.score,
             best,
         )
-
-    def _wait(self, check: bool = True) -> None:
-        """Until an experiment ends, the stop request escalates or the wall budget runs out
-        (the records do not change meanwhile in a way Main acts on, so it is not asked);
-        the lease is checked each tick unless ``check`` is False."""
-        level, over = self.stop.cancelling, time.monotonic() > self.deadline
-        while self.inflight:
-            if self.stop.cancelling:
-                self._cancel_jobs()
-            ended, _ = wait(list(self.inflight), timeout=TICK_S, return_when=FIRST_COMPLETED)
-            if ended or self.stop.cancelling != level:
-                return
-            if over != (time.monotonic() > self.deadline) and not self.stop.draining:
-                return
-            if check:
-                self.check()
-
-    # -- stopping --------------------------------------------------------------------------------
-
-    def _announce_stop(self) -> None:
-        level = 2 if self.stop.cancelling else 1
-        if level == self._stop_level:
-            return
-        self._stop_level = level
-        if not self.inflight:
-            self.ctx.say("campaign", "stopping; resume to continue")
-        elif level == 1:
-            self.ctx.say(
-                "campaign",
-                f"stopping: {self.running} running experiment(s) finish first "
-                "(Ctrl-C again to cancel them)",
-            )
-        else:
-            self.ctx.say("campaign", f"stopping: cancelling {self.running} running experiment(s)")
-
-    def _cancel_jobs(self) -> None:
-        """Kill the campaign's running agent jobs (each once); their Workers close up."""
-        for job in self.ctx.store.query_as(Job, campaign_id=self.ctx.campaign_id):
-            if job.is_finished() or job.kind.is_private or job.id in self._cancelled_jobs:
-                continue
-            self._cancelled_jobs.add(job.id)
-            # it may have ended meanwhile, or not be ours to cancel: either way, nothing to do
-            with contextlib.suppress(RunnerError):
-                self.ctx.door.worker(job.actor or "worker-1", "cancel_job", job_id=job.id)
-
-    def _settle(self) -> None:
-        """After an error: cancel what runs and wait for every Worker to end (their own
-        errors are dropped: the first one is being raised)."""
-        while self.inflight:
-            try:
-                self._wait(check=False)  # the lease may be what failed
-                for future in [f for f in self.inflight if f.done()]:
-                    self.inflight.pop(future)
-            except KeyboardInterrupt:
-                continue
 
 
 def _pending(view: CampaignView, order: Order) -> Intent:

@@ -23,11 +23,10 @@ dead or stopped run left are run first, each by the researcher that began it.
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from rsilab.orchestrator import intents
@@ -39,10 +38,9 @@ from rsilab.orchestrator._team_leader import Leader, TeamSettings
 from rsilab.orchestrator._team_researcher import ACTED, VERIFIER, Researcher, Work
 from rsilab.orchestrator._team_state import TeamView
 from rsilab.orchestrator._team_voice import QueuedVoice
+from rsilab.orchestrator._threaded import ThreadedLoop
 from rsilab.orchestrator._workers import ACTION, Order, adopt
-from rsilab.records import CampaignState, DirectionState, Job
-
-TICK_S = 0.25
+from rsilab.records import CampaignState, DirectionState
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ class Task:
     label: str = ""
 
 
-class TeamLoop:
+class TeamLoop(ThreadedLoop):
     """One run of a team campaign until its budget is spent or it is asked to stop."""
 
     def __init__(
@@ -66,21 +64,18 @@ class TeamLoop:
         settings: TeamSettings,
         lines: queue.SimpleQueue[tuple[str, str, float | None, float | None]],
     ) -> None:
-        self.ctx, self.leader, self.stop, self.settings = ctx, leader, stop, settings
+        super().__init__(ctx, stop)
+        self.leader, self.settings = leader, settings
         self.researchers = {r.name: r for r in researchers}
         self.lines = lines
         self.inflight: dict[Future[Run | None], Task] = {}
         self.backlog: list[Order] = []
         """Pending ``exp:<n>`` intents a stopped or dead run left, to run again first."""
         self.pools: dict[str, ThreadPoolExecutor] = {}
-        self.deadline = time.monotonic() + ctx.budget.wall_s
-        self.check: Callable[[], None] = lambda: None
         self.checkpoint_at = 0
         self.reported = 0
-        self._cancelled: set[str] = set()
         self.redirected: dict[str, int] = {}
         """Researcher -> experiments done when the Leader last redirected it for idling."""
-        self._stop_level = 0
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -308,56 +303,16 @@ class TeamLoop:
 
     # -- waiting and stopping -------------------------------------------------------------------
 
-    def _wait(self, check: bool = True) -> None:
-        """Until some work ends, the stop request escalates or the wall budget runs out."""
-        level, over = self.stop.cancelling, time.monotonic() > self.deadline
-        while self.inflight:
-            if self.stop.cancelling:
-                self._cancel_jobs()
-            ended, _ = wait(list(self.inflight), timeout=TICK_S, return_when=FIRST_COMPLETED)
-            self._flush()
-            if ended or self.stop.cancelling != level:
-                return
-            if over != (time.monotonic() > self.deadline) and not self.stop.draining:
-                return
-            if check:
-                self.check()
+    fallback_actor = "researcher-1"
 
-    def _announce_stop(self) -> None:
-        level = 2 if self.stop.cancelling else 1
-        if level == self._stop_level:
-            return
-        self._stop_level = level
-        if not self.inflight:
-            self.ctx.say("campaign", "stopping; resume to continue")
-        elif level == 1:
-            self.ctx.say(
-                "campaign",
-                f"stopping: the researchers' running work ({len(self.inflight)}) finishes first "
-                "(Ctrl-C again to cancel it)",
-            )
-        else:
-            self.ctx.say(
-                "campaign", f"stopping: cancelling {self._running()} running experiment(s)"
-            )
+    def _running_experiments(self) -> int:
+        return self._running()
 
-    def _cancel_jobs(self) -> None:
-        for job in self.ctx.store.query_as(Job, campaign_id=self.ctx.campaign_id):
-            if job.is_finished() or job.kind.is_private or job.id in self._cancelled:
-                continue
-            self._cancelled.add(job.id)
-            with contextlib.suppress(RunnerError):
-                self.ctx.door.worker(job.actor or "researcher-1", "cancel_job", job_id=job.id)
+    def _draining_message(self) -> str:
+        return f"the researchers' running work ({len(self.inflight)}) finishes first"
 
-    def _settle(self) -> None:
-        """After an error: cancel what runs and wait for every researcher's work to end."""
-        while self.inflight:
-            try:
-                self._wait(check=False)
-                for future in [f for f in self.inflight if f.done()]:
-                    self.inflight.pop(future)
-            except KeyboardInterrupt:
-                continue
+    def _after_tick(self) -> None:
+        self._flush()
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import JsonValue
-
 from rsilab.orchestrator import intents
 from rsilab.orchestrator._conclude import Concluder
 from rsilab.orchestrator._context import RunContext
@@ -88,21 +86,6 @@ def _decide(
     view = ctx.view()
     runs = [r for r in view.runs_in(verify_id) if not r.failed]
     parent = view.dag.directions[source.direction_id]
-    mean = sum(r.score for r in runs) / len(runs) if runs else 0.0
     advice = reviewer.review(view, parent, runs, verified=True) if runs else None
-    result: dict[str, Any] = {
-        "accepted": False,
-        "mean": mean,
-        "advice": str(advice),
-        "source": source.experiment_id,
-    }
-    ref = view.ref_score
-    if str(advice) == "continue" and ref is not None and mean > ref:
-        result |= concluder.propose(runs[-1].experiment_id, dict(source.config))
-    if result.get("accepted"):
-        group: list[JsonValue] = [source.experiment_id, *(r.experiment_id for r in runs)]
-        result |= {
-            "ref_ids": group,
-            "ref_score": (source.score + sum(r.score for r in runs)) / len(group),
-        }
-    return result
+    result = concluder.verified(source, runs, advice, view.ref_score)
+    return {**result, "source": source.experiment_id}

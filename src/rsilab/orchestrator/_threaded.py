@@ -1,0 +1,110 @@
+"""What the built-in runners that run work on threads share: waiting, stopping, settling.
+
+The single runner (:class:`~rsilab.orchestrator._loop.CampaignLoop`) and the team runner
+(:class:`~rsilab.orchestrator._team_loop.TeamLoop`) both keep their running work as futures in
+``inflight`` and stop in two steps (a first request drains, a second cancels the running jobs);
+:class:`ThreadedLoop` is that part, once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from typing import Any
+
+from rsilab.orchestrator._context import RunContext
+from rsilab.orchestrator._door import RunnerError
+from rsilab.orchestrator._stop import StopRequest
+from rsilab.records import Job
+
+TICK_S = 0.25
+"""How often a wait wakes to check the lease, the stop request and the wall budget."""
+
+
+class ThreadedLoop:
+    """Waiting on running work, announcing a stop, cancelling jobs, settling after an error.
+
+    A subclass fills ``inflight`` and says how it counts running experiments
+    (:meth:`_running_experiments`), what the first stop request lets finish
+    (:meth:`_draining_message`) and who cancels a job with no actor (:attr:`fallback_actor`).
+    """
+
+    fallback_actor = "worker-1"
+
+    def __init__(self, ctx: RunContext, stop: StopRequest) -> None:
+        self.ctx, self.stop = ctx, stop
+        self.inflight: dict[Future[Any], Any] = {}
+        self.deadline = time.monotonic() + ctx.budget.wall_s
+        self.check: Callable[[], None] = lambda: None
+        """Raises when the lease is lost; the run sets it."""
+        self._cancelled_jobs: set[str] = set()
+        self._stop_level = 0
+
+    # -- for subclasses -------------------------------------------------------------------------
+
+    def _running_experiments(self) -> int:
+        return len(self.inflight)
+
+    def _draining_message(self) -> str:
+        return f"{self._running_experiments()} running experiment(s) finish first"
+
+    def _after_tick(self) -> None:
+        """Called after each tick of a wait (the team passes its researchers' lines on)."""
+
+    # -- waiting and stopping -------------------------------------------------------------------
+
+    def _wait(self, check: bool = True) -> None:
+        """Until some work ends, the stop request escalates or the wall budget runs out; the
+        lease is checked each tick unless ``check`` is False."""
+        level, over = self.stop.cancelling, time.monotonic() > self.deadline
+        while self.inflight:
+            if self.stop.cancelling:
+                self._cancel_jobs()
+            ended, _ = wait(list(self.inflight), timeout=TICK_S, return_when=FIRST_COMPLETED)
+            self._after_tick()
+            if ended or self.stop.cancelling != level:
+                return
+            if over != (time.monotonic() > self.deadline) and not self.stop.draining:
+                return
+            if check:
+                self.check()
+
+    def _announce_stop(self) -> None:
+        level = 2 if self.stop.cancelling else 1
+        if level == self._stop_level:
+            return
+        self._stop_level = level
+        if not self.inflight:
+            self.ctx.say("campaign", "stopping; resume to continue")
+        elif level == 1:
+            self.ctx.say(
+                "campaign", f"stopping: {self._draining_message()} (Ctrl-C again to cancel)"
+            )
+        else:
+            self.ctx.say(
+                "campaign",
+                f"stopping: cancelling {self._running_experiments()} running experiment(s)",
+            )
+
+    def _cancel_jobs(self) -> None:
+        """Kill the campaign's running agent jobs (each once); their owners close up."""
+        for job in self.ctx.store.query_as(Job, campaign_id=self.ctx.campaign_id):
+            if job.is_finished() or job.kind.is_private or job.id in self._cancelled_jobs:
+                continue
+            self._cancelled_jobs.add(job.id)
+            # it may have ended meanwhile, or not be ours to cancel: either way, nothing to do
+            with contextlib.suppress(RunnerError):
+                self.ctx.door.worker(job.actor or self.fallback_actor, "cancel_job", job_id=job.id)
+
+    def _settle(self) -> None:
+        """After an error: cancel what runs and wait for all work to end (its own errors are
+        dropped: the first one is being raised)."""
+        while self.inflight:
+            try:
+                self._wait(check=False)  # the lease may be what failed
+                for future in [f for f in self.inflight if f.done()]:
+                    self.inflight.pop(future)
+            except KeyboardInterrupt:
+                continue
