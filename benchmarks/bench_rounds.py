@@ -175,6 +175,7 @@ def round_rows(runs: list[Evolved], seeds: int, rounds: int) -> list[dict[str, A
                     "accepted": f"{sum(r.accepted[k - 1] for r in have)}/{len(have)}" if k else "-",
                     "improver's own score": str(mean_ci(own)) if own else "-",
                     "self - teacher (W/T/L)": _versus(runs, k),
+                    "measured at": ", ".join(sorted({r.commit or "-" for r in have})),
                 }
             )
     return rows
