@@ -7,13 +7,27 @@ from typing import Any
 import pytest
 
 from rsilab.agents.builtin.team import effect_tag
-from rsilab.memory import latest_orientation, revise_orientation
+from rsilab.errors import UserError
+from rsilab.memory import (
+    VERIFY_SKILL,
+    ensure_builtin_skills,
+    fresh_seeds,
+    latest_orientation,
+    revise_orientation,
+    revise_skill,
+    seeds_revision,
+    verify_code,
+)
+from rsilab.memory.builtin_skills import MAX_FRESH_SEEDS, MIN_FRESH_SEEDS
+from rsilab.orchestrator._state import CONCLUDE_PREFIX
 from rsilab.orchestrator._team_leader import TeamSettings, initial_plan
 from rsilab.orchestrator.campaign_review import (
     MIN_ADOPTIONS,
     _knowledge_revisions,
     campaign_review_of,
 )
+from rsilab.orchestrator.dag import ResearchDag
+from rsilab.orchestrator.runner import run_campaign
 from rsilab.orchestrator.team import run_team_campaign
 from rsilab.records import (
     Assignment,
@@ -21,6 +35,7 @@ from rsilab.records import (
     Finding,
     FindingOutcome,
     FindingStatus,
+    Intent,
     Role,
 )
 from rsilab.store import Lab
@@ -110,3 +125,41 @@ def test_the_next_team_starts_from_the_revised_orientations(lab: Lab) -> None:
         latest_orientation(store, f"orientation:{a.orientation}").id  # type: ignore[union-attr]
         for a in start
     }
+
+
+def test_verification_seeds_follow_the_controllers_verdicts_within_their_bounds() -> None:
+    more = seeds_revision(2, accepted=1, rejected=1)
+    assert more is not None and more[0] == 3 and "rejected 1 of 2" in more[1]
+    assert seeds_revision(2, accepted=2, rejected=1) is None  # more true gains than false
+    assert seeds_revision(MAX_FRESH_SEEDS, accepted=0, rejected=3) is None  # at the bound
+    fewer = seeds_revision(3, accepted=3, rejected=0)
+    assert fewer is not None and fewer[0] == 2
+    assert seeds_revision(MIN_FRESH_SEEDS, accepted=5, rejected=0) is None
+    assert seeds_revision(3, accepted=2, rejected=0) is None  # too little evidence
+
+
+def test_the_verify_skill_is_seeded_once_and_bad_code_is_named(lab: Lab) -> None:
+    first = ensure_builtin_skills(lab.store)
+    assert (first.name, first.version, fresh_seeds(first)) == (VERIFY_SKILL, 1, 2)
+    assert ensure_builtin_skills(lab.store).id == first.id
+    who: dict[str, Any] = {"actor": "campaign-review", "role": Role.CONTROLLER}
+    for bad, why in (("{}", "fresh_seeds"), ('{"fresh_seeds": 9}', "outside"), ("x", "code")):
+        broken = revise_skill(lab.store, VERIFY_SKILL, first.text, bad, **who)
+        with pytest.raises(UserError, match=rf"{VERIFY_SKILL} v\d .*{why}"):
+            fresh_seeds(broken)
+
+
+def test_a_campaign_verifies_on_the_seeds_the_skill_says(lab: Lab) -> None:
+    skill = ensure_builtin_skills(lab.store)
+    who: dict[str, Any] = {"actor": "campaign-review", "role": Role.CONTROLLER}
+    revise_skill(lab.store, VERIFY_SKILL, skill.text, verify_code(3), **who)
+    result = run_campaign(lab, get_task("synthetic"), budget=Budget(experiments=14))
+    concluded = [
+        i.key.removeprefix(CONCLUDE_PREFIX)
+        for i in lab.store.query_as(Intent, campaign_id=result.campaign_id)
+        if i.key.startswith(CONCLUDE_PREFIX) and i.state == "done"
+    ]
+    assert concluded, "no verification concluded: raise the budget"
+    dag = ResearchDag.load(lab.store, result.campaign_id)
+    for verify_id in concluded:
+        assert len(dag.experiments.get(verify_id, [])) == 3

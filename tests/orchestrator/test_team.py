@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from rsilab.agents.builtin.team import effect_tag
-from rsilab.memory import orientation_history
+from rsilab.memory import fresh_seeds, orientation_history
 from rsilab.orchestrator.campaign_review import campaign_review_of
 from rsilab.orchestrator.report import build_report, render_markdown
 from rsilab.orchestrator.runner import Progress, StopRequest
@@ -22,6 +22,7 @@ from rsilab.records import (
     Finding,
     FindingStatus,
     Orientation,
+    Skill,
 )
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task
@@ -122,6 +123,9 @@ def test_a_team_shares_its_budget_memory_and_resources(lab: Lab) -> None:
         if p.accepted and p.kind == "orientation":
             made = lab.store.get_as(str(p.to_id), Orientation)
             assert made.parent_id == p.from_id and p.change.endswith(f"{made.weight:g}")
+        elif p.accepted and p.kind == "skill":
+            revised = lab.store.get_as(str(p.to_id), Skill)
+            assert revised.parent_id == p.from_id and fresh_seeds(revised) in (1, 2, 3)
         elif p.accepted:
             opened = lab.store.get_as(str(p.to_id), Finding)
             assert opened.supersedes == p.from_id and opened.status is FindingStatus.UNRESOLVED

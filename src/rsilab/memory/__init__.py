@@ -16,6 +16,13 @@ from rsilab.memory.assignments import (
     team_members,
     team_size,
 )
+from rsilab.memory.builtin_skills import (
+    VERIFY_SKILL,
+    ensure_builtin_skills,
+    fresh_seeds,
+    seeds_revision,
+    verify_code,
+)
 from rsilab.memory.findings import (
     RankedFinding,
     adoption_counts,
@@ -38,11 +45,14 @@ from rsilab.memory.revisions import (
 __all__ = [
     "ORIENTATION_PREFIX",
     "RESEARCHER_PREFIX",
+    "VERIFY_SKILL",
     "RankedFinding",
     "adoption_counts",
     "adoptions_of",
     "assignments_of",
     "current_assignments",
+    "ensure_builtin_skills",
+    "fresh_seeds",
     "lab_findings",
     "latest_orientation",
     "latest_orientations",
@@ -54,8 +64,10 @@ __all__ = [
     "researcher_orientations",
     "revise_orientation",
     "revise_skill",
+    "seeds_revision",
     "skill_history",
     "superseded_by",
     "team_members",
     "team_size",
+    "verify_code",
 ]

@@ -1,8 +1,8 @@
 """Concluding a verification: review the re-runs, propose when the review says so, act on it.
 
-Once a verify direction's :data:`~rsilab.orchestrator._context.VERIFY_SEEDS` re-runs are done,
-the Reviewer compares them with the reference (a review of the parent direction, ``verified``)
-and the Main agent follows its advice:
+Once a verify direction's re-runs (:attr:`~rsilab.orchestrator._context.RunContext.verify_seeds`)
+are done, the Reviewer compares them with the reference (a review of the parent direction,
+``verified``) and the Main agent follows its advice:
 
 - ``continue`` (the gain held): propose the config to the Host Controller, which alone
   decides (accepted, the reference moves to the verified runs), and grow a ``continue`` child

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rsilab.controller.settings import rules_for
+from rsilab.memory.builtin_skills import DEFAULT_FRESH_SEEDS
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator._state import CampaignView, NonTarget
 from rsilab.orchestrator.ablation import Ablation
@@ -19,8 +20,9 @@ from rsilab.records import DataTier
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
 
-VERIFY_SEEDS = 2
-"""Fresh-seed re-runs of a direction's best config before it is proposed."""
+VERIFY_SEEDS = DEFAULT_FRESH_SEEDS
+"""Fresh-seed re-runs of a direction's best config before it is proposed, unless the lab's
+``builtin:verify-gain`` skill says otherwise (:attr:`RunContext.verify_seeds`)."""
 
 
 def direction_share(budget: Budget) -> int:
@@ -62,6 +64,9 @@ class RunContext:
     say: Voice
     ablations: frozenset[Ablation] = field(default_factory=frozenset)
     """Parts of the policy this campaign runs without (:mod:`rsilab.orchestrator.ablation`)."""
+    verify_seeds: int = VERIFY_SEEDS
+    """Fresh-seed re-runs before a gain is proposed: the lab's ``builtin:verify-gain`` skill
+    as the campaign's run started (:mod:`rsilab.memory.builtin_skills`)."""
 
     def without(self, part: Ablation) -> bool:
         """True when the campaign runs without ``part``."""

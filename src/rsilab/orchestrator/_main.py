@@ -51,7 +51,7 @@ from rsilab.agents.builtin import (
     propose_configs,
 )
 from rsilab.orchestrator._conclude import Concluder
-from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext, direction_share
+from rsilab.orchestrator._context import RunContext, direction_share
 from rsilab.orchestrator._moves import Moves
 from rsilab.orchestrator._review import Reviewer, review_due
 from rsilab.orchestrator._state import CampaignView, knobs_of
@@ -101,7 +101,7 @@ class MainAgent:
         then propose the best run not proposed yet (a proposal uses no experiment budget, so
         a gain found last is still judged)."""
         for d in view.dag.frontier():
-            if view.is_verify(d) and len(view.runs_in(d.id)) >= VERIFY_SEEDS:
+            if view.is_verify(d) and len(view.runs_in(d.id)) >= self.ctx.verify_seeds:
                 self.concluder.conclude(view, d)
                 view = self.ctx.view()
         self.concluder.propose_best(self.ctx.view())
@@ -156,10 +156,10 @@ class MainAgent:
             if not view.is_verify(v):
                 continue
             done = len(view.runs_in(v.id))
-            if done >= VERIFY_SEEDS and not busy[v.id]:
+            if done >= self.ctx.verify_seeds and not busy[v.id]:
                 self.concluder.conclude(view, v)
                 return ACTED
-            if done + busy[v.id] < VERIFY_SEEDS and can_dispatch:
+            if done + busy[v.id] < self.ctx.verify_seeds and can_dispatch:
                 best = view.best(v.parents[0].parent_id)
                 assert best is not None
                 why = f"verify: re-run {best.experiment_id}"
@@ -170,7 +170,7 @@ class MainAgent:
         self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
     ) -> Decision | None:
         left = self.ctx.budget.experiments - len(view.runs) - len(inflight)
-        if not can_dispatch or left < VERIFY_SEEDS:
+        if not can_dispatch or left < self.ctx.verify_seeds:
             return None  # review only when any advice can be followed (a verify takes two runs)
         for d in self._search_directions(view):
             if not busy[d.id] and review_due(view, d) and self.reviewer.review(view, d):
@@ -188,7 +188,7 @@ class MainAgent:
         for d in self._search_directions(view):
             stats = view.stats(d.id, floor)
             move = next_move(stats, noise_floor=floor, budget=share, verify=verify)
-            if move == "verify" and left < VERIFY_SEEDS:
+            if move == "verify" and left < self.ctx.verify_seeds:
                 move = "continue"  # too late to pay for the re-runs: the final proposal judges it
             if move != "continue" and not busy[d.id]:
                 if move == "stop":

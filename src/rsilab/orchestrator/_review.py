@@ -17,7 +17,7 @@ that changed the next action, not only those that were followed.
 from __future__ import annotations
 
 from rsilab.agents.builtin import next_move, noise_floor_from, review_pair
-from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext, direction_share
+from rsilab.orchestrator._context import RunContext, direction_share
 from rsilab.orchestrator._state import CampaignView, Run, dev_matrix
 from rsilab.orchestrator.measures import DEFAULT_RULE_NOTE
 from rsilab.records import DataTier, Direction, Recommendation
@@ -52,7 +52,7 @@ class Reviewer:
         default until a verification has run."""
         groups = []
         for d in view.dag.directions.values():
-            if view.is_verify(d) and len(view.runs_in(d.id)) >= VERIFY_SEEDS:
+            if view.is_verify(d) and len(view.runs_in(d.id)) >= self.ctx.verify_seeds:
                 ids = [r.experiment_id for r in view.runs_in(d.id) if not r.failed]
                 groups.append(dev_matrix(self.ctx.store, ids, self.ctx.target, self.ctx.tier))
         try:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from rsilab.memory import latest_orientation
 from rsilab.memory.assignments import ORIENTATION_PREFIX
-from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext
+from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._team_analyst import settled_knobs
 from rsilab.orchestrator._team_researcher import ANALYST, EXPLOITER, EXPLORER, VERIFIER
 from rsilab.orchestrator._team_state import TeamView
@@ -205,7 +205,7 @@ class Leader:
     def _verification_due(self, tv: TeamView, inflight: list[Order]) -> Reason | None:
         left = self.ctx.budget.experiments - len(tv.view.runs) - len(inflight)
         found = tv.unverified(self.ctx.task.search_space, inflight)
-        if not found or left < VERIFY_SEEDS or tv.view.ref_score is None:
+        if not found or left < self.ctx.verify_seeds or tv.view.ref_score is None:
             return None
         best = found[0]
         why = (

@@ -30,7 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from rsilab.orchestrator import intents
-from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext
+from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._door import RunnerError
 from rsilab.orchestrator._state import Run
 from rsilab.orchestrator._stop import StopRequest
@@ -288,7 +288,7 @@ class TeamLoop(ThreadedLoop):
             if d.state.is_finished():
                 continue
             owner = self.researchers.get(d.created_by) or next(iter(self.researchers.values()))
-            if len(tv.view.runs_in(verify_id)) >= VERIFY_SEEDS:
+            if len(tv.view.runs_in(verify_id)) >= self.ctx.verify_seeds:
                 owner.conclude(verify_id)
             else:
                 owner.moves.close(

@@ -34,7 +34,7 @@ from typing import Literal
 from pydantic import JsonValue
 
 from rsilab.orchestrator._conclude import Concluder
-from rsilab.orchestrator._context import VERIFY_SEEDS, RunContext
+from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._moves import Moves
 from rsilab.orchestrator._review import Reviewer
 from rsilab.orchestrator._state import Run, knobs_plan
@@ -127,7 +127,7 @@ class Researcher:
     def _tidy(self, tv: TeamView, assignment: Assignment) -> Step | None:
         for d in tv.own_directions(self.name):
             if tv.view.is_verify(d):
-                if len(tv.view.runs_in(d.id)) >= VERIFY_SEEDS:
+                if len(tv.view.runs_in(d.id)) >= self.ctx.verify_seeds:
                     return Work(f"conclude {d.id}", partial(self.conclude, d.id))
                 if assignment.orientation != VERIFIER:
                     return self._close(d, "its verifier was redirected before the re-runs")
@@ -184,7 +184,7 @@ class Researcher:
                 return self._order(tv, inflight, d.id, dict(source.config), why, a)
         left = self.ctx.budget.experiments - len(tv.view.runs) - len(inflight)
         candidates = tv.unverified(self.ctx.task.search_space, inflight)
-        if left < VERIFY_SEEDS or not candidates:
+        if left < self.ctx.verify_seeds or not candidates:
             return IDLE
         source = candidates[0]
         title = tv.view.dag.directions[source.direction_id].title

@@ -2,7 +2,7 @@
 
 A verification is a direction grown from the gain's own direction with relation ``verify``
 and a plan that names the experiment it re-runs (``verifies: <id>``); the verifier re-runs
-that config on :data:`~rsilab.orchestrator._context.VERIFY_SEEDS` fresh seeds there. The
+that config on :attr:`~rsilab.orchestrator._context.RunContext.verify_seeds` fresh seeds there. The
 conclusion is the single runner's (:mod:`rsilab.orchestrator._conclude`): the verifier files
 a verified review of the re-runs against the reference, and when it advises ``continue`` and
 their mean beats the reference, proposes the config to the Host Controller from its own

@@ -25,8 +25,12 @@ unresolved finding naming both. A superseded finding is no longer followed by bu
 exploiters (``query_findings`` shows what superseded it). A finding this campaign confirmed
 (same knob, same better side) is recorded as confirmed and left as it is.
 
-**Skills.** The built-in team uses no skill, so its review proposes none; the review record
-has room for skill revisions that an LLM review may propose.
+**Skills.** The built-in runners verify a gain on the number of fresh seeds the lab's
+``builtin:verify-gain`` skill gives (:mod:`rsilab.memory.builtin_skills`). When the controller
+rejected at least as many of the campaign's verified proposals (made from a verify
+direction's re-runs) as it accepted, and at least one, the review adds a seed (up to 5); when
+it accepted all of three or more, it takes one back (down to 2); made once the controller has
+judged :data:`MIN_JUDGED` of them. The next campaign verifies on the revised number.
 """
 
 from __future__ import annotations
@@ -36,7 +40,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from rsilab.agents.builtin.team import VERBS, parse_effect_tag
-from rsilab.memory import latest_orientation, revise_orientation
+from rsilab.memory import (
+    ensure_builtin_skills,
+    fresh_seeds,
+    latest_orientation,
+    latest_skill,
+    revise_orientation,
+    revise_skill,
+    seeds_revision,
+    verify_code,
+)
 from rsilab.memory.assignments import ORIENTATION_PREFIX, assignments_of
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator._llm_state import dev_score
@@ -46,6 +59,8 @@ from rsilab.records import (
     CampaignReview,
     Candidate,
     CandidateState,
+    Direction,
+    EdgeRelation,
     EventDraft,
     Experiment,
     ExperimentState,
@@ -67,6 +82,8 @@ MIN_EXPERIMENTS = 4
 """Experiments an orientation needs before its weight is revised."""
 MIN_ADOPTIONS = 3
 """Experiments following a finding before the review judges whether following it paid."""
+MIN_JUDGED = 2
+"""Verified proposals the controller must have judged before the verify skill is revised."""
 MIN_CHANGE = 0.1
 """Relative change of a weight below which no revision is proposed."""
 MIN_WEIGHT, MAX_WEIGHT = 0.25, 4.0
@@ -94,6 +111,7 @@ def review_team_campaign(store: Store, task: Task, campaign_id: str, door: Door)
     orientations = _orientation_outcomes(record)
     findings = _finding_outcomes(store, record)
     proposals = _orientation_revisions(store, orientations)
+    proposals += _skill_revisions(store, record)
     proposals += _knowledge_revisions(store, task, campaign_id, record.findings, findings)
     made = [_make(store, campaign_id, door, p) for p in proposals]
     review = CampaignReview(
@@ -124,6 +142,7 @@ class _Records:
     """What the review reads: the campaign's experiments in creation order, each with the
     assignment it was made under, the runs that paid, its candidates and findings."""
 
+    campaign_id: str
     experiments: list[Experiment]
     under: dict[str, Assignment]
     """Experiment id -> the assignment of its researcher in force when it was created."""
@@ -174,6 +193,7 @@ class _Records:
             key=lambda f: f.created_at,
         )
         return cls(
+            campaign_id,
             exps,
             under,
             news,
@@ -314,6 +334,46 @@ def _orientation_revisions(
     return out
 
 
+def _skill_revisions(store: Store, rec: _Records) -> list[RevisionProposal]:
+    """The ``builtin:verify-gain`` skill's fresh seeds, from how the controller judged the
+    campaign's verified proposals (those made from a verify direction's re-runs)."""
+    skill = ensure_builtin_skills(store, actor=REVIEWER)
+    verify_dirs = {
+        d.id
+        for d in store.query_as(Direction, campaign_id=rec.campaign_id)
+        if any(e.relation == EdgeRelation.VERIFY for e in d.parents)
+    }
+    by_id = {e.id: e for e in rec.experiments}
+    verified = [
+        c
+        for exp_id, c in rec.candidates.items()
+        if exp_id in by_id and by_id[exp_id].direction_id in verify_dirs
+    ]
+    accepted = sum(1 for c in verified if c.state is CandidateState.ACCEPTED)
+    rejected = sum(1 for c in verified if c.state is CandidateState.REJECTED)
+    current = fresh_seeds(skill)
+    found = seeds_revision(current, accepted, rejected)
+    if found is None:
+        return []
+    new, why = found
+    enough = accepted + rejected >= MIN_JUDGED
+    return [
+        RevisionProposal(
+            kind="skill",
+            name=skill.name,
+            change=f"fresh_seeds {current} -> {new}",
+            reason=why,
+            evidence=[c.id for c in verified][:50],
+            accepted=enough,
+            why_not=""
+            if enough
+            else f"only {accepted + rejected} verified proposals judged "
+            f"(a revision needs {MIN_JUDGED})",
+            from_id=skill.id,
+        )
+    ]
+
+
 def _knowledge_revisions(
     store: Store,
     task: Task,
@@ -396,6 +456,20 @@ def _make(store: Store, campaign_id: str, door: Door, p: RevisionProposal) -> Re
             weight=weight,
         )
         return p.model_copy(update={"to_id": made.id})
+    if p.kind == "skill":
+        skill = latest_skill(store, p.name)
+        assert skill is not None
+        fresh = int(p.change.rsplit(" ", 1)[1])
+        made_skill = revise_skill(
+            store,
+            p.name,
+            skill.text,
+            verify_code(fresh),
+            actor=REVIEWER,
+            role=Role.CONTROLLER,
+            reason=f"review of {campaign_id}: {p.change}",
+        )
+        return p.model_copy(update={"to_id": made_skill.id})
     old = store.get_as(p.from_id, Finding)
     why = (
         "the records it cites hold both sides"

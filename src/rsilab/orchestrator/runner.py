@@ -28,6 +28,7 @@ from typing import Any
 from rsilab.controller.lineage import find_lineage
 from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
+from rsilab.memory import ensure_builtin_skills, fresh_seeds
 from rsilab.orchestrator._context import RunContext, Voice
 from rsilab.orchestrator._door import Door, RunnerError
 from rsilab.orchestrator._loop import CampaignLoop
@@ -129,7 +130,8 @@ def run_campaign(
             record_budget(lab, campaign, budget)
             door = Door(lab, services, campaign.id, lab.path / "workspaces" / campaign.id)
             voice = Voice(on_progress, budget)
-            ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice, ablations)
+            seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
+            ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice, ablations, seeds)
             state = CampaignLoop(ctx, workers, stop or StopRequest()).run(lease.check)
             set_campaign_state(lab, campaign.id, state)
         return campaign_result(lab, campaign.id, f"campaign {state}")

@@ -48,7 +48,7 @@ from rsilab.controller.lineage import find_lineage
 from rsilab.errors import UserError
 from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
-from rsilab.memory import team_members, team_size
+from rsilab.memory import ensure_builtin_skills, fresh_seeds, team_members, team_size
 from rsilab.orchestrator._context import RunContext, Voice
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator._stop import StopRequest
@@ -165,7 +165,8 @@ def _loop(
     names = team_members(campaign.settings)
     door = Door(lab, services, campaign.id, lab.path / "workspaces" / campaign.id)
     voice = Voice(on_progress, budget)
-    ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice)
+    seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
+    ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice, verify_seeds=seeds)
     stop = stop or StopRequest()
     lines: queue.SimpleQueue[tuple[str, str, float | None, float | None]] = queue.SimpleQueue()
     refs = min(MAX_REFERENCE_RUNS, len(names))
