@@ -92,12 +92,13 @@ def team_rows(task: str, runs: list[RunResult], plan: Plan) -> list[dict[str, An
         rows.append(
             {
                 "task": task,
+                "target": target,
                 "team of 3": mode.removeprefix("team: "),
                 "seeds x budget": f"{len(group)} x {plan.budget}"
                 + (f" (partial: {plan.seeds} planned)" if len(group) < plan.seeds else ""),
-                f"final {target} [95% CI]": str(mean_ci([r.final for r in group])),
+                "final target [95% CI]": str(mean_ci([r.final for r in group])),
                 "runs accepted": f"{sum(1 for r in group if r.accepted)}/{len(group)}",
-                f"best feasible dev {target}": f"{mean_ci(bests).mean:.3f}" if bests else "-",
+                "best feasible dev target": f"{mean_ci(bests).mean:.3f}" if bests else "-",
                 "mode - independent [95% CI]": "-" if compared is None else compared.diff.signed(),
                 "W/T/L (sign p)": "-"
                 if compared is None
