@@ -57,7 +57,7 @@ from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.guidance import mark_guidance_read, unread_guidance
 from rsilab.orchestrator.lease import acquire_lease
 from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.records import CampaignState, Candidate, Direction, Experiment, Role
+from rsilab.records import Campaign, CampaignState, Candidate, Direction, Experiment, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
@@ -96,21 +96,58 @@ def run_llm_campaign(
             before anything is written), or ``campaign_id`` names no campaign.
         LeaseHeld: another process runs the campaign.
     """
-    own_model = model is None
     chat = model or _model_for(agents, lab)
+    spec = agents.strip() or chat.name  # "" defers to the [llm] table: record its choice
+    settings = {
+        **(extra_settings or {}),
+        "agents": spec,
+        "budget": str(budget),
+        "workers": workers,
+        "seed": seed,
+    }
+
+    def rounds(campaign: Campaign, steps_services: LabServices) -> _Rounds:
+        return _Rounds(lab, task, steps_services, campaign.id, budget, workers, chat, on_progress)
+
+    return drive_llm_campaign(
+        lab,
+        task,
+        chat,
+        settings,
+        rounds,
+        own_model=model is None,
+        services=services,
+        campaign_id=campaign_id,
+    )
+
+
+def drive_llm_campaign(
+    lab: Lab,
+    task: Task,
+    chat: ChatModel,
+    settings: dict[str, Any],
+    make_rounds: Callable[[Campaign, LabServices], _Rounds],
+    *,
+    own_model: bool,
+    services: LabServices | None = None,
+    campaign_id: str | None = None,
+    prepare: Callable[[LabServices], None] | None = None,
+    on_finished: Callable[[Campaign, _Rounds], None] | None = None,
+    slots: int | None = None,
+) -> CampaignResult:
+    """What every LLM campaign runs around its rounds: the baseline when missing, the
+    campaign opened (``settings``) or found, the lease, recovery, the rounds, the final state;
+    ``chat`` is closed at the end when ``own_model``. ``prepare`` runs before the campaign is
+    opened; ``on_finished`` runs when the rounds end it finished, before it is marked so (its
+    tools still answer). Without ``services``, its own run ``slots`` jobs at once (default:
+    the machine's) and are closed at the end."""
     own = services is None
-    services = services or LabServices(lab, judge_in_background=False)
+    services = services or LabServices(lab, judge_in_background=False, slots=slots)
     try:
         if find_lineage(lab.store, task.name, services.lineage) is None:
             services.controller(task).baseline(actor=ACTOR)
-        spec = agents.strip() or chat.name  # "" defers to the [llm] table: record its choice
-        settings = {
-            **(extra_settings or {}),
-            "agents": spec,
-            "budget": str(budget),
-            "workers": workers,
-            "seed": seed,
-        }
+        if prepare is not None:
+            prepare(services)
         campaign = start_or_find_campaign(lab, task, settings, campaign_id)
         if campaign is None:
             assert campaign_id is not None
@@ -122,8 +159,10 @@ def run_llm_campaign(
             )
         with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
             recover_campaign(lab.store, lease)
-            runner = _Rounds(lab, task, services, campaign.id, budget, workers, chat, on_progress)
+            runner = make_rounds(campaign, services)
             state, message = runner.loop(lease.check)
+            if state is CampaignState.FINISHED and on_finished is not None:
+                on_finished(campaign, runner)
             set_campaign_state(lab, campaign.id, state)
         return campaign_result(lab, campaign.id, message)
     finally:

@@ -23,10 +23,10 @@ A researcher the Leader has not oriented yet waits for the next round.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from rsilab.agents.llm import ChatModel
 from rsilab.agents.roles import ensure_team_orientations
-from rsilab.controller.lineage import find_lineage
 from rsilab.errors import UserError
 from rsilab.expos.services import LabServices
 from rsilab.memory import current_assignments, team_members
@@ -39,14 +39,9 @@ from rsilab.orchestrator.campaign_run import (
     ACTOR,
     CampaignResult,
     ProgressFn,
-    campaign_result,
-    set_campaign_state,
-    start_or_find_campaign,
 )
-from rsilab.orchestrator.lease import acquire_lease
-from rsilab.orchestrator.llm_runner import _model_for, _Rounds, run_at_once
-from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.records import CampaignState, Candidate, Direction, Experiment, Orientation, Role
+from rsilab.orchestrator.llm_runner import _model_for, _Rounds, drive_llm_campaign, run_at_once
+from rsilab.records import Campaign, Candidate, Direction, Experiment, Orientation, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
@@ -82,40 +77,34 @@ def run_llm_team_campaign(
     """
     if team < 1:
         raise UserError(f"a team needs at least one researcher, not {team}", "use --team 1 or more")
-    own_model = model is None
     chat = model or _model_for(agents, lab)
-    own = services is None
-    services = services or LabServices(lab, judge_in_background=False, slots=max(2, team))
-    try:
-        if find_lineage(lab.store, task.name, services.lineage) is None:
-            services.controller(task).baseline(actor=ACTOR)
+    spec = agents.strip() or chat.name
+    settings: dict[str, Any] = {"agents": spec, "budget": str(budget), "team": team, "seed": seed}
+
+    def prepare(_services: LabServices) -> None:
         ensure_team_orientations(lab.store, actor=ACTOR)
-        spec = agents.strip() or chat.name
-        settings = {"agents": spec, "budget": str(budget), "team": team, "seed": seed}
-        campaign = start_or_find_campaign(lab, task, settings, campaign_id)
-        if campaign is None:
-            assert campaign_id is not None
-            return campaign_result(
-                lab,
-                campaign_id,
-                "nothing to do: the campaign is finished (records of a finished campaign are "
-                "final; start a new one with `rsilab run --team`)",
-            )
-        names = team_members(campaign.settings)
-        with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
-            recover_campaign(lab.store, lease)
-            rounds = _TeamRounds(lab, task, services, campaign.id, budget, names, chat, on_progress)
-            state, message = rounds.loop(lease.check)
-            if state is CampaignState.FINISHED:  # reviewed while its tools still answer
-                review = review_team_campaign(lab.store, task, campaign.id, rounds.steps.door)
-                rounds.steps.say("review", f"campaign review {review.id}: {review.conclusion}")
-            set_campaign_state(lab, campaign.id, state)
-        return campaign_result(lab, campaign.id, message)
-    finally:
-        if own_model:
-            chat.close()
-        if own:
-            services.close()
+
+    def rounds(campaign: Campaign, steps_services: LabServices) -> _Rounds:
+        names = team_members(campaign.settings)  # a resumed campaign keeps its team
+        return _TeamRounds(lab, task, steps_services, campaign.id, budget, names, chat, on_progress)
+
+    def review(campaign: Campaign, finished: _Rounds) -> None:
+        made = review_team_campaign(lab.store, task, campaign.id, finished.steps.door)
+        finished.steps.say("review", f"campaign review {made.id}: {made.conclusion}")
+
+    return drive_llm_campaign(
+        lab,
+        task,
+        chat,
+        settings,
+        rounds,
+        own_model=model is None,
+        services=services,
+        slots=max(2, team),
+        campaign_id=campaign_id,
+        prepare=prepare,
+        on_finished=review,
+    )
 
 
 class _TeamRounds(_Rounds):
