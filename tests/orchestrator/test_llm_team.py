@@ -99,6 +99,7 @@ def test_a_leader_orients_llm_researchers_who_share_memory(
     assert sorted(f.author for f in published) == sorted(ORIENT)
     asked = [r for r in server.requests if re.match(r"You are researcher-1", prompt(r))]
     assert asked and "oriented as explorer" in prompt(asked[0])  # its orientation's text
+    assert "builtin:verify-gain v1" in prompt(asked[0])  # and the lab's skills
     review = campaign_review_of(lab.store, cid)
     assert review is not None
     assert {o.orientation: o.experiments for o in review.orientations} == {

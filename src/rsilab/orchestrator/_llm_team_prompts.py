@@ -3,13 +3,14 @@
 The Leader's prompt holds the team roster (each researcher's orientation, experiments and best
 dev score), the orientations the lab holds (latest versions, with the weight campaign reviews
 gave them) and the shared memory; a researcher's prompt is a Worker's prompt on its own line
-of work, led by its orientation's text and followed by the shared memory. As for the single
-runner's prompts, only what the agents' own tools would show goes in.
+of work, led by its orientation's text and followed by the shared memory and the lab's
+skills. As for the single runner's prompts, only what the agents' own tools would show goes
+in.
 """
 
 from __future__ import annotations
 
-from rsilab.memory import latest_orientations, relevant_findings
+from rsilab.memory import latest_orientations, latest_skills, relevant_findings
 from rsilab.memory.assignments import ORIENTATION_PREFIX, current_assignments
 from rsilab.orchestrator._llm_prompts import (
     Left,
@@ -44,6 +45,18 @@ def findings_block(store: Store, task: Task, limit: int = SHOWN_FINDINGS) -> str
         status = "open problem" if f.status is FindingStatus.UNRESOLVED else str(f.status)
         superseded = f"; superseded by {', '.join(r.superseded_by)}" if r.superseded_by else ""
         lines.append(f"- {f.id} [{status}] {f.claim[:_CUT]}{effect}{superseded}")
+    return "\n".join(lines)
+
+
+def skills_block(store: Store) -> str:
+    """The lab's skills, latest versions: reusable procedures campaign reviews revise."""
+    held = latest_skills(store)
+    if not held:
+        return "Skills: none in this lab yet."
+    lines = ["Skills the lab holds (read_skill shows one whole; latest versions):"]
+    for k in held:
+        code = f" Code: {k.code[:_CUT]}" if k.code else ""
+        lines.append(f"- {k.name} v{k.version}: {k.text[:_CUT]}{code}")
     return "\n".join(lines)
 
 
@@ -119,6 +132,7 @@ def researcher_prompt(
             f"(v{orientation.version}) by the Leader:\n{orientation.text}",
             worker_prompt(store, campaign_id, task, direction, left=left),
             findings_block(store, task),
+            skills_block(store),
             "Shared memory: query_findings for what others learned; adopt_finding (with your "
             "experiment ids) when you follow one; publish_finding for what you learn. A "
             "supported finding needs metric, a_ids, b_ids and direction: the tool recomputes "

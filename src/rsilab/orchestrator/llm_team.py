@@ -29,7 +29,7 @@ from rsilab.agents.llm import ChatModel
 from rsilab.agents.roles import ensure_team_orientations
 from rsilab.errors import UserError
 from rsilab.expos.services import LabServices
-from rsilab.memory import current_assignments, team_members
+from rsilab.memory import current_assignments, ensure_builtin_skills, team_members
 from rsilab.memory.assignments import ORIENTATION_PREFIX
 from rsilab.orchestrator import intents
 from rsilab.orchestrator._llm_state import step_key
@@ -83,6 +83,7 @@ def run_llm_team_campaign(
 
     def prepare(_services: LabServices) -> None:
         ensure_team_orientations(lab.store, actor=ACTOR)
+        ensure_builtin_skills(lab.store, actor=ACTOR)  # researchers see the lab's skills
 
     def rounds(campaign: Campaign, steps_services: LabServices) -> _Rounds:
         names = team_members(campaign.settings)  # a resumed campaign keeps its team
