@@ -108,6 +108,8 @@ def test_memory_history_of_a_skill_and_an_orientation(lab: Path, campaign_id: st
     history = json.loads(result.stdout)["history"]
     assert [(h["version"], h["code"]) for h in history] == [(1, None), (2, "rates = [1]")]
     assert history[1]["parent_id"] == history[0]["id"]
+    shown = rsilab("memory", "skills", "--history", "sweep", "--lab", lab)
+    assert shown.exit_code == 0 and "rates = [1]" in shown.stdout  # the code, revised
     table = rsilab("memory", "orientations", "--history", "explorer", "--lab", lab)
     assert table.exit_code == 0, explain(table)
     assert "explorer: 2 versions" in table.stdout and "Explore widely." in table.stdout

@@ -228,12 +228,17 @@ def _history_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def _weight_column(rows: list[dict[str, Any]]) -> list[str]:
-    """An orientation's weight (its share of a team at the start) gets a column."""
-    return ["weight"] if rows and "weight" in rows[0] else []
+    """An orientation's weight (its share of a team at the start), or a skill's code, gets
+    a column: it is what a campaign review revises."""
+    if rows and "weight" in rows[0]:
+        return ["weight"]
+    return ["code"] if rows and "code" in rows[0] else []
 
 
 def _weight(row: dict[str, Any]) -> list[str]:
-    return [f"{row['weight']:g}"] if "weight" in row else []
+    if "weight" in row:
+        return [f"{row['weight']:g}"]
+    return [_brief(row["code"] or "-").plain] if "code" in row else []
 
 
 def _brief(text: str) -> Text:
