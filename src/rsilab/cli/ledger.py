@@ -16,6 +16,7 @@ from rsilab.cli._common import (
     EXIT_VERIFY_FAILED,
     CampaignOption,
     LabOption,
+    ctrl_c_requests,
     print_json,
     reading_stored_data,
     stdout_console,
@@ -68,15 +69,27 @@ def last_events(store: Store, campaign_id: str | None, limit: int) -> list[Event
 def _follow(
     store: Store, console: Console, campaign_id: str | None, last_seq: int, *, header: bool
 ) -> None:
-    """Poll for events after ``last_seq`` until interrupted; Ctrl-C ends it cleanly (exit 0)."""
+    """Poll for events after ``last_seq`` until interrupted; Ctrl-C ends it cleanly (exit 0).
+
+    Ctrl-C only sets a flag the loop reads between polls (a second one interrupts at once):
+    an interrupt raised inside a store read could leave the store's lock held, and closing the
+    lab would then wait forever.
+    """
+    requests = [0]  # set by the signal handler: no lock, so it can never wait on one
+
+    def request() -> int:
+        requests[0] += 1
+        return requests[0]
+
     try:
-        while True:
-            new = store.events(after=last_seq, campaign_id=campaign_id)
-            if new:
-                console.print(event_table(new, header=header))
-                sys.stdout.flush()
-                header, last_seq = False, new[-1].seq
-            time.sleep(FOLLOW_INTERVAL_S)
+        with ctrl_c_requests(request, 2):
+            while not requests[0]:
+                new = store.events(after=last_seq, campaign_id=campaign_id)
+                if new:
+                    console.print(event_table(new, header=header))
+                    sys.stdout.flush()
+                    header, last_seq = False, new[-1].seq
+                time.sleep(FOLLOW_INTERVAL_S)
     except KeyboardInterrupt:
         return
 
