@@ -116,17 +116,12 @@ def _kept_file() -> JsonLines:
 
 
 def _load(kept: JsonLines, rounds: int) -> dict[tuple[str, int], Evolved]:
-    names = {f.name for f in dataclasses.fields(Evolved)}
-    out: dict[tuple[str, int], Evolved] = {}
     split = split_id(split_secret(TASK))
-    for number, data in kept.read():
-        try:
-            run = Evolved(**{k: v for k, v in data.items() if k in names})
-        except TypeError as exc:
-            raise kept.bad_line(number, str(exc)) from exc
-        if run.rounds == rounds and run.split == split:
-            out[(run.improver, run.seed)] = run
-    return out
+    return {
+        (run.improver, run.seed): run
+        for run in kept.read_as(Evolved)
+        if run.rounds == rounds and run.split == split
+    }
 
 
 def evolutions(quick: bool) -> list[Evolved]:

@@ -9,10 +9,13 @@ afresh (after changing what it measures).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 RESULTS = Path(__file__).parent / "results"
 """Where the kept results live: ``benchmarks/results``."""
@@ -48,6 +51,18 @@ class JsonLines:
             if not isinstance(data, dict):
                 raise self.bad_line(number, "not a JSON object")
             out.append((number, data))
+        return out
+
+    def read_as(self, cls: type[T]) -> list[T]:
+        """Every line as an instance of the dataclass ``cls`` (keys it does not have are
+        ignored, so an older line still reads); KeptResultsError on one that does not fit."""
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        out = []
+        for number, data in self.read():
+            try:
+                out.append(cls(**{k: v for k, v in data.items() if k in names}))
+            except TypeError as exc:
+                raise self.bad_line(number, str(exc)) from exc
         return out
 
     def bad_line(self, number: int, why: str) -> KeptResultsError:

@@ -34,16 +34,11 @@ class RunLog:
     def load(self, budget: int, split: str) -> dict[tuple[str, int], RunResult]:
         """The runs kept with ``budget`` experiments on split ``split``, by (policy, seed);
         the last line of a pair wins. Raises KeptResultsError on a line that is not a run."""
-        names = {f.name for f in dataclasses.fields(RunResult)}
-        runs: dict[tuple[str, int], RunResult] = {}
-        for number, data in self.lines.read():
-            try:
-                run = RunResult(**{k: v for k, v in data.items() if k in names})
-            except TypeError as exc:
-                raise self.lines.bad_line(number, str(exc)) from exc
-            if run.budget == budget and run.split == split:
-                runs[(run.policy, run.seed)] = run
-        return runs
+        return {
+            (run.policy, run.seed): run
+            for run in self.lines.read_as(RunResult)
+            if run.budget == budget and run.split == split
+        }
 
     def append(self, run: RunResult) -> None:
         """Keep ``run`` (flushed at once)."""

@@ -85,7 +85,9 @@ def test_knowledge_is_opened_again_when_following_it_never_paid_or_the_campaign_
     conflicting = _finding(lab, "lower", "cmp-earlier")
     ours = _finding(lab, "raise", "cmp-now")  # this campaign's analyst: raise width
     outcomes = [_outcome(unpaid, MIN_ADOPTIONS, 0), _outcome(paid, MIN_ADOPTIONS, 1)]
-    proposals = _knowledge_revisions(lab.store, task, "cmp-now", [ours], outcomes)
+    no_door: Any = None  # proposals only: nothing is made, so nothing is published
+    pending = _knowledge_revisions(lab.store, task, "cmp-now", [ours], outcomes, no_door)
+    proposals = [p.proposal for p in pending]
     by_id = {p.from_id: p for p in proposals}
     assert set(by_id) == {unpaid.id, conflicting.id}  # the paid one and ours stand
     assert by_id[unpaid.id].change == "supported -> unresolved"
@@ -95,9 +97,9 @@ def test_knowledge_is_opened_again_when_following_it_never_paid_or_the_campaign_
     assert all(p.accepted and p.kind == "knowledge" for p in proposals)
     # too few experiments followed it: no judgement on it
     fewer = _knowledge_revisions(
-        lab.store, task, "cmp-now", [ours], [_outcome(unpaid, MIN_ADOPTIONS - 1, 0)]
+        lab.store, task, "cmp-now", [ours], [_outcome(unpaid, MIN_ADOPTIONS - 1, 0)], no_door
     )
-    assert [p.from_id for p in fewer] == [conflicting.id]
+    assert [p.proposal.from_id for p in fewer] == [conflicting.id]
 
 
 def test_the_next_team_starts_from_the_revised_orientations(lab: Lab) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rsilab.errors import UserError
 from rsilab.memory.revisions import latest_orientation, latest_orientations
 from rsilab.records import Assignment, Orientation
 from rsilab.store.base import Store
@@ -24,6 +25,12 @@ def team_size(settings: Mapping[str, Any]) -> int:
     """The number of researchers a campaign's settings record (0: not a team campaign)."""
     value = settings.get("team")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def require_team(team: int) -> None:
+    """Raise UserError unless a team of ``team`` researchers can be started (one or more)."""
+    if team < 1:
+        raise UserError(f"a team needs at least one researcher, not {team}", "use --team 1 or more")
 
 
 def team_members(settings: Mapping[str, Any]) -> list[str]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rsilab.agents.builtin.team import VERBS, parse_effect_tag
@@ -44,7 +45,6 @@ from rsilab.memory import (
     ensure_builtin_skills,
     fresh_seeds,
     latest_orientation,
-    latest_skill,
     revise_orientation,
     revise_skill,
     seeds_revision,
@@ -67,6 +67,7 @@ from rsilab.records import (
     Finding,
     FindingOutcome,
     FindingStatus,
+    Orientation,
     OrientationOutcome,
     RevisionProposal,
     Role,
@@ -110,10 +111,10 @@ def review_team_campaign(store: Store, task: Task, campaign_id: str, door: Door)
     record = _Records.load(store, task, campaign_id)
     orientations = _orientation_outcomes(record)
     findings = _finding_outcomes(store, record)
-    proposals = _orientation_revisions(store, orientations)
-    proposals += _skill_revisions(store, record)
-    proposals += _knowledge_revisions(store, task, campaign_id, record.findings, findings)
-    made = [_make(store, campaign_id, door, p) for p in proposals]
+    pending = _orientation_revisions(store, campaign_id, orientations)
+    pending += _skill_revisions(store, record)
+    pending += _knowledge_revisions(store, task, campaign_id, record.findings, findings, door)
+    made = [p.made() for p in pending]
     review = CampaignReview(
         campaign_id=campaign_id,
         reviewer=REVIEWER,
@@ -290,15 +291,29 @@ def _finding_outcomes(store: Store, rec: _Records) -> list[FindingOutcome]:
 # -- proposals -----------------------------------------------------------------------------------
 
 
+@dataclass
+class _Pending:
+    """A proposed revision and how to make it: ``make`` writes the new record, its id."""
+
+    proposal: RevisionProposal
+    make: Callable[[], str]
+
+    def made(self) -> RevisionProposal:
+        """The proposal, made when it is accepted (its ``to_id`` then set)."""
+        if not self.proposal.accepted:
+            return self.proposal
+        return self.proposal.model_copy(update={"to_id": self.make()})
+
+
 def _orientation_revisions(
-    store: Store, outcomes: list[OrientationOutcome]
-) -> list[RevisionProposal]:
+    store: Store, campaign_id: str, outcomes: list[OrientationOutcome]
+) -> list[_Pending]:
     total_exp = sum(o.experiments for o in outcomes)
     total_paid = sum(o.paid for o in outcomes)
     if total_paid == 0 or total_exp == 0:
         return []
     team_rate = (total_paid + 0.5) / (total_exp + 1)
-    out = []
+    out: list[_Pending] = []
     for o in outcomes:
         if o.experiments == 0:
             continue
@@ -311,30 +326,49 @@ def _orientation_revisions(
         if abs(new / latest.weight - 1) < MIN_CHANGE:
             continue
         enough = o.experiments >= MIN_EXPERIMENTS
-        out.append(
-            RevisionProposal(
-                kind="orientation",
-                name=latest.name,
-                change=f"weight {latest.weight:g} -> {new:g}",
-                reason=(
-                    f"{o.orientation}: {o.paid} paying results in {o.experiments} experiments "
-                    f"({o.new_bests} new team bests, {o.supported_findings} supported findings, "
-                    f"{o.accepted} accepted candidates); the team: {total_paid} in "
-                    f"{total_exp}"
-                ),
-                evidence=o.evidence,
-                accepted=enough,
-                why_not=""
-                if enough
-                else f"only {o.experiments} experiments under it "
-                f"(a revision needs {MIN_EXPERIMENTS})",
-                from_id=latest.id,
-            )
+        change = f"weight {latest.weight:g} -> {new:g}"
+
+        proposal = RevisionProposal(
+            kind="orientation",
+            name=latest.name,
+            change=change,
+            reason=(
+                f"{o.orientation}: {o.paid} paying results in {o.experiments} experiments "
+                f"({o.new_bests} new team bests, {o.supported_findings} supported findings, "
+                f"{o.accepted} accepted candidates); the team: {total_paid} in "
+                f"{total_exp}"
+            ),
+            evidence=o.evidence,
+            accepted=enough,
+            why_not=""
+            if enough
+            else f"only {o.experiments} experiments under it (a revision needs {MIN_EXPERIMENTS})",
+            from_id=latest.id,
         )
+        out.append(_Pending(proposal, _reweigh(store, campaign_id, latest, new, change)))
     return out
 
 
-def _skill_revisions(store: Store, rec: _Records) -> list[RevisionProposal]:
+def _reweigh(
+    store: Store, campaign_id: str, latest: Orientation, weight: float, change: str
+) -> Callable[[], str]:
+    """How to make an orientation revision: ``latest``'s text at ``weight``."""
+
+    def make() -> str:
+        return revise_orientation(
+            store,
+            latest.name,
+            latest.text,
+            actor=REVIEWER,
+            role=Role.CONTROLLER,
+            reason=f"review of {campaign_id}: {change}",
+            weight=weight,
+        ).id
+
+    return make
+
+
+def _skill_revisions(store: Store, rec: _Records) -> list[_Pending]:
     """The ``builtin:verify-gain`` skill's fresh seeds, from how the controller judged the
     campaign's verified proposals (those made from a verify direction's re-runs)."""
     skill = ensure_builtin_skills(store, actor=REVIEWER)
@@ -357,21 +391,33 @@ def _skill_revisions(store: Store, rec: _Records) -> list[RevisionProposal]:
         return []
     new, why = found
     enough = accepted + rejected >= MIN_JUDGED
-    return [
-        RevisionProposal(
-            kind="skill",
-            name=skill.name,
-            change=f"fresh_seeds {current} -> {new}",
-            reason=why,
-            evidence=[c.id for c in verified][:50],
-            accepted=enough,
-            why_not=""
-            if enough
-            else f"only {accepted + rejected} verified proposals judged "
-            f"(a revision needs {MIN_JUDGED})",
-            from_id=skill.id,
-        )
-    ]
+    change = f"fresh_seeds {current} -> {new}"
+
+    def make() -> str:
+        return revise_skill(
+            store,
+            skill.name,
+            skill.text,
+            verify_code(new),
+            actor=REVIEWER,
+            role=Role.CONTROLLER,
+            reason=f"review of {rec.campaign_id}: {change}",
+        ).id
+
+    proposal = RevisionProposal(
+        kind="skill",
+        name=skill.name,
+        change=change,
+        reason=why,
+        evidence=[c.id for c in verified][:50],
+        accepted=enough,
+        why_not=""
+        if enough
+        else f"only {accepted + rejected} verified proposals judged "
+        f"(a revision needs {MIN_JUDGED})",
+        from_id=skill.id,
+    )
+    return [_Pending(proposal, make)]
 
 
 def _knowledge_revisions(
@@ -380,9 +426,11 @@ def _knowledge_revisions(
     campaign_id: str,
     own: list[Finding],
     outcomes: list[FindingOutcome],
-) -> list[RevisionProposal]:
+    door: Door,
+) -> list[_Pending]:
     """Knowledge to open again (see the module docstring); ``own``: the campaign's findings,
-    oldest first."""
+    oldest first. Each is made as an unresolved finding that supersedes it, published on
+    ``door``."""
     space = task.search_space
     current = {f.id: f for f in store.query_as(Finding, fields={"task": task.name})}
     superseded = {f.supersedes for f in current.values() if f.supersedes}
@@ -435,59 +483,34 @@ def _knowledge_revisions(
                         from_id=fid,
                     )
                 )
-    return out
+    return [_Pending(p, _reopen(store, campaign_id, door, p, live[p.name])) for p in out]
 
 
-def _make(store: Store, campaign_id: str, door: Door, p: RevisionProposal) -> RevisionProposal:
-    """Make an accepted proposal (a new record); the proposal with its ``to_id`` set."""
-    if not p.accepted or p.from_id is None:
-        return p
-    if p.kind == "orientation":
-        latest = latest_orientation(store, p.name)
-        assert latest is not None
-        weight = float(p.change.rsplit(" ", 1)[1])
-        made = revise_orientation(
-            store,
-            p.name,
-            latest.text,
-            actor=REVIEWER,
-            role=Role.CONTROLLER,
-            reason=f"review of {campaign_id}: {p.change}",
-            weight=weight,
-        )
-        return p.model_copy(update={"to_id": made.id})
-    if p.kind == "skill":
-        skill = latest_skill(store, p.name)
-        assert skill is not None
-        fresh = int(p.change.rsplit(" ", 1)[1])
-        made_skill = revise_skill(
-            store,
-            p.name,
-            skill.text,
-            verify_code(fresh),
-            actor=REVIEWER,
-            role=Role.CONTROLLER,
-            reason=f"review of {campaign_id}: {p.change}",
-        )
-        return p.model_copy(update={"to_id": made_skill.id})
-    old = store.get_as(p.from_id, Finding)
+def _reopen(
+    store: Store, campaign_id: str, door: Door, p: RevisionProposal, old: Finding
+) -> Callable[[], str]:
+    """How to make knowledge revision ``p``: an unresolved finding superseding ``old``."""
     why = (
         "the records it cites hold both sides"
         if "conflict" in p.change
         else "the experiments it cites followed it and none set a new best or became an "
         "accepted version"
     )
-    answer = door.for_actor(REVIEWER).reviewer(
-        "publish_finding",
-        claim=f"Open again: {old.claim}",
-        status="unresolved",
-        conditions=f"review of team campaign {campaign_id}",
-        uncertainty=f"superseded by the campaign review: {why}",
-        sources=p.evidence[:50],
-        tags=old.tags,
-        supersedes=old.id,
-    )
-    return p.model_copy(update={"to_id": str(answer["id"])})
+
+    def make() -> str:
+        answer = door.for_actor(REVIEWER).reviewer(
+            "publish_finding",
+            claim=f"Open again: {old.claim}",
+            status="unresolved",
+            conditions=f"review of team campaign {campaign_id}",
+            uncertainty=f"superseded by the campaign review: {why}",
+            sources=p.evidence[:50],
+            tags=old.tags,
+            supersedes=old.id,
+        )
+        return str(answer["id"])
+
+    return make
 
 
 def _conclusion(outcomes: list[OrientationOutcome], made: list[RevisionProposal]) -> str:

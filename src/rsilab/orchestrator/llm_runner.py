@@ -36,7 +36,7 @@ from rsilab.controller.lineage import find_lineage
 from rsilab.errors import UserError
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator import intents
-from rsilab.orchestrator._llm_prompts import main_prompt, reviewer_prompt, worker_prompt
+from rsilab.orchestrator._llm_prompts import Left, main_prompt, reviewer_prompt, worker_prompt
 from rsilab.orchestrator._llm_state import (
     assign_workers,
     dev_score,
@@ -57,7 +57,7 @@ from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.guidance import mark_guidance_read, unread_guidance
 from rsilab.orchestrator.lease import acquire_lease
 from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.records import Campaign, CampaignState, Candidate, Direction, Experiment, Role
+from rsilab.records import Campaign, CampaignState, Candidate, Direction, Experiment, Intent, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
@@ -302,10 +302,28 @@ class _Rounds:
         if direction.is_finished():  # closed since a Main step assigned it
             self.steps.skip(begun, f"direction {direction_id} is {direction.state}")
             return
+        self._work(
+            begun,
+            actor,
+            direction,
+            lambda left: worker_prompt(
+                self.store, self.campaign_id, self.task, direction, left=left
+            ),
+        )
+
+    def _work(
+        self,
+        begun: Intent,
+        actor: str,
+        direction: Direction,
+        prompt_for: Callable[[Left], str],
+    ) -> None:
+        """A Worker step of ``actor`` on ``direction``: the prompt ``prompt_for`` writes from
+        what is left of the budget, the conversation, the step's experiments recorded with its
+        intent, and progress lines for them and its candidates."""
         known = {e.id for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)}
         proposed = {c.id for c in self.store.query_as(Candidate, campaign_id=self.campaign_id)}
-        left = self.steps.left()
-        prompt = worker_prompt(self.store, self.campaign_id, self.task, direction, left=left)
+        prompt = prompt_for(self.steps.left())
         outcome = self.steps.converse(actor, Role.WORKER, prompt)
         made = [  # its own: Workers of the same round run at once
             e

@@ -27,9 +27,8 @@ from typing import Any
 
 from rsilab.agents.llm import ChatModel
 from rsilab.agents.roles import ensure_team_orientations
-from rsilab.errors import UserError
 from rsilab.expos.services import LabServices
-from rsilab.memory import current_assignments, ensure_builtin_skills, team_members
+from rsilab.memory import current_assignments, ensure_builtin_skills, require_team, team_members
 from rsilab.memory.assignments import ORIENTATION_PREFIX
 from rsilab.orchestrator import intents
 from rsilab.orchestrator._llm_state import step_key
@@ -41,7 +40,7 @@ from rsilab.orchestrator.campaign_run import (
     ProgressFn,
 )
 from rsilab.orchestrator.llm_runner import _model_for, _Rounds, drive_llm_campaign, run_at_once
-from rsilab.records import Campaign, Candidate, Direction, Experiment, Orientation, Role
+from rsilab.records import Campaign, Direction, Orientation, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
@@ -75,8 +74,7 @@ def run_llm_team_campaign(
             (before anything is written), or ``campaign_id`` names no campaign.
         LeaseHeld: another process runs the campaign.
     """
-    if team < 1:
-        raise UserError(f"a team needs at least one researcher, not {team}", "use --team 1 or more")
+    require_team(team)
     chat = model or _model_for(agents, lab)
     spec = agents.strip() or chat.name
     settings: dict[str, Any] = {"agents": spec, "budget": str(budget), "team": team, "seed": seed}
@@ -169,25 +167,20 @@ class _TeamRounds(_Rounds):
         assignment = current_assignments(self.store, self.campaign_id)[name]
         orientation = self.store.get_as(assignment.orientation_id, Orientation)
         direction = self._line_of_work(name, orientation)
-        known = {e.id for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)}
-        proposed = {c.id for c in self.store.query_as(Candidate, campaign_id=self.campaign_id)}
-        prompt = researcher_prompt(
-            self.store,
-            self.campaign_id,
-            self.task,
+        self._work(
+            begun,
+            name,
             direction,
-            orientation,
-            name=name,
-            left=self.steps.left(),
+            lambda left: researcher_prompt(
+                self.store,
+                self.campaign_id,
+                self.task,
+                direction,
+                orientation,
+                name=name,
+                left=left,
+            ),
         )
-        outcome = self.steps.converse(name, Role.WORKER, prompt)
-        made = [
-            e
-            for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)
-            if e.id not in known and e.created_by == name
-        ]
-        self.steps.complete(begun, outcome, {"experiments": [e.id for e in made]})
-        self._report(made, direction, name, proposed)
 
     def _line_of_work(self, name: str, orientation: Orientation) -> Direction:
         """The researcher's open direction, opened under its name when it has none."""

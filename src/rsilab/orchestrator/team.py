@@ -48,7 +48,7 @@ from rsilab.controller.lineage import find_lineage
 from rsilab.errors import UserError
 from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
-from rsilab.memory import ensure_builtin_skills, fresh_seeds, team_members, team_size
+from rsilab.memory import ensure_builtin_skills, fresh_seeds, require_team, team_members, team_size
 from rsilab.orchestrator._context import RunContext, Voice
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator._stop import StopRequest
@@ -106,8 +106,7 @@ def run_team_campaign(
         LeaseHeld: another process runs the campaign.
         RunnerError: a tool the policy needed failed (the campaign is left resumable).
     """
-    if team < 1:
-        raise UserError(f"a team needs at least one researcher, not {team}", "use --team 1 or more")
+    require_team(team)
     own = services is None
     if services is None:
         slots = min(max(2, team), max(2, available_cores()))
