@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps runtime test demo bench bench-quick lint typecheck clean
+.PHONY: install system-deps browser-deps runtime test demo bench bench-quick lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -26,13 +26,27 @@ system-deps:
 		echo "  Install it with: sudo apt-get install -y bubblewrap"; \
 	fi
 
+# The dashboard's browser tests drive headless Chromium through Playwright, using the Debian
+# package (Playwright's own browser download needs the internet). As root, install it when
+# missing; otherwise the browser tests are skipped with this reason.
+browser-deps:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing chromium (for the dashboard's browser tests) with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	else \
+		echo "rsilab: chromium is missing and cannot be installed without root;"; \
+		echo "  the dashboard's browser tests will be skipped."; \
+		echo "  Install it with: sudo apt-get install -y chromium chromium-driver"; \
+	fi
+
 # The venv sandboxed jobs run in (torch, numpy, safetensors; not rsilab). Quick when done.
 runtime: $(STAMP)
 	$(VENV)/bin/rsilab runtime install
 
 install: system-deps $(STAMP) runtime
 
-test: install
+test: install browser-deps
 	$(PY) -m pytest -q -p no:cacheprovider
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy src

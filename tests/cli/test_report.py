@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,20 @@ def test_report_of_a_finished_campaign(tmp_path: Path, monkeypatch: pytest.Monke
     out_md = tmp_path / "report.md"
     assert rsilab("report", cid, "--out", out_md, "--lab", lab).exit_code == 0
     assert out_md.read_text().startswith(f"# Campaign report: {cid}")
+
+    page = tmp_path / "report.html"  # one file, no script, no address outside it
+    html = rsilab("report", cid, "--html", page, "--lab", lab)
+    assert html.exit_code == 0 and html.stdout.strip() == str(page), explain(html)
+    text = page.read_text()
+    assert text.startswith("<!doctype html>") and f"Campaign {cid}" in text
+    assert "<script" not in text
+    assert not re.findall(r'(?:src|href)="(?!#)[^"]*"', text)  # every link is within the file
+    assert text.count('class="part"') >= 4 + 5  # overview, list, 4 experiments, lineage, ...
+    by_suffix = tmp_path / "r.htm"
+    assert rsilab("report", cid, "--out", by_suffix, "--lab", lab).exit_code == 0
+    assert by_suffix.read_text().startswith("<!doctype html>")
+    clash = rsilab("report", cid, "--html", page, "--format", "json", "--lab", lab)
+    assert clash.exit_code == 1 and "--html writes HTML" in clash.stderr
     assert not list(tmp_path.glob(".*partial"))
 
 

@@ -23,6 +23,7 @@ from rsilab.cli import (
     serve,
     task,
     tools,
+    ui,
     versions,
 )
 from rsilab.cli._common import EXIT_CODES_HELP, EXIT_USER_ERROR, MARKUP, report_user_error
@@ -70,6 +71,7 @@ evolve.register(app)
 guide.register(app)
 report.register(app)
 memory.register(app)
+ui.register(app)
 
 
 def main() -> None:

@@ -1,5 +1,5 @@
 """``rsilab report CAMPAIGN``: what a campaign did and used (or an evolution's round report),
-as Markdown or JSON."""
+as Markdown, JSON or one self-contained HTML file."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ class ReportFormat(StrEnum):
 
     MD = "md"
     JSON = "json"
+    HTML = "html"
 
 
 def report(
@@ -36,7 +37,7 @@ def report(
         ReportFormat | None,
         typer.Option(
             "--format",
-            help="md or json. Default: json when --out ends in .json, else md.",
+            help="md, json or html. Default: from --out's suffix (.json, .html), else md.",
             show_default=False,
         ),
     ] = None,
@@ -49,6 +50,16 @@ def report(
             show_default=False,
         ),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            metavar="PATH",
+            help="Write the report as one self-contained HTML file (the dashboard's pages of "
+            "the campaign, offline) to PATH; the same as --format html --out PATH.",
+            show_default=False,
+        ),
+    ] = None,
     lab: LabOption = None,
 ) -> None:
     """The campaign's report: the DAG of directions with status and evidence, accepted
@@ -58,10 +69,25 @@ def report(
     Works on a running campaign too; it only reads the lab. Given an evolution id
     (`rsilab evolve`), the evolution's round report instead.
     """
-    chosen = fmt or (ReportFormat.JSON if out and out.suffix == ".json" else ReportFormat.MD)
+    if html is not None:
+        if out is not None and out != html:
+            raise UserError("give either --html PATH or --out PATH, not both")
+        if fmt not in (None, ReportFormat.HTML):
+            raise UserError(f"--html writes HTML; it cannot be combined with --format {fmt}")
+        out, fmt = html, ReportFormat.HTML
+    chosen = fmt or _format_of(out)
     if out is not None:
         _check_out(out)
     with Lab.open(lab) as opened, reading_stored_data():
+        if chosen is ReportFormat.HTML:
+            page = _html(opened, campaign)
+            if out is None:
+                sys.stdout.write(page)
+                sys.stdout.flush()
+            else:
+                write_whole(out, page)
+                typer.echo(str(out))
+            return
         built, markdown = _build(opened, campaign)
     if chosen is ReportFormat.JSON:
         if out is None:
@@ -76,6 +102,28 @@ def report(
             return
     write_whole(out, text)
     typer.echo(str(out))
+
+
+def _format_of(out: Path | None) -> ReportFormat:
+    """The format a file name asks for: .json, .html/.htm, else Markdown."""
+    suffix = out.suffix.lower() if out is not None else ""
+    if suffix == ".json":
+        return ReportFormat.JSON
+    if suffix in {".html", ".htm"}:
+        return ReportFormat.HTML
+    return ReportFormat.MD
+
+
+def _html(lab: Lab, ref: str) -> str:
+    """A campaign's one-file HTML report (evolutions have none: their report is a table)."""
+    from rsilab.web.report_html import render_campaign_html
+
+    if ref.startswith(f"{Evolution.PREFIX}-"):
+        raise UserError(
+            "an evolution's report is Markdown or JSON only",
+            "write the HTML report of one of its campaigns (listed in its report)",
+        )
+    return render_campaign_html(lab, find_campaign(lab.store, ref).id)
 
 
 def _build(lab: Lab, ref: str) -> tuple[Model, str]:

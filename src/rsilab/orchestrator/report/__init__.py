@@ -13,21 +13,24 @@ evolution (``rsilab evolve``): a table of its rounds and the improver's own scor
 
 from __future__ import annotations
 
-from rsilab.orchestrator.report._build import build_report
+from rsilab.orchestrator.report._build import build_report, dev_means, experiment_budget
 from rsilab.orchestrator.report._evolution import (
     EvolutionReport,
     build_evolution_report,
     render_evolution_markdown,
 )
 from rsilab.orchestrator.report._markdown import render_markdown
-from rsilab.orchestrator.report._model import REPORT_VERSION, CampaignReport
+from rsilab.orchestrator.report._model import REPORT_VERSION, ActorUse, CampaignReport
 
 __all__ = [
     "REPORT_VERSION",
+    "ActorUse",
     "CampaignReport",
     "EvolutionReport",
     "build_evolution_report",
     "build_report",
+    "dev_means",
+    "experiment_budget",
     "render_evolution_markdown",
     "render_markdown",
 ]

@@ -137,7 +137,7 @@ def direction_reports(
     benchmark it does not name), so "best" is the lowest score where lower is better.
     """
     sign = {name: 1.0 if up else -1.0 for name, up in (higher or {}).items()}
-    dev = _dev_means(store, dag.campaign_id)
+    dev = dev_means(store, dag.campaign_id)
     out = []
     for d in dag.directions.values():
         exps = dag.experiments.get(d.id, [])
@@ -178,8 +178,9 @@ def _best_dev(
     return dict(sorted(best.items()))
 
 
-def _dev_means(store: Store, campaign_id: str) -> dict[str, dict[str, float]]:
-    """experiment id -> benchmark -> mean dev score over every dev evaluation of it."""
+def dev_means(store: Store, campaign_id: str) -> dict[str, dict[str, float]]:
+    """experiment id -> benchmark -> mean dev score over every dev evaluation of it (the
+    controller's scores; the mean over all their samples and epochs)."""
     sums: dict[tuple[str, str], list[float]] = {}
     for ev in store.query_as(Evaluation, campaign_id=campaign_id):
         if ev.tier == DataTier.DEV and ev.samples:

@@ -1,0 +1,295 @@
+"""The dashboard's web server: a FastAPI app over one lab, serving server-rendered pages.
+
+Every page only reads the store, except the guidance form, which records guidance through
+the same function as ``rsilab guide`` (:func:`rsilab.orchestrator.guidance.give_guidance`).
+A form post must carry the token the server put in its own page, so another web page open
+in the same browser cannot post guidance to the lab. Pages are read once per ledger position
+(:class:`~rsilab.web._read.ViewCache`) and poll ``/api/head`` to redraw when it moves.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import FastAPI, Form, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from rsilab.errors import NotFoundError, UserError
+from rsilab.records import Campaign, Candidate, CandidateState
+from rsilab.store import Lab, Store
+from rsilab.web._audit_pages import flags_body, lineage_body, resources_body
+from rsilab.web._campaign_pages import (
+    campaign_nav,
+    campaigns_body,
+    direction_body,
+    experiments_body,
+    overview_body,
+)
+from rsilab.web._experiment_pages import (
+    ExperimentRecords,
+    compare_body,
+    compare_picker,
+    experiment_body,
+    read_experiment,
+)
+from rsilab.web._html import Html, esc, page, section, tag
+from rsilab.web._links import Links
+from rsilab.web._memory_page import memory_body
+from rsilab.web._read import CampaignView, ViewCache, read_campaign
+
+LINKS = Links()
+
+
+def create_app(lab: Path | str | None = None) -> FastAPI:
+    """The dashboard app for the lab at ``lab`` (default: the usual lab resolution).
+
+    The lab is opened now, so a missing or unreadable lab raises LabError before anything
+    is served; it is closed when the app shuts down.
+    """
+    opened = Lab.open(lab)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            opened.close()
+
+    app = FastAPI(title="rsilab dashboard", lifespan=lifespan, docs_url=None, redoc_url=None)
+    _Routes(opened, secrets.token_urlsafe(24)).install(app)
+    return app
+
+
+class _Routes:
+    """The app's pages over one opened lab."""
+
+    def __init__(self, lab: Lab, token: str) -> None:
+        self.lab = lab
+        self.store: Store = lab.store
+        self.token = token
+        self.cache = ViewCache()
+
+    def seq(self) -> int:
+        return self.store.head()[0]
+
+    def view(self, campaign_id: str) -> CampaignView:
+        """The campaign's view at the current ledger position (404 when unknown)."""
+        seq = self.seq()
+        try:
+            return self.cache.get(
+                ("campaign", campaign_id), seq, lambda: read_campaign(self.store, campaign_id)
+            )
+        except NotFoundError:
+            raise _Missing(f"no campaign {campaign_id!r} in this lab") from None
+
+    def html(self, title: str, body: str, campaign_id: str | None = None) -> HTMLResponse:
+        nav = (
+            campaign_nav(campaign_id, LINKS)
+            if campaign_id
+            else [(LINKS.campaigns(), "Campaigns"), (LINKS.memory(), "Findings & skills")]
+        )
+        return HTMLResponse(page(title, body, nav=nav, head_seq=self.seq()))
+
+    def install(self, app: FastAPI) -> None:
+        @app.exception_handler(_Missing)
+        async def missing(_: Request, exc: _Missing) -> HTMLResponse:
+            body = section(
+                "Not found",
+                tag("p", esc(str(exc)))
+                + tag("p", Html(f'<a href="{LINKS.campaigns()}">back to the campaigns</a>')),
+            )
+            return HTMLResponse(page("not found", body), status_code=404)
+
+        get = app.get
+
+        get("/api/head")(self.api_head)
+        get("/", response_class=HTMLResponse)(self.campaigns)
+        get("/memory", response_class=HTMLResponse)(self.memory)
+        get("/campaigns/{campaign_id}", response_class=HTMLResponse)(self.overview)
+        get("/campaigns/{campaign_id}/directions/{direction_id}", response_class=HTMLResponse)(
+            self.direction
+        )
+        get("/campaigns/{campaign_id}/experiments", response_class=HTMLResponse)(self.experiments)
+        get("/campaigns/{campaign_id}/experiments/{experiment_id}", response_class=HTMLResponse)(
+            self.experiment
+        )
+        get("/campaigns/{campaign_id}/compare", response_class=HTMLResponse)(self.compare)
+        get("/campaigns/{campaign_id}/lineage", response_class=HTMLResponse)(self.lineage)
+        get("/campaigns/{campaign_id}/flags", response_class=HTMLResponse)(self.flags)
+        get("/campaigns/{campaign_id}/resources", response_class=HTMLResponse)(self.resources)
+        get("/api/campaigns/{campaign_id}/report")(self.api_report)
+        app.post("/campaigns/{campaign_id}/guidance")(self.guidance)
+
+    # -- pages -----------------------------------------------------------------------------
+
+    def api_head(self) -> JSONResponse:
+        """The ledger's sequence: pages redraw when it moves."""
+        return JSONResponse({"seq": self.seq()}, headers={"Cache-Control": "no-store"})
+
+    def campaigns(self) -> HTMLResponse:
+        def read() -> Html:
+            campaigns = sorted(
+                self.store.query_as(Campaign), key=lambda c: c.created_at, reverse=True
+            )
+            rows = []
+            for c in campaigns:
+                candidates = self.store.query_as(Candidate, campaign_id=c.id)
+                rows.append(
+                    (
+                        c,
+                        len(self.store.query("experiment", campaign_id=c.id)),
+                        len(candidates),
+                        sum(1 for x in candidates if x.state == CandidateState.ACCEPTED),
+                    )
+                )
+            return campaigns_body(rows, LINKS)
+
+        return self.html("campaigns", self.cache.get(("campaigns",), self.seq(), read))
+
+    def memory(self, task: str | None = None) -> HTMLResponse:
+        body = self.cache.get(("memory", task), self.seq(), lambda: memory_body(self.store, task))
+        return self.html("findings and skills", body)
+
+    def overview(self, campaign_id: str, guided: str = "", error: str = "") -> HTMLResponse:
+        view = self.view(campaign_id)
+        form = (
+            "" if view.campaign.is_finished() else self._guidance_form(campaign_id, guided, error)
+        )
+        return self.html(
+            f"campaign {campaign_id}", overview_body(view, LINKS, guidance_form=form), campaign_id
+        )
+
+    def direction(self, campaign_id: str, direction_id: str) -> HTMLResponse:
+        body = direction_body(self.view(campaign_id), direction_id, LINKS)
+        if body is None:
+            raise _Missing(f"no direction {direction_id!r} in campaign {campaign_id}")
+        return self.html(f"direction {direction_id}", body, campaign_id)
+
+    def experiments(self, campaign_id: str) -> HTMLResponse:
+        view = self.view(campaign_id)
+        body = self.cache.get(
+            ("experiments", campaign_id), self.seq(), lambda: experiments_body(view, LINKS)
+        )
+        return self.html(f"experiments of {campaign_id}", body, campaign_id)
+
+    def experiment(self, campaign_id: str, experiment_id: str) -> HTMLResponse:
+        view = self.view(campaign_id)
+        found = self._experiment(campaign_id, experiment_id)
+        body = experiment_body(view, found, self.lab.artifacts, LINKS)
+        return self.html(f"experiment {experiment_id}", body, campaign_id)
+
+    def compare(self, campaign_id: str, a: str = "", b: str = "") -> HTMLResponse:
+        view = self.view(campaign_id)
+        if not a or not b:
+            return self.html("compare", compare_picker(view, LINKS, a, b), campaign_id)
+        body = compare_picker(view, LINKS, a, b) + compare_body(
+            view, self._experiment(campaign_id, a), self._experiment(campaign_id, b), LINKS
+        )
+        return self.html(f"compare {a} and {b}", body, campaign_id)
+
+    def lineage(self, campaign_id: str) -> HTMLResponse:
+        return self.html("lineage", lineage_body(self.view(campaign_id), LINKS), campaign_id)
+
+    def flags(self, campaign_id: str) -> HTMLResponse:
+        return self.html("protocol flags", flags_body(self.view(campaign_id)), campaign_id)
+
+    def resources(self, campaign_id: str) -> HTMLResponse:
+        return self.html("resources", resources_body(self.view(campaign_id)), campaign_id)
+
+    def api_report(self, campaign_id: str) -> Response:
+        """The campaign's report as JSON (the same as ``rsilab report --format json``)."""
+        return Response(
+            self.view(campaign_id).report.model_dump_json(), media_type="application/json"
+        )
+
+    def guidance(
+        self,
+        campaign_id: str,
+        text: Annotated[str, Form()] = "",
+        by: Annotated[str, Form()] = "",
+        token: Annotated[str, Form()] = "",
+    ) -> Response:
+        """Record guidance typed into the overview page, as ``rsilab guide`` does."""
+        from urllib.parse import urlencode
+
+        from rsilab.orchestrator.guidance import give_guidance
+
+        if not secrets.compare_digest(token, self.token):
+            return HTMLResponse(
+                page(
+                    "refused",
+                    section(
+                        "Refused",
+                        tag(
+                            "p",
+                            esc(
+                                "this form was not made by this dashboard (its token does not "
+                                "match); reload the campaign page and send it from there"
+                            ),
+                        ),
+                    ),
+                ),
+                status_code=403,
+            )
+        target = LINKS.campaign(campaign_id)
+        try:
+            given = give_guidance(self.store, campaign_id, text, by.strip() or "dashboard")
+        except UserError as exc:
+            message = f"{exc.message}" + (f" ({exc.hint})" if exc.hint else "")
+            return RedirectResponse(
+                f"{target}?{urlencode({'error': message})}#guidance", status_code=303
+            )
+        return RedirectResponse(
+            f"{target}?{urlencode({'guided': given.id})}#guidance", status_code=303
+        )
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _experiment(self, campaign_id: str, experiment_id: str) -> ExperimentRecords:
+        try:
+            found = self.cache.get(
+                ("experiment", experiment_id),
+                self.seq(),
+                lambda: read_experiment(self.store, experiment_id),
+            )
+        except NotFoundError:
+            raise _Missing(f"no experiment {experiment_id!r} in this lab") from None
+        if found.experiment.campaign_id != campaign_id:
+            raise _Missing(f"experiment {experiment_id} is not part of campaign {campaign_id}")
+        return found
+
+    def _guidance_form(self, campaign_id: str, guided: str, error: str) -> str:
+        status = ""
+        if guided:
+            status = str(
+                tag(
+                    "p",
+                    esc(
+                        f"guidance {guided} recorded: the Main agent reads it at "
+                        "its next planning step"
+                    ),
+                    class_="pos",
+                )
+            )
+        if error:
+            status = str(tag("p", esc(f"not recorded: {error}"), class_="neg"))
+        action = f"{LINKS.campaign(campaign_id)}/guidance"
+        return (
+            f'<form class="guide" method="post" action="{esc(action)}">'
+            f'<input type="hidden" name="token" value="{esc(self.token)}">'
+            '<textarea name="text" placeholder="What the Main agent should consider next"'
+            " required></textarea><br>"
+            '<label>from <input name="by" placeholder="your name"></label> '
+            '<button type="submit">send guidance</button></form>' + status
+        )
+
+
+class _Missing(Exception):
+    """A page asked for something the lab does not hold (answered with 404)."""
+
+
+__all__ = ["create_app"]
