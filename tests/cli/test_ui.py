@@ -32,7 +32,7 @@ def test_ui_serves_the_lab_and_stops_on_ctrl_c(lab: Path, campaign_id: str) -> N
         assert campaign_id in page
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
 
 

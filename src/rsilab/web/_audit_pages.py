@@ -3,7 +3,7 @@ and resource use per role and researcher."""
 
 from __future__ import annotations
 
-from rsilab.orchestrator.report import ActorUse
+from rsilab.orchestrator.report import ActorUse, CampaignReport
 from rsilab.records import CandidateState, Interval, SystemVersion
 from rsilab.web._html import (
     DASH,
@@ -27,7 +27,7 @@ def lineage_body(view: CampaignView, links: Links) -> Html:
     """The lineage's versions, the regression table across every benchmark, and every
     candidate of the campaign with the controller's decision per benchmark."""
     cid = view.campaign.id
-    names = [b.name for b in view.report.benchmarks] or sorted(
+    names = [b.name for b in view.benchmarks] or sorted(
         {n for v in view.versions for n in v.scores}
     )
     by_id = {v.id: v for v in view.versions}
@@ -44,9 +44,7 @@ def lineage_body(view: CampaignView, links: Links) -> Html:
     ]
     return join(
         [
-            tag(
-                "h1", esc(f"Lineage {view.report.campaign.lineage} of {view.report.campaign.task}")
-            ),
+            tag("h1", esc(f"Lineage {view.lineage} of {view.campaign.task.name}")),
             section(
                 "Versions",
                 table(
@@ -77,7 +75,7 @@ def _regressions(view: CampaignView, names: list[str]) -> Html:
             before = parent.scores.get(n) if parent is not None else None
             cells.append(_regression_cell(score, before, higher.get(n, True)))
         rows.append([esc(v.label), *cells])
-    targets = {b.name for b in view.report.benchmarks if b.target}
+    targets = {b.name for b in view.benchmarks if b.target}
     headers = [
         "version",
         *[f"{n} (target)" if n in targets else n for n in names],
@@ -161,7 +159,7 @@ def _candidates(view: CampaignView, links: Links, cid: str) -> Html:
 
 def flags_body(view: CampaignView) -> Html:
     """Protocol flags: counts by stage, then every flag grouped by stage."""
-    f = view.report.flags
+    f = view.flags
     stage_rows = [
         [
             esc(stage),
@@ -205,9 +203,10 @@ def flags_body(view: CampaignView) -> Html:
     return join(parts)
 
 
-def resources_body(view: CampaignView) -> Html:
-    """What the campaign used: per job kind, LLM calls, and per actor with totals."""
-    r = view.report.resources
+def resources_body(view: CampaignView, report: CampaignReport) -> Html:
+    """What the campaign used (from its full ``report``): per job kind, LLM calls, and per
+    actor with totals."""
+    r = report.resources
     kinds = [
         [esc(kind), num(u.count), seconds(u.cpu_s), seconds(u.wall_s), esc(f"{u.peak_rss_mb:.0f}")]
         for kind, u in sorted(r.jobs.items())

@@ -99,33 +99,31 @@ def campaign_nav(campaign_id: str, links: Links) -> list[tuple[str, str]]:
 
 def overview_body(view: CampaignView, links: Links, *, guidance_form: str = "") -> Html:
     """A campaign's overview: summary, the DAG, best-so-far curves, decisions, recent work."""
-    r = view.report
-    c = r.campaign
-    head = r.accepted[-1] if r.accepted else None
-    targets = [b.name for b in r.benchmarks if b.target]
-    head_scores = head.scores if head else (r.start.scores if r.start else {})
+    c = view.campaign
+    head = view.accepted[-1] if view.accepted else None
+    targets = [b.name for b in view.benchmarks if b.target]
+    head_scores = head.scores if head else (view.start.scores if view.start else {})
     best = "; ".join(
         f"{name} {head_scores[name].value:.3f}" for name in targets if name in head_scores
     )
-    budget = f" of {c.experiment_budget}" if c.experiment_budget is not None else ""
+    budget = f" of {view.budget}" if view.budget is not None else ""
     parts = [
         tag("h1", esc(f"Campaign {c.id} ") + badge(c.state)),
         cards(
             [
-                ("experiments", esc(f"{c.experiments}{budget}")),
-                ("candidates", num(c.candidates)),
-                ("accepted", num(c.accepted)),
-                ("protocol flags", num(r.flags.total)),
-                ("active wall time", seconds(r.resources.wall_s)),
-                ("job CPU", seconds(r.resources.cpu_s)),
+                ("experiments", esc(f"{len(view.experiments)}{budget}")),
+                ("candidates", num(len(view.candidates))),
+                ("accepted", num(view.accepted_count)),
+                ("protocol flags", num(view.flags.total)),
+                ("experiments' job CPU", seconds(view.job_cpu_s)),
             ]
         ),
         section(
             "Summary",
             facts(
                 [
-                    ("task", esc(c.task)),
-                    ("lineage", link(links.lineage(c.id), c.lineage)),
+                    ("task", esc(c.task.name)),
+                    ("lineage", link(links.lineage(c.id), view.lineage)),
                     ("started", esc(c.created_at)),
                     ("settings", esc(", ".join(f"{k}={v}" for k, v in sorted(c.settings.items())))),
                     ("notes", esc(c.notes or DASH)),
@@ -148,10 +146,10 @@ def overview_body(view: CampaignView, links: Links, *, guidance_form: str = "") 
             ident="recent",
         )
     )
-    if r.team:
+    if view.team:
         parts.append(section("Team assignments", _team_table(view)))
-    if r.review is not None:
-        parts.append(section("Campaign review", pre(r.review.conclusion)))
+    if view.review is not None:
+        parts.append(section("Campaign review", pre(view.review.conclusion)))
     return join(parts)
 
 
@@ -166,7 +164,7 @@ def _dag(view: CampaignView, links: Links) -> Html:
             parents=tuple((p["parent_id"], p["relation"]) for p in d.parents),
             href=links.direction(cid, d.id),
         )
-        for d in view.report.directions
+        for d in view.directions
     ]
     return Html(f'<div class="dag-wrap">{dag_svg(nodes)}</div>')
 
@@ -183,7 +181,7 @@ def _directions_table(view: CampaignView, links: Links) -> Html:
             esc("; ".join(f"{b} {best.score:.3f}" for b, best in d.best_dev.items()) or DASH),
             num(len(d.reviews)),
         ]
-        for d in view.report.directions
+        for d in view.directions
     ]
     return details_table(
         "Directions",
@@ -263,9 +261,10 @@ def _best_at(points: Sequence[tuple[float, float]], x: float) -> float:
 
 
 def _accepted_table(view: CampaignView, links: Links) -> Html:
-    r = view.report
     cid = view.campaign.id
-    names = [b.name for b in r.benchmarks] or sorted({n for a in r.accepted for n in a.scores})
+    names = [b.name for b in view.benchmarks] or sorted(
+        {n for a in view.accepted for n in a.scores}
+    )
     rows = [
         [
             esc(a.label),
@@ -278,7 +277,7 @@ def _accepted_table(view: CampaignView, links: Links) -> Html:
                 for n in names
             ],
         ]
-        for a in r.accepted
+        for a in view.accepted
     ]
     note = tag(
         "p",
@@ -302,14 +301,14 @@ def _accepted_table(view: CampaignView, links: Links) -> Html:
 def experiments_table(view: CampaignView, experiments: Sequence[Experiment], links: Links) -> Html:
     """A row per experiment: id, direction, state, who, dev scores, CPU."""
     cid = view.campaign.id
-    titles = {d.id: d.title for d in view.report.directions}
+    titles = {d.id: d.title for d in view.directions}
     ordinal = view.experiment_ordinal()
-    names = [b.name for b in view.report.benchmarks] or sorted(
+    names = [b.name for b in view.benchmarks] or sorted(
         {b for scores in view.dev.values() for b in scores}
     )
     rows = []
     for e in experiments:
-        dev = view.dev.get(e.id, {})
+        dev = {b: s.mean for b, s in view.dev.get(e.id, {}).items()}
         rows.append(
             [
                 num(ordinal.get(e.id)),
@@ -344,18 +343,18 @@ def experiments_table(view: CampaignView, experiments: Sequence[Experiment], lin
 def _team_table(view: CampaignView) -> Html:
     rows = [
         [esc(t.at[:19].replace("T", " ")), esc(t.researcher), esc(t.orientation), esc(t.reason)]
-        for t in view.report.team
+        for t in view.team
     ]
     return table(["at (UTC)", "researcher", "orientation", "reason"], rows)
 
 
 def direction_body(view: CampaignView, direction_id: str, links: Links) -> Html | None:
     """A direction's hypothesis, state history, reviews and experiments; None if unknown."""
-    found = next((d for d in view.report.directions if d.id == direction_id), None)
+    found = next((d for d in view.directions if d.id == direction_id), None)
     if found is None:
         return None
     cid = view.campaign.id
-    titles = {d.id: d.title for d in view.report.directions}
+    titles = {d.id: d.title for d in view.directions}
     parents = join(
         link(links.direction(cid, p["parent_id"]), titles.get(p["parent_id"], p["parent_id"]))
         + esc(f" ({p['relation']}) ")
@@ -423,4 +422,3 @@ def experiments_body(view: CampaignView, links: Links) -> Html:
             ),
         ]
     )
-

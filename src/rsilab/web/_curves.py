@@ -1,7 +1,8 @@
-"""Best-so-far curves of a campaign, per benchmark, read from the controller's dev scores.
+"""Best-so-far curves of a campaign, per benchmark, from the controller's dev scores.
 
-An experiment's score on a benchmark is the mean of the controller's dev evaluations of it
-(what ``rsilab report`` shows as best dev). The curve is the best such score among the
+An experiment's dev score on a benchmark is the mean of the controller's dev evaluations of
+it, as synced into the experiment's metrics (source ``controller``, split ``dev``: one per
+evaluation, each the mean over its samples). The curve is the best such score among the
 experiments so far, in the direction the benchmark prefers, by experiments used and by time
 since the campaign started (when the score was recorded). Accepted versions are marked at the
 experiment their candidate came from, and at the moment the controller accepted them.
@@ -13,8 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from rsilab.records import Candidate, CandidateState, DataTier, Evaluation, Experiment
-from rsilab.store import Store
+from rsilab.records import Candidate, CandidateState, Experiment, MetricSource
 
 
 @dataclass(frozen=True)
@@ -56,53 +56,66 @@ def seconds_between(start: str, end: str) -> float:
     return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
 
 
+@dataclass(frozen=True)
+class DevScore:
+    """An experiment's dev score on one benchmark and when its first evaluation landed."""
+
+    mean: float
+    first_at: str
+
+
+def dev_scores(experiments: Sequence[Experiment]) -> dict[str, dict[str, DevScore]]:
+    """experiment id -> benchmark -> its dev score, from the controller's synced metrics."""
+    out: dict[str, dict[str, DevScore]] = {}
+    for exp in experiments:
+        values: dict[str, list[float]] = {}
+        first: dict[str, str] = {}
+        for m in exp.metrics:
+            if m.source is MetricSource.CONTROLLER and m.split == "dev":
+                values.setdefault(m.name, []).append(m.value)
+                first[m.name] = min(first.get(m.name, m.at), m.at)
+        if values:
+            out[exp.id] = {
+                name: DevScore(sum(v) / len(v), first[name]) for name, v in sorted(values.items())
+            }
+    return out
+
+
 def campaign_curves(
-    store: Store,
-    campaign_id: str,
     started_at: str,
     experiments: Sequence[Experiment],
+    dev: dict[str, dict[str, DevScore]],
     candidates: Sequence[Candidate],
     labels: dict[str, str],
     higher: dict[str, bool],
 ) -> list[BenchmarkCurve]:
-    """The curves of every benchmark some experiment of the campaign was dev-scored on.
+    """The curves of every benchmark some experiment has a dev score on.
 
     ``experiments`` in creation order; ``labels`` maps an accepted candidate's id to its
     version's label; ``higher`` says per benchmark whether higher is better (default yes).
     """
-    ordinal = {e.id: i + 1 for i, e in enumerate(experiments)}
-    sums: dict[tuple[str, str], list[float]] = {}
-    first_at: dict[tuple[str, str], str] = {}
-    for ev in store.query_as(Evaluation, campaign_id=campaign_id):
-        if ev.tier != DataTier.DEV or not ev.samples or ev.subject_id not in ordinal:
-            continue
-        key = (ev.benchmark, ev.subject_id)
-        bucket = sums.setdefault(key, [0.0, 0.0])
-        bucket[0] += sum(s.score for s in ev.samples)
-        bucket[1] += len(ev.samples)
-        first_at.setdefault(key, ev.created_at)
     curves: dict[str, BenchmarkCurve] = {}
-    for (bench, exp_id), (total, count) in sums.items():
-        curve = curves.setdefault(bench, BenchmarkCurve(bench, higher.get(bench, True)))
-        score = total / count
-        curve.by_experiment.append((float(ordinal[exp_id]), score))
-        curve.by_time.append((seconds_between(started_at, first_at[(bench, exp_id)]), score))
+    ordinal = {e.id: i + 1 for i, e in enumerate(experiments)}
+    for exp in experiments:
+        for bench, score in dev.get(exp.id, {}).items():
+            curve = curves.setdefault(bench, BenchmarkCurve(bench, higher.get(bench, True)))
+            curve.by_experiment.append((float(ordinal[exp.id]), score.mean))
+            curve.by_time.append((seconds_between(started_at, score.first_at), score.mean))
+    accepted = [c for c in candidates if c.state == CandidateState.ACCEPTED]
     for curve in curves.values():
-        curve.by_experiment.sort()
         curve.by_time.sort()
-        own = {int(x): y for x, y in curve.by_experiment}
-        for cand in candidates:
-            if cand.state != CandidateState.ACCEPTED:
-                continue
+        for cand in accepted:
             at = ordinal.get(cand.experiment_id or "")
-            decided = cand.finished_at
+            own = dev.get(cand.experiment_id or "", {}).get(curve.benchmark)
             curve.accepted.append(
                 AcceptedPoint(
                     label=labels.get(cand.id, cand.id),
                     experiment_id=cand.experiment_id,
                     ordinal=at,
-                    seconds=seconds_between(started_at, decided) if decided else None,
-                    dev_score=own.get(at) if at is not None else None,
+                    seconds=seconds_between(started_at, cand.finished_at)
+                    if cand.finished_at
+                    else None,
+                    dev_score=own.mean if own is not None else None,
                 )
             )
     return [curves[name] for name in sorted(curves)]

@@ -73,7 +73,7 @@ def experiment_body(
     its workspace against its parent's, and its ledger events."""
     e = found.experiment
     cid = view.campaign.id
-    titles = {d.id: d.title for d in view.report.directions}
+    titles = {d.id: d.title for d in view.directions}
     others = [x.id for x in view.experiments if x.id != e.id]
     parent = (
         link(links.experiment(cid, e.parent_experiment_id), e.parent_experiment_id)
@@ -256,7 +256,7 @@ def _parent_tree(view: CampaignView, e: Experiment) -> tuple[str | None, str]:
         parent = next((x for x in view.experiments if x.id == e.parent_experiment_id), None)
         if parent is not None and parent.workspace_hash:
             return parent.workspace_hash, f"parent experiment {parent.id}"
-    start = view.report.start
+    start = view.start
     version = next((v for v in view.versions if start and v.id == start.id), None)
     if version is not None:
         return version.harness_sha256, f"the harness of {version.label} (the campaign's start)"

@@ -1,9 +1,12 @@
-"""What the pages show, read from the store once per ledger position.
+"""What the pages show, read from the lab once per ledger position.
 
-Every write to a lab appends a ledger event, so a view read at ledger sequence ``n`` stays
-true until the sequence moves. :class:`ViewCache` keeps the last views by (what, sequence):
-a page of a finished campaign is read once, and a running campaign's page is read again only
-after something happened. Nothing here writes.
+Reads go through a :class:`~rsilab.store.mirror.StoreMirror` that keeps the kinds of
+record the pages scan (experiments, directions, candidates, ...) in memory and brings them up
+to date from the ledger, so a page of a campaign with 10,000 experiments does not parse them
+again. Every write appends a ledger event, so a view read at sequence ``n`` stays true until
+the sequence moves: :class:`ViewCache` keeps the last views by (what, sequence). The full
+campaign report (jobs and events summed per actor) is read only for the resources page.
+Nothing here writes.
 """
 
 from __future__ import annotations
@@ -15,65 +18,172 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rsilab.controller.lineage import find_lineage, lineage_versions
-from rsilab.orchestrator.report import CampaignReport, build_report, dev_means
-from rsilab.records import Campaign, Candidate, Experiment, SystemVersion
+from rsilab.orchestrator.campaign_review import campaign_review_of
+from rsilab.orchestrator.dag import ResearchDag
+from rsilab.orchestrator.report import (
+    AcceptedReport,
+    AssignmentItem,
+    BenchmarkInfo,
+    DirectionReport,
+    FlagsReport,
+    VersionScores,
+    accepted_reports,
+    baseline_and_start,
+    direction_reports,
+    experiment_budget,
+    flags_report,
+    lineage_name,
+    task_benchmarks,
+    team_items,
+    version_scores,
+)
+from rsilab.records import (
+    Campaign,
+    CampaignReview,
+    Candidate,
+    CandidateState,
+    Experiment,
+    ProtocolFlag,
+    SystemVersion,
+)
 from rsilab.store import Store
-from rsilab.web._curves import BenchmarkCurve, campaign_curves
+from rsilab.web._curves import BenchmarkCurve, DevScore, campaign_curves, dev_scores
 
 T = TypeVar("T")
+
+MIRRORED_KINDS = (
+    "campaign",
+    "direction",
+    "experiment",
+    "review",
+    "candidate",
+    "version",
+    "lineage",
+    "flag",
+    "assignment",
+    "campaign_review",
+    "finding",
+    "adoption",
+    "skill",
+    "orientation",
+)
+"""Kinds the dashboard keeps in memory: those its pages scan. Jobs, evaluations and events
+are read from the store when a page of one experiment needs them."""
 
 
 @dataclass
 class CampaignView:
-    """One campaign as every campaign page needs it."""
+    """One campaign as the campaign pages need it."""
 
     campaign: Campaign
-    report: CampaignReport
+    lineage: str
+    benchmarks: list[BenchmarkInfo]
     experiments: list[Experiment]
     """In creation order."""
     candidates: list[Candidate]
     """In creation order."""
     versions: list[SystemVersion]
     """The lineage's versions, oldest first (empty when it has no baseline here)."""
-    dev: dict[str, dict[str, float]]
-    """experiment id -> benchmark -> mean dev score."""
+    directions: list[DirectionReport]
+    baseline: VersionScores | None
+    start: VersionScores | None
+    accepted: list[AcceptedReport]
+    flags: FlagsReport
+    team: list[AssignmentItem]
+    review: CampaignReview | None
+    dev: dict[str, dict[str, DevScore]]
+    """experiment id -> benchmark -> its dev score."""
     curves: list[BenchmarkCurve]
 
     @property
     def higher(self) -> dict[str, bool]:
         """Per benchmark: whether a higher score is better (known benchmarks only)."""
-        return {b.name: b.higher_is_better for b in self.report.benchmarks}
+        return {b.name: b.higher_is_better for b in self.benchmarks}
+
+    @property
+    def budget(self) -> int | None:
+        """Experiments the budget allows, when it names a number."""
+        return experiment_budget(self.campaign.settings.get("budget"))
+
+    @property
+    def accepted_count(self) -> int:
+        return sum(1 for c in self.candidates if c.state == CandidateState.ACCEPTED)
+
+    @property
+    def job_cpu_s(self) -> float:
+        """CPU seconds of the experiments' jobs (the controller's own jobs not included)."""
+        return sum(e.resources.cpu_s for e in self.experiments)
 
     def experiment_ordinal(self) -> dict[str, int]:
         """Experiment id -> its place in the campaign, from 1."""
         return {e.id: i + 1 for i, e in enumerate(self.experiments)}
 
 
-def read_campaign(store: Store, campaign_id: str) -> CampaignView:
-    """Everything the campaign pages show. Raises NotFoundError for an unknown campaign."""
-    report = build_report(store, campaign_id)
+def read_campaign(
+    store: Store, campaign_id: str, accepted_cache: dict[str, AcceptedReport] | None = None
+) -> CampaignView:
+    """Everything the campaign pages show. Raises NotFoundError for an unknown campaign.
+
+    ``accepted_cache`` keeps the accepted versions' rows by candidate id between calls: an
+    accepted candidate, its version and their final-tier evaluations never change, and the
+    paired gains over the baseline are the costliest part of the read.
+    """
     campaign = store.get_as(campaign_id, Campaign)
+    dag = ResearchDag.load(store, campaign_id)
     experiments = sorted(
-        store.query_as(Experiment, campaign_id=campaign_id), key=lambda e: (e.created_at, e.id)
+        (e for runs in dag.experiments.values() for e in runs), key=lambda e: (e.created_at, e.id)
     )
     candidates = sorted(
         store.query_as(Candidate, campaign_id=campaign_id), key=lambda c: (c.created_at, c.id)
     )
-    found = find_lineage(store, campaign.task.name, report.campaign.lineage)
+    lineage = lineage_name(campaign, candidates)
+    found = find_lineage(store, campaign.task.name, lineage)
     versions = lineage_versions(store, found) if found is not None else []
+    first, start = baseline_and_start(store, campaign, lineage)
+    benchmarks = task_benchmarks(campaign.task.name)
+    higher = {b.name: b.higher_is_better for b in benchmarks}
+    dev = dev_scores(experiments)
+    means = {exp: {b: s.mean for b, s in scores.items()} for exp, scores in dev.items()}
     labels = {v.candidate_id: v.label for v in versions if v.candidate_id}
-    higher = {b.name: b.higher_is_better for b in report.benchmarks}
     return CampaignView(
         campaign=campaign,
-        report=report,
+        lineage=lineage,
+        benchmarks=benchmarks,
         experiments=experiments,
         candidates=candidates,
         versions=versions,
-        dev=dev_means(store, campaign_id),
-        curves=campaign_curves(
-            store, campaign_id, campaign.created_at, experiments, candidates, labels, higher
-        ),
+        directions=direction_reports(store, dag, higher, means),
+        baseline=version_scores(first),
+        start=version_scores(start),
+        accepted=_accepted(store, candidates, first, accepted_cache),
+        flags=flags_report(store.query_as(ProtocolFlag, campaign_id=campaign_id)),
+        team=team_items(store, campaign_id),
+        review=campaign_review_of(store, campaign_id),
+        dev=dev,
+        curves=campaign_curves(campaign.created_at, experiments, dev, candidates, labels, higher),
     )
+
+
+def _accepted(
+    store: Store,
+    candidates: list[Candidate],
+    baseline: SystemVersion | None,
+    cache: dict[str, AcceptedReport] | None,
+) -> list[AcceptedReport]:
+    if cache is None:
+        return accepted_reports(store, candidates, baseline)
+    out = []
+    for c in candidates:
+        if c.state != CandidateState.ACCEPTED:
+            continue
+        key = f"{c.id}/{baseline.id if baseline else ''}"
+        if key not in cache:
+            made = accepted_reports(store, [c], baseline)
+            if not made:
+                continue
+            cache[key] = made[0]
+        out.append(cache[key])
+    return out
 
 
 class ViewCache:

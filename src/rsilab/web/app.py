@@ -19,8 +19,10 @@ from fastapi import FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from rsilab.errors import NotFoundError, UserError
+from rsilab.orchestrator.report import AcceptedReport, CampaignReport, build_report
 from rsilab.records import Campaign, Candidate, CandidateState
-from rsilab.store import Lab, Store
+from rsilab.store import Lab
+from rsilab.store.mirror import StoreMirror
 from rsilab.web._audit_pages import flags_body, lineage_body, resources_body
 from rsilab.web._campaign_pages import (
     campaign_nav,
@@ -39,7 +41,7 @@ from rsilab.web._experiment_pages import (
 from rsilab.web._html import Html, esc, page, section, tag
 from rsilab.web._links import Links
 from rsilab.web._memory_page import memory_body
-from rsilab.web._read import CampaignView, ViewCache, read_campaign
+from rsilab.web._read import MIRRORED_KINDS, CampaignView, ViewCache, read_campaign
 
 LINKS = Links()
 
@@ -51,6 +53,7 @@ def create_app(lab: Path | str | None = None) -> FastAPI:
     is served; it is closed when the app shuts down.
     """
     opened = Lab.open(lab)
+    import scipy.special  # noqa: F401 - the intervals use it; imported now, not on a first page
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -69,22 +72,36 @@ class _Routes:
 
     def __init__(self, lab: Lab, token: str) -> None:
         self.lab = lab
-        self.store: Store = lab.store
+        self.reads = StoreMirror(lab.store, MIRRORED_KINDS)
+        """Every page reads through this copy; only guidance is written, to ``lab.store``."""
         self.token = token
         self.cache = ViewCache()
+        self.accepted: dict[str, AcceptedReport] = {}
 
     def seq(self) -> int:
-        return self.store.head()[0]
+        """The ledger position pages are read at, after taking in what happened since."""
+        self.reads.refresh()
+        return self.reads.seq
 
     def view(self, campaign_id: str) -> CampaignView:
         """The campaign's view at the current ledger position (404 when unknown)."""
         seq = self.seq()
         try:
             return self.cache.get(
-                ("campaign", campaign_id), seq, lambda: read_campaign(self.store, campaign_id)
+                ("campaign", campaign_id),
+                seq,
+                lambda: read_campaign(self.reads, campaign_id, self.accepted),
             )
         except NotFoundError:
             raise _Missing(f"no campaign {campaign_id!r} in this lab") from None
+
+    def report(self, campaign_id: str) -> CampaignReport:
+        """The campaign's full report (jobs and events summed per actor: read only for the
+        pages that show them)."""
+        self.view(campaign_id)  # 404 for an unknown campaign
+        return self.cache.get(
+            ("report", campaign_id), self.seq(), lambda: build_report(self.reads, campaign_id)
+        )
 
     def html(self, title: str, body: str, campaign_id: str | None = None) -> HTMLResponse:
         nav = (
@@ -133,15 +150,15 @@ class _Routes:
     def campaigns(self) -> HTMLResponse:
         def read() -> Html:
             campaigns = sorted(
-                self.store.query_as(Campaign), key=lambda c: c.created_at, reverse=True
+                self.reads.query_as(Campaign), key=lambda c: c.created_at, reverse=True
             )
             rows = []
             for c in campaigns:
-                candidates = self.store.query_as(Candidate, campaign_id=c.id)
+                candidates = self.reads.query_as(Candidate, campaign_id=c.id)
                 rows.append(
                     (
                         c,
-                        len(self.store.query("experiment", campaign_id=c.id)),
+                        len(self.reads.query("experiment", campaign_id=c.id)),
                         len(candidates),
                         sum(1 for x in candidates if x.state == CandidateState.ACCEPTED),
                     )
@@ -151,7 +168,7 @@ class _Routes:
         return self.html("campaigns", self.cache.get(("campaigns",), self.seq(), read))
 
     def memory(self, task: str | None = None) -> HTMLResponse:
-        body = self.cache.get(("memory", task), self.seq(), lambda: memory_body(self.store, task))
+        body = self.cache.get(("memory", task), self.seq(), lambda: memory_body(self.reads, task))
         return self.html("findings and skills", body)
 
     def overview(self, campaign_id: str, guided: str = "", error: str = "") -> HTMLResponse:
@@ -198,13 +215,13 @@ class _Routes:
         return self.html("protocol flags", flags_body(self.view(campaign_id)), campaign_id)
 
     def resources(self, campaign_id: str) -> HTMLResponse:
-        return self.html("resources", resources_body(self.view(campaign_id)), campaign_id)
+        view = self.view(campaign_id)
+        body = resources_body(view, self.report(campaign_id))
+        return self.html("resources", body, campaign_id)
 
     def api_report(self, campaign_id: str) -> Response:
         """The campaign's report as JSON (the same as ``rsilab report --format json``)."""
-        return Response(
-            self.view(campaign_id).report.model_dump_json(), media_type="application/json"
-        )
+        return Response(self.report(campaign_id).model_dump_json(), media_type="application/json")
 
     def guidance(
         self,
@@ -237,7 +254,7 @@ class _Routes:
             )
         target = LINKS.campaign(campaign_id)
         try:
-            given = give_guidance(self.store, campaign_id, text, by.strip() or "dashboard")
+            given = give_guidance(self.lab.store, campaign_id, text, by.strip() or "dashboard")
         except UserError as exc:
             message = f"{exc.message}" + (f" ({exc.hint})" if exc.hint else "")
             return RedirectResponse(
@@ -254,7 +271,7 @@ class _Routes:
             found = self.cache.get(
                 ("experiment", experiment_id),
                 self.seq(),
-                lambda: read_experiment(self.store, experiment_id),
+                lambda: read_experiment(self.reads, experiment_id),
             )
         except NotFoundError:
             raise _Missing(f"no experiment {experiment_id!r} in this lab") from None

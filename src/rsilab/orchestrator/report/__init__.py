@@ -13,24 +13,62 @@ evolution (``rsilab evolve``): a table of its rounds and the improver's own scor
 
 from __future__ import annotations
 
-from rsilab.orchestrator.report._build import build_report, dev_means, experiment_budget
+from rsilab.orchestrator.report._actors import team_items
+from rsilab.orchestrator.report._build import (
+    build_report,
+    dev_means,
+    direction_reports,
+    experiment_budget,
+    task_benchmarks,
+)
 from rsilab.orchestrator.report._evolution import (
     EvolutionReport,
     build_evolution_report,
     render_evolution_markdown,
 )
 from rsilab.orchestrator.report._markdown import render_markdown
-from rsilab.orchestrator.report._model import REPORT_VERSION, ActorUse, CampaignReport
+from rsilab.orchestrator.report._model import (
+    REPORT_VERSION,
+    AcceptedReport,
+    ActorUse,
+    AssignmentItem,
+    BenchmarkInfo,
+    CampaignReport,
+    DirectionReport,
+    FlagsReport,
+    VersionScores,
+)
+from rsilab.orchestrator.report._outcomes import (
+    accepted_reports,
+    baseline_and_start,
+    lineage_name,
+    version_scores,
+)
+from rsilab.orchestrator.report._usage import flags_report
 
 __all__ = [
     "REPORT_VERSION",
+    "AcceptedReport",
     "ActorUse",
+    "AssignmentItem",
+    "BenchmarkInfo",
     "CampaignReport",
+    "DirectionReport",
     "EvolutionReport",
+    "FlagsReport",
+    "VersionScores",
+    "accepted_reports",
+    "baseline_and_start",
     "build_evolution_report",
     "build_report",
     "dev_means",
+    "direction_reports",
     "experiment_budget",
+    "flags_report",
+    "lineage_name",
     "render_evolution_markdown",
     "render_markdown",
+    "task_benchmarks",
+    "team_items",
+    "version_scores",
 ]

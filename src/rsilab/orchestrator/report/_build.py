@@ -64,7 +64,7 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
     baseline, start = baseline_and_start(store, campaign, lineage)
     dag = ResearchDag.load(store, campaign_id)
     events = store.events(campaign_id=campaign_id)
-    benchmarks = _benchmarks(campaign.task.name)
+    benchmarks = task_benchmarks(campaign.task.name)
     higher = {b.name: b.higher_is_better for b in benchmarks}
     return CampaignReport(
         generated_at=utc_now(),
@@ -117,7 +117,9 @@ def experiment_budget(budget: Any) -> int | None:
     return None
 
 
-def _benchmarks(task_name: str) -> list[BenchmarkInfo]:
+def task_benchmarks(task_name: str) -> list[BenchmarkInfo]:
+    """The benchmarks of a task with their target flag and direction (empty when the task
+    cannot be loaded here)."""
     try:
         task = get_task(task_name)
     except (KeyError, ValueError):  # a task file not reachable from here: directions unknown
@@ -129,15 +131,21 @@ def _benchmarks(task_name: str) -> list[BenchmarkInfo]:
 
 
 def direction_reports(
-    store: Store, dag: ResearchDag, higher: dict[str, bool] | None = None
+    store: Store,
+    dag: ResearchDag,
+    higher: dict[str, bool] | None = None,
+    dev: dict[str, dict[str, float]] | None = None,
 ) -> list[DirectionReport]:
     """Every direction of ``dag`` with its experiments' outcomes, best dev scores and reviews.
 
     ``higher`` says per benchmark whether a higher score is better (the default for a
     benchmark it does not name), so "best" is the lowest score where lower is better.
+    ``dev`` gives the experiments' dev scores when the caller has them (else
+    :func:`dev_means` reads them).
     """
     sign = {name: 1.0 if up else -1.0 for name, up in (higher or {}).items()}
-    dev = dev_means(store, dag.campaign_id)
+    if dev is None:
+        dev = dev_means(store, dag.campaign_id)
     out = []
     for d in dag.directions.values():
         exps = dag.experiments.get(d.id, [])

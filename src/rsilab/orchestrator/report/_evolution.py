@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from rsilab.orchestrator.report._build import _benchmarks
+from rsilab.orchestrator.report._build import task_benchmarks
 from rsilab.orchestrator.report._markdown import _gain, _iv, _table, _time
 from rsilab.orchestrator.report._model import REPORT_VERSION, BenchmarkInfo
 from rsilab.orchestrator.report._outcomes import gains_over
@@ -78,7 +78,7 @@ def build_evolution_report(store: Store, evolution_id: str) -> EvolutionReport:
     """
     evolution = store.get_as(evolution_id, Evolution)
     start = store.get_as(evolution.start_version_id, SystemVersion)
-    benchmarks = _benchmarks(evolution.task)
+    benchmarks = task_benchmarks(evolution.task)
     targets = {b.name for b in benchmarks if b.target} or set(start.scores)
     rows = [RoundRow(round=0, version_id=start.id, label=start.label, scores=start.scores)]
     improvers: list[ImproverRow] = []

@@ -1,0 +1,159 @@
+"""A read-only copy in memory of some kinds of a lab's records, kept current from the ledger.
+
+Every write appends an event that names the records it wrote (``Event.records``), so a copy
+made at ledger sequence ``n`` is brought up to date by reading the events after ``n`` and
+fetching the records they name at their new revision: nothing else can have changed.
+:class:`StoreMirror` does that in :meth:`StoreMirror.refresh`, answers reads of the kinds it
+copies from memory, with the results and order the source gives (oldest first), and passes
+every other read to the source.
+
+It exists for readers that ask many questions of a large lab again and again (the dashboard):
+a query over 10,000 experiments becomes a scan of objects in memory instead of parsing each
+record's JSON again. Records it returns are shared between calls: callers must not change
+them. It never writes; :meth:`commit` raises.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel
+
+from rsilab.errors import LabError
+from rsilab.records import Event, EventDraft, Record
+from rsilab.store.base import Store
+from rsilab.store.ledger import Checkpoint, StoredEvent, StoredRecord, record_text
+
+
+class StoreMirror(Store):
+    """Records of ``kinds`` of ``source`` in memory, as of the last :meth:`refresh`.
+
+    Thread safe: reads and refreshes may run in several threads at once; a read sees the
+    copy either before or after a refresh, never half of one. Events, and records of other
+    kinds, are read from the source each time.
+    """
+
+    def __init__(self, source: Store, kinds: Iterable[str]) -> None:
+        self._source = source
+        self.kinds = frozenset(kinds)
+        self._lock = threading.RLock()
+        self._seq = source.head()[0]  # before loading: what lands meanwhile is re-read later
+        self._by_kind: dict[str, dict[str, Record]] = {
+            kind: {r.id: r for r in source.query(kind)} for kind in sorted(self.kinds)
+        }
+        self._records = {rid: r for by_id in self._by_kind.values() for rid, r in by_id.items()}
+
+    @property
+    def lab_id(self) -> str:
+        return self._source.lab_id
+
+    @property
+    def seq(self) -> int:
+        """The ledger sequence the copy is current to."""
+        with self._lock:
+            return self._seq
+
+    def refresh(self) -> int:
+        """Read what the source recorded since the last refresh; the number of new events."""
+        with self._lock:
+            events = self._source.events(after=self._seq)
+            latest: dict[str, int] = {}
+            for ev in events:
+                for ref in ev.records:
+                    if ref.kind in self.kinds:
+                        latest[ref.id] = max(ref.rev, latest.get(ref.id, 0))
+            for rid, rev in latest.items():
+                known = self._records.get(rid)
+                if known is None or known.rev < rev:
+                    record = self._source.get(rid)
+                    self._records[rid] = record  # an update keeps the record's place
+                    self._by_kind[record.KIND][rid] = record
+            if events:
+                self._seq = events[-1].seq
+            return len(events)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def get(self, record_id: str) -> Record:
+        with self._lock:
+            found = self._records.get(record_id)
+        return found if found is not None else self._source.get(record_id)
+
+    def query(
+        self,
+        kind: str | None = None,
+        *,
+        campaign_id: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+        text: str | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        if kind not in self.kinds:
+            return self._source.query(
+                kind, campaign_id=campaign_id, fields=fields, text=text, limit=limit
+            )
+        assert kind is not None
+        with self._lock:
+            pool = list(self._by_kind[kind].values())
+        out: list[Record] = []
+        needle = text.lower() if text else None
+        for record in pool:
+            if limit is not None and len(out) >= limit:
+                break
+            if campaign_id is not None and record.campaign_id != campaign_id:
+                continue
+            if fields and not all(
+                _json_value(getattr(record, name, None)) == wanted
+                for name, wanted in fields.items()
+            ):
+                continue
+            if needle is not None and needle not in record_text(record).lower():
+                continue
+            out.append(record)
+        return out
+
+    def events(
+        self,
+        *,
+        after: int = 0,
+        campaign_id: str | None = None,
+        record_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[Event]:
+        return self._source.events(
+            after=after, campaign_id=campaign_id, record_id=record_id, limit=limit
+        )
+
+    def head(self) -> tuple[int, str]:
+        return self._source.head()
+
+    def stored_events(self, after: int = 0) -> Iterator[StoredEvent]:
+        return self._source.stored_events(after)
+
+    def stored_records(self) -> Iterator[StoredRecord]:
+        return self._source.stored_records()
+
+    def checkpoints(self) -> list[Checkpoint]:
+        return self._source.checkpoints()
+
+    def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
+        raise LabError(
+            "this copy of the lab is read-only",
+            "write through the lab's own store (Lab.store), not its mirror",
+        )
+
+
+def _json_value(value: Any) -> Any:
+    """A field's value as the record's JSON holds it (what ``fields`` filters compare)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _json_value(v) for k, v in value.items()}
+    return value
