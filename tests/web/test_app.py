@@ -117,8 +117,9 @@ def test_guidance_needs_the_pages_token_and_is_recorded_like_rsilab_guide(
     assert forged.status == 403 and "token" in forged.text
     sent = served.post(
         f"/campaigns/{cid}/guidance",
-        urllib.parse.urlencode({"text": "try a wider model", "by": "ada", "token": token[1]})
-        .encode(),
+        urllib.parse.urlencode(
+            {"text": "try a wider model", "by": "ada", "token": token[1]}
+        ).encode(),
     )
     assert sent.status == 303
     empty = served.post(

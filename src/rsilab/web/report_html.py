@@ -1,7 +1,7 @@
 """``rsilab report CAMPAIGN --html``: the dashboard's pages of one campaign in one HTML file.
 
-The file holds the overview (DAG, best-so-far curves, accepted versions), every experiment
-in full, the lineage with its decisions and regression table, protocol flags, resources and
+The file holds the overview (DAG, best-so-far curves, accepted versions), every direction
+with its reviews, every experiment in full, the lineage with its decisions and regression table, protocol flags, resources and
 the lab's findings and skills, one section after another. Links jump within the file. It has
 its CSS and SVG inline and no script, so it opens anywhere, offline, as sent.
 """
@@ -11,7 +11,12 @@ from __future__ import annotations
 from rsilab.orchestrator.report import build_report
 from rsilab.store import Lab
 from rsilab.web._audit_pages import flags_body, lineage_body, resources_body
-from rsilab.web._campaign_pages import campaign_nav, experiments_body, overview_body
+from rsilab.web._campaign_pages import (
+    campaign_nav,
+    direction_body,
+    experiments_body,
+    overview_body,
+)
 from rsilab.web._experiment_pages import experiment_body, read_experiment
 from rsilab.web._html import Html, esc, join, page, tag
 from rsilab.web._links import AnchorLinks
@@ -35,9 +40,13 @@ def render_campaign_html(lab: Lab, campaign_id: str) -> str:
         )
         for e in view.experiments
     ]
+    directions = [
+        _part(d.id, direction_body(view, d.id, LINKS) or "") for d in view.directions
+    ]
     body = join(
         [
             _part("top", overview_body(view, LINKS)),
+            *directions,
             _part("experiments", experiments_body(view, LINKS)),
             *experiments,
             _part("lineage", lineage_body(view, LINKS)),
