@@ -152,3 +152,19 @@ def _unescaped(text: str) -> str:
     import html
 
     return html.unescape(text)
+
+
+def test_the_experiments_page_is_paged(
+    served: Served, lab: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rsilab.web import _campaign_pages
+
+    monkeypatch.setattr(_campaign_pages, "EXPERIMENTS_PER_PAGE", 2)
+    campaign, exps = finished(lab)
+    ordered = sorted(exps, key=lambda e: (e.created_at, e.id))
+    middle = served.get(f"/campaigns/{campaign.id}/experiments?page=2").text
+    assert "3 to 4 (page 2 of 3)" in middle
+    assert [e.id in middle for e in ordered] == [False, False, True, True, False]
+    assert "?page=1" in middle and "?page=3" in middle
+    last = served.get(f"/campaigns/{campaign.id}/experiments?page=99").text
+    assert "5 to 5 (page 3 of 3)" in last and "next page" not in last

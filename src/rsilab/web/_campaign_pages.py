@@ -411,14 +411,34 @@ def direction_body(view: CampaignView, direction_id: str, links: Links) -> Html 
     )
 
 
-def experiments_body(view: CampaignView, links: Links) -> Html:
-    """Every experiment of the campaign, in order."""
+EXPERIMENTS_PER_PAGE = 500
+"""Rows of the live experiments page (the one-file report lists them all)."""
+
+
+def experiments_body(view: CampaignView, links: Links, page: int = 1) -> Html:
+    """The campaign's experiments in order: all of them in the one-file report, else page
+    ``page`` (from 1) of :data:`EXPERIMENTS_PER_PAGE`, with links to the pages around it."""
+    total = len(view.experiments)
+    if links.static:
+        shown, title, pager = view.experiments, f"{total} experiments", Html("")
+    else:
+        pages = max(1, -(-total // EXPERIMENTS_PER_PAGE))
+        page = min(max(page, 1), pages)
+        start = (page - 1) * EXPERIMENTS_PER_PAGE
+        shown = view.experiments[start : start + EXPERIMENTS_PER_PAGE]
+        title = f"{total} experiments" + (
+            f": {start + 1} to {start + len(shown)} (page {page} of {pages})" if pages > 1 else ""
+        )
+        base = links.experiments(view.campaign.id)
+        steps = [
+            link(f"{base}?page={n}", label, class_="pager")
+            for n, label in ((page - 1, "previous page"), (page + 1, "next page"))
+            if 1 <= n <= pages
+        ]
+        pager = tag("nav", join(steps), class_="sub") if steps else Html("")
     return join(
         [
             tag("h1", esc(f"Experiments of {view.campaign.id}")),
-            section(
-                f"{len(view.experiments)} experiments",
-                experiments_table(view, view.experiments, links),
-            ),
+            section(title, pager + experiments_table(view, shown, links) + pager),
         ]
     )

@@ -186,10 +186,12 @@ class _Routes:
             raise _Missing(f"no direction {direction_id!r} in campaign {campaign_id}")
         return self.html(f"direction {direction_id}", body, campaign_id)
 
-    def experiments(self, campaign_id: str) -> HTMLResponse:
+    def experiments(self, campaign_id: str, page: int = 1) -> HTMLResponse:
         view = self.view(campaign_id)
         body = self.cache.get(
-            ("experiments", campaign_id), self.seq(), lambda: experiments_body(view, LINKS)
+            ("experiments", campaign_id, page),
+            self.seq(),
+            lambda: experiments_body(view, LINKS, page),
         )
         return self.html(f"experiments of {campaign_id}", body, campaign_id)
 

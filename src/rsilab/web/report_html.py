@@ -1,9 +1,10 @@
 """``rsilab report CAMPAIGN --html``: the dashboard's pages of one campaign in one HTML file.
 
 The file holds the overview (DAG, best-so-far curves, accepted versions), every direction
-with its reviews, every experiment in full, the lineage with its decisions and regression table, protocol flags, resources and
-the lab's findings and skills, one section after another. Links jump within the file. It has
-its CSS and SVG inline and no script, so it opens anywhere, offline, as sent.
+with its reviews, every experiment in full, the lineage with its decisions and regression
+table, protocol flags, resources and the task's findings and skills, one section after
+another. Links jump within the file. It has its CSS and SVG inline and no script, so it opens
+anywhere, offline, as sent.
 """
 
 from __future__ import annotations
@@ -40,9 +41,7 @@ def render_campaign_html(lab: Lab, campaign_id: str) -> str:
         )
         for e in view.experiments
     ]
-    directions = [
-        _part(d.id, direction_body(view, d.id, LINKS) or "") for d in view.directions
-    ]
+    directions = [_part(d.id, direction_body(view, d.id, LINKS) or "") for d in view.directions]
     body = join(
         [
             _part("top", overview_body(view, LINKS)),
