@@ -52,6 +52,7 @@ SUITES = [
     "benchmarks.bench_campaigns:run_campaign_overhead",
     "benchmarks.bench_rounds:run_rounds_table",
     "benchmarks.bench_teams:run_team_comparison",
+    "benchmarks.bench_dashboard:run_dashboard_render",
 ]
 
 FULL_ONLY = {
@@ -59,8 +60,10 @@ FULL_ONLY = {
     "benchmarks.bench_search:run_search_textcls",
     "benchmarks.bench_rounds:run_rounds_table",
     "benchmarks.bench_teams:run_team_comparison",
+    "benchmarks.bench_dashboard:run_dashboard_render",
 }
-"""Suites with no quick size (hours on 2 cores even when small): a quick run skips them."""
+"""Suites with no quick size (hours on 2 cores even when small), or whose target is stated at
+full size only (the dashboard's, at 10,000 experiments): a quick run skips them."""
 
 Runner = Callable[[bool], list[dict[str, Any]]]
 QUICK_MARK = " (quick)"
