@@ -3,7 +3,7 @@ and resource use per role and researcher."""
 
 from __future__ import annotations
 
-from rsilab.orchestrator.report import ActorUse, CampaignReport
+from rsilab.orchestrator.report import ActorUse, ResourcesReport
 from rsilab.records import CandidateState, Interval, SystemVersion
 from rsilab.web._html import (
     DASH,
@@ -203,10 +203,8 @@ def flags_body(view: CampaignView) -> Html:
     return join(parts)
 
 
-def resources_body(view: CampaignView, report: CampaignReport) -> Html:
-    """What the campaign used (from its full ``report``): per job kind, LLM calls, and per
-    actor with totals."""
-    r = report.resources
+def resources_body(view: CampaignView, r: ResourcesReport) -> Html:
+    """What the campaign used: per job kind, LLM calls, and per actor with totals."""
     kinds = [
         [esc(kind), num(u.count), seconds(u.cpu_s), seconds(u.wall_s), esc(f"{u.peak_rss_mb:.0f}")]
         for kind, u in sorted(r.jobs.items())

@@ -60,6 +60,7 @@ MIRRORED_KINDS = (
     "version",
     "lineage",
     "flag",
+    "job",
     "assignment",
     "campaign_review",
     "finding",
@@ -67,8 +68,8 @@ MIRRORED_KINDS = (
     "skill",
     "orientation",
 )
-"""Kinds the dashboard keeps in memory: those its pages scan. Jobs, evaluations and events
-are read from the store when a page of one experiment needs them."""
+"""Kinds the dashboard keeps in memory: those its pages scan. Evaluations (large: a score per
+sample) and events are read from the store when a page needs them."""
 
 
 @dataclass

@@ -19,7 +19,10 @@ from fastapi import FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from rsilab.errors import NotFoundError, UserError
-from rsilab.orchestrator.report import AcceptedReport, CampaignReport, build_report
+from rsilab.orchestrator.report import (
+    AcceptedReport,
+    campaign_resources,
+)
 from rsilab.records import Campaign, Candidate, CandidateState
 from rsilab.store import Lab
 from rsilab.store.mirror import StoreMirror
@@ -95,14 +98,6 @@ class _Routes:
         except NotFoundError:
             raise _Missing(f"no campaign {campaign_id!r} in this lab") from None
 
-    def report(self, campaign_id: str) -> CampaignReport:
-        """The campaign's full report (jobs and events summed per actor: read only for the
-        pages that show them)."""
-        self.view(campaign_id)  # 404 for an unknown campaign
-        return self.cache.get(
-            ("report", campaign_id), self.seq(), lambda: build_report(self.reads, campaign_id)
-        )
-
     def html(self, title: str, body: str, campaign_id: str | None = None) -> HTMLResponse:
         nav = (
             campaign_nav(campaign_id, LINKS)
@@ -138,7 +133,6 @@ class _Routes:
         get("/campaigns/{campaign_id}/lineage", response_class=HTMLResponse)(self.lineage)
         get("/campaigns/{campaign_id}/flags", response_class=HTMLResponse)(self.flags)
         get("/campaigns/{campaign_id}/resources", response_class=HTMLResponse)(self.resources)
-        get("/api/campaigns/{campaign_id}/report")(self.api_report)
         app.post("/campaigns/{campaign_id}/guidance")(self.guidance)
 
     # -- pages -----------------------------------------------------------------------------
@@ -218,12 +212,13 @@ class _Routes:
 
     def resources(self, campaign_id: str) -> HTMLResponse:
         view = self.view(campaign_id)
-        body = resources_body(view, self.report(campaign_id))
+        used = self.cache.get(
+            ("resources", campaign_id),
+            self.seq(),
+            lambda: campaign_resources(self.reads, campaign_id),
+        )
+        body = resources_body(view, used)
         return self.html("resources", body, campaign_id)
-
-    def api_report(self, campaign_id: str) -> Response:
-        """The campaign's report as JSON (the same as ``rsilab report --format json``)."""
-        return Response(self.report(campaign_id).model_dump_json(), media_type="application/json")
 
     def guidance(
         self,

@@ -9,7 +9,7 @@ anywhere, offline, as sent.
 
 from __future__ import annotations
 
-from rsilab.orchestrator.report import build_report
+from rsilab.orchestrator.report import campaign_resources
 from rsilab.store import Lab
 from rsilab.web._audit_pages import flags_body, lineage_body, resources_body
 from rsilab.web._campaign_pages import (
@@ -50,7 +50,7 @@ def render_campaign_html(lab: Lab, campaign_id: str) -> str:
             *experiments,
             _part("lineage", lineage_body(view, LINKS)),
             _part("flags", flags_body(view)),
-            _part("resources", resources_body(view, build_report(lab.store, campaign_id))),
+            _part("resources", resources_body(view, campaign_resources(lab.store, campaign_id))),
             _part("memory", memory_body(lab.store, view.campaign.task.name)),
             tag(
                 "p",

@@ -16,6 +16,7 @@ from __future__ import annotations
 from rsilab.orchestrator.report._actors import team_items
 from rsilab.orchestrator.report._build import (
     build_report,
+    campaign_resources,
     dev_means,
     direction_reports,
     experiment_budget,
@@ -36,6 +37,7 @@ from rsilab.orchestrator.report._model import (
     CampaignReport,
     DirectionReport,
     FlagsReport,
+    ResourcesReport,
     VersionScores,
 )
 from rsilab.orchestrator.report._outcomes import (
@@ -56,11 +58,13 @@ __all__ = [
     "DirectionReport",
     "EvolutionReport",
     "FlagsReport",
+    "ResourcesReport",
     "VersionScores",
     "accepted_reports",
     "baseline_and_start",
     "build_evolution_report",
     "build_report",
+    "campaign_resources",
     "dev_means",
     "direction_reports",
     "experiment_budget",

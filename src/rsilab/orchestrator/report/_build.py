@@ -90,15 +90,22 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
         rejected=rejected_reports(candidates),
         pending=pending_ids(candidates),
         flags=flags_report(store.query_as(ProtocolFlag, campaign_id=campaign_id)),
-        resources=_resources(store, campaign_id, events),
+        resources=campaign_resources(store, campaign_id, events),
         measures=lock_in_measures(store, campaign_id),
         team=team_items(store, campaign_id),
         review=campaign_review_of(store, campaign_id),
     )
 
 
-def _resources(store: Store, campaign_id: str, events: list[Event]) -> ResourcesReport:
-    """Resources by job kind and in total, and per actor (the rows add up to the totals)."""
+def campaign_resources(
+    store: Store, campaign_id: str, events: list[Event] | None = None
+) -> ResourcesReport:
+    """Resources by job kind and in total, and per actor (the rows add up to the totals).
+
+    ``events`` are the campaign's ledger events when the caller has read them already.
+    """
+    if events is None:
+        events = store.events(campaign_id=campaign_id)
     jobs = store.query_as(Job, campaign_id=campaign_id)
     rows = actor_uses(store, campaign_id, jobs, events)
     used = resources_report(jobs, events)
