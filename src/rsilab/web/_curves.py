@@ -61,24 +61,42 @@ class DevScore:
     """An experiment's dev score on one benchmark and when its first evaluation landed."""
 
     mean: float
-    first_at: str
+    seconds: float
+    """Seconds from the campaign's start to the first dev evaluation."""
 
 
-def dev_scores(experiments: Sequence[Experiment]) -> dict[str, dict[str, DevScore]]:
+DevCache = dict[str, tuple[int, dict[str, DevScore]]]
+"""Experiment id -> (the revision read, its scores): an experiment's scores change only with
+its revision, so a re-read after a new event recomputes only the experiments written."""
+
+
+def dev_scores(
+    experiments: Sequence[Experiment], started_at: str, cache: DevCache | None = None
+) -> dict[str, dict[str, DevScore]]:
     """experiment id -> benchmark -> its dev score, from the controller's synced metrics."""
+    cache = {} if cache is None else cache
     out: dict[str, dict[str, DevScore]] = {}
     for exp in experiments:
-        values: dict[str, list[float]] = {}
-        first: dict[str, str] = {}
-        for m in exp.metrics:
-            if m.source is MetricSource.CONTROLLER and m.split == "dev":
-                values.setdefault(m.name, []).append(m.value)
-                first[m.name] = min(first.get(m.name, m.at), m.at)
-        if values:
-            out[exp.id] = {
-                name: DevScore(sum(v) / len(v), first[name]) for name, v in sorted(values.items())
-            }
+        known = cache.get(exp.id)
+        if known is None or known[0] != exp.rev:
+            known = (exp.rev, _scores_of(exp, started_at))
+            cache[exp.id] = known
+        if known[1]:
+            out[exp.id] = known[1]
     return out
+
+
+def _scores_of(exp: Experiment, started_at: str) -> dict[str, DevScore]:
+    values: dict[str, list[float]] = {}
+    first: dict[str, str] = {}
+    for m in exp.metrics:
+        if m.source is MetricSource.CONTROLLER and m.split == "dev":
+            values.setdefault(m.name, []).append(m.value)
+            first[m.name] = min(first.get(m.name, m.at), m.at)
+    return {
+        name: DevScore(sum(v) / len(v), seconds_between(started_at, first[name]))
+        for name, v in sorted(values.items())
+    }
 
 
 def campaign_curves(
@@ -100,7 +118,7 @@ def campaign_curves(
         for bench, score in dev.get(exp.id, {}).items():
             curve = curves.setdefault(bench, BenchmarkCurve(bench, higher.get(bench, True)))
             curve.by_experiment.append((float(ordinal[exp.id]), score.mean))
-            curve.by_time.append((seconds_between(started_at, score.first_at), score.mean))
+            curve.by_time.append((score.seconds, score.mean))
     accepted = [c for c in candidates if c.state == CandidateState.ACCEPTED]
     for curve in curves.values():
         curve.by_time.sort()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rsilab.controller.lineage import find_lineage, lineage_versions
@@ -47,7 +47,7 @@ from rsilab.records import (
     SystemVersion,
 )
 from rsilab.store import Store
-from rsilab.web._curves import BenchmarkCurve, DevScore, campaign_curves, dev_scores
+from rsilab.web._curves import BenchmarkCurve, DevCache, DevScore, campaign_curves, dev_scores
 
 T = TypeVar("T")
 
@@ -120,15 +120,25 @@ class CampaignView:
         return {e.id: i + 1 for i, e in enumerate(self.experiments)}
 
 
-def read_campaign(
-    store: Store, campaign_id: str, accepted_cache: dict[str, AcceptedReport] | None = None
-) -> CampaignView:
+@dataclass
+class ReadCache:
+    """What stays true between reads of a campaign, so a re-read after a new event redoes
+    only what the event can have changed."""
+
+    accepted: dict[str, AcceptedReport] = field(default_factory=dict)
+    """Accepted versions' rows by candidate and baseline: an accepted candidate, its version
+    and their final-tier evaluations never change, and the paired gains over the baseline
+    are the costliest part of a read."""
+    dev: DevCache = field(default_factory=dict)
+    """Experiments' dev scores by revision."""
+
+
+def read_campaign(store: Store, campaign_id: str, cache: ReadCache | None = None) -> CampaignView:
     """Everything the campaign pages show. Raises NotFoundError for an unknown campaign.
 
-    ``accepted_cache`` keeps the accepted versions' rows by candidate id between calls: an
-    accepted candidate, its version and their final-tier evaluations never change, and the
-    paired gains over the baseline are the costliest part of the read.
+    ``cache`` carries what earlier reads found that cannot have changed since.
     """
+    cache = ReadCache() if cache is None else cache
     campaign = store.get_as(campaign_id, Campaign)
     dag = ResearchDag.load(store, campaign_id)
     experiments = sorted(
@@ -143,7 +153,7 @@ def read_campaign(
     first, start = baseline_and_start(store, campaign, lineage)
     benchmarks = task_benchmarks(campaign.task.name)
     higher = {b.name: b.higher_is_better for b in benchmarks}
-    dev = dev_scores(experiments)
+    dev = dev_scores(experiments, campaign.created_at, cache.dev)
     means = {exp: {b: s.mean for b, s in scores.items()} for exp, scores in dev.items()}
     labels = {v.candidate_id: v.label for v in versions if v.candidate_id}
     return CampaignView(
@@ -156,7 +166,7 @@ def read_campaign(
         directions=direction_reports(store, dag, higher, means),
         baseline=version_scores(first),
         start=version_scores(start),
-        accepted=_accepted(store, candidates, first, accepted_cache),
+        accepted=_accepted(store, candidates, first, cache.accepted),
         flags=flags_report(store.query_as(ProtocolFlag, campaign_id=campaign_id)),
         team=team_items(store, campaign_id),
         review=campaign_review_of(store, campaign_id),
@@ -169,10 +179,8 @@ def _accepted(
     store: Store,
     candidates: list[Candidate],
     baseline: SystemVersion | None,
-    cache: dict[str, AcceptedReport] | None,
+    cache: dict[str, AcceptedReport],
 ) -> list[AcceptedReport]:
-    if cache is None:
-        return accepted_reports(store, candidates, baseline)
     out = []
     for c in candidates:
         if c.state != CandidateState.ACCEPTED:

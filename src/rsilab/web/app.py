@@ -20,7 +20,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from rsilab.errors import NotFoundError, UserError
 from rsilab.orchestrator.report import (
-    AcceptedReport,
     campaign_resources,
 )
 from rsilab.records import Campaign, Candidate, CandidateState
@@ -44,7 +43,7 @@ from rsilab.web._experiment_pages import (
 from rsilab.web._html import Html, esc, page, section, tag
 from rsilab.web._links import Links
 from rsilab.web._memory_page import memory_body
-from rsilab.web._read import MIRRORED_KINDS, CampaignView, ViewCache, read_campaign
+from rsilab.web._read import MIRRORED_KINDS, CampaignView, ReadCache, ViewCache, read_campaign
 
 LINKS = Links()
 
@@ -79,7 +78,7 @@ class _Routes:
         """Every page reads through this copy; only guidance is written, to ``lab.store``."""
         self.token = token
         self.cache = ViewCache()
-        self.accepted: dict[str, AcceptedReport] = {}
+        self.kept = ReadCache()
 
     def seq(self) -> int:
         """The ledger position pages are read at, after taking in what happened since."""
@@ -93,7 +92,7 @@ class _Routes:
             return self.cache.get(
                 ("campaign", campaign_id),
                 seq,
-                lambda: read_campaign(self.reads, campaign_id, self.accepted),
+                lambda: read_campaign(self.reads, campaign_id, self.kept),
             )
         except NotFoundError:
             raise _Missing(f"no campaign {campaign_id!r} in this lab") from None
