@@ -49,6 +49,13 @@ def test_every_page_of_a_campaign_answers_with_what_the_store_holds(
     cid = campaign.id
     home = served.get("/")
     assert home.status == 200 and cid in home.text and "synthetic" in home.text
+    dev = [
+        m.value
+        for e in exps
+        for m in e.metrics
+        if m.name == "quality" and m.split == "dev" and m.source == "controller"
+    ]
+    assert dev and f"quality {max(dev):.3f}" in home.text  # the best dev target score
     overview = served.get(f"/campaigns/{cid}")
     assert overview.status == 200
     assert f"{len(exps)} of 5" in overview.text  # experiments used of the budget

@@ -7,10 +7,19 @@ live dashboard and the one-file report share them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from rsilab.orchestrator.report import experiment_budget
-from rsilab.records import Campaign, Experiment
-from rsilab.web._curves import BenchmarkCurve
+from rsilab.orchestrator.report import experiment_budget, task_benchmarks
+from rsilab.records import (
+    Campaign,
+    Candidate,
+    CandidateState,
+    Experiment,
+    Interval,
+    SystemVersion,
+)
+from rsilab.store import Store
+from rsilab.web._curves import BenchmarkCurve, dev_scores
 from rsilab.web._html import (
     DASH,
     Html,
@@ -37,20 +46,62 @@ RECENT_EXPERIMENTS = 50
 """Experiments listed on a campaign's overview (all of them are on its experiments page)."""
 
 
-def campaigns_body(rows: Sequence[tuple[Campaign, int, int, int]], links: Links) -> Html:
-    """The campaigns of a lab, newest first: (campaign, experiments, candidates, accepted)."""
+@dataclass(frozen=True)
+class CampaignRow:
+    """A campaign as the campaigns page lists it."""
+
+    campaign: Campaign
+    experiments: int
+    candidates: int
+    accepted: int
+    best_dev: dict[str, float]
+    """Per target benchmark, the best dev score of its experiments."""
+    head: dict[str, Interval]
+    """Per target benchmark, the final-tier score of the last version it had accepted."""
+
+
+def campaign_rows(store: Store) -> list[CampaignRow]:
+    """Every campaign of the lab, newest first, with its counts and best scores."""
+    rows = []
+    for c in sorted(store.query_as(Campaign), key=lambda c: c.created_at, reverse=True):
+        benchmarks = task_benchmarks(c.task.name)
+        higher = {b.name: b.higher_is_better for b in benchmarks}
+        targets = {b.name for b in benchmarks if b.target}
+        experiments = store.query_as(Experiment, campaign_id=c.id)
+        candidates = store.query_as(Candidate, campaign_id=c.id)
+        accepted = [x for x in candidates if x.state == CandidateState.ACCEPTED and x.version_id]
+        best: dict[str, float] = {}
+        for scores in dev_scores(experiments, c.created_at).values():
+            for name, score in scores.items():
+                up = higher.get(name, True)
+                if (not targets or name in targets) and (
+                    name not in best or (score.mean > best[name]) == up
+                ):
+                    best[name] = score.mean
+        head: dict[str, Interval] = {}
+        if accepted:
+            version = store.get_as(str(accepted[-1].version_id), SystemVersion)
+            head = {n: v for n, v in version.scores.items() if not targets or n in targets}
+        rows.append(CampaignRow(c, len(experiments), len(candidates), len(accepted), best, head))
+    return rows
+
+
+def campaigns_body(rows: Sequence[CampaignRow], links: Links) -> Html:
+    """The campaigns of a lab, newest first."""
     body = [
         [
-            link(links.campaign(c.id), c.id),
-            esc(c.task.name),
-            badge(c.state),
-            esc(c.created_at[:19].replace("T", " ")),
-            _budget_cell(c, used),
-            num(candidates),
-            num(accepted),
-            esc(str(c.settings.get("agents", "builtin"))),
+            link(links.campaign(r.campaign.id), r.campaign.id),
+            esc(r.campaign.task.name),
+            badge(r.campaign.state),
+            esc(r.campaign.created_at[:19].replace("T", " ")),
+            _budget_cell(r.campaign, r.experiments),
+            num(r.candidates),
+            num(r.accepted),
+            esc("; ".join(f"{n} {v:.3f}" for n, v in sorted(r.best_dev.items())) or DASH),
+            join(f"{esc(n)} {interval(v)}<br>" for n, v in sorted(r.head.items())) or Html(DASH),
+            esc(str(r.campaign.settings.get("agents", "builtin"))),
         ]
-        for c, used, candidates, accepted in rows
+        for r in rows
     ]
     return join(
         [
@@ -66,6 +117,8 @@ def campaigns_body(rows: Sequence[tuple[Campaign, int, int, int]], links: Links)
                         "experiments",
                         "candidates",
                         "accepted",
+                        "best dev (target)",
+                        "last accepted, final tier (target)",
                         "agents",
                     ],
                     body,

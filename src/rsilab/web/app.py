@@ -22,12 +22,12 @@ from rsilab.errors import NotFoundError, UserError
 from rsilab.orchestrator.report import (
     campaign_resources,
 )
-from rsilab.records import Campaign, Candidate, CandidateState
 from rsilab.store import Lab
 from rsilab.store.mirror import StoreMirror
 from rsilab.web._audit_pages import flags_body, lineage_body, resources_body
 from rsilab.web._campaign_pages import (
     campaign_nav,
+    campaign_rows,
     campaigns_body,
     direction_body,
     experiments_body,
@@ -142,21 +142,7 @@ class _Routes:
 
     def campaigns(self) -> HTMLResponse:
         def read() -> Html:
-            campaigns = sorted(
-                self.reads.query_as(Campaign), key=lambda c: c.created_at, reverse=True
-            )
-            rows = []
-            for c in campaigns:
-                candidates = self.reads.query_as(Candidate, campaign_id=c.id)
-                rows.append(
-                    (
-                        c,
-                        len(self.reads.query("experiment", campaign_id=c.id)),
-                        len(candidates),
-                        sum(1 for x in candidates if x.state == CandidateState.ACCEPTED),
-                    )
-                )
-            return campaigns_body(rows, LINKS)
+            return campaigns_body(campaign_rows(self.reads), LINKS)
 
         return self.html("campaigns", self.cache.get(("campaigns",), self.seq(), read))
 
