@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 OUTPUTS = ("BENCHMARKS.md", "benchmarks/figures", "benchmarks/results")
 """What the benchmarks write: a change there does not make the measured code dirty."""
@@ -24,3 +28,17 @@ def current_commit() -> str:
     outputs = [f":(exclude){path}" for path in OUTPUTS]
     changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", *outputs)
     return commit + ("-dirty" if changed else "")
+
+
+@contextmanager
+def key_dir_at(folder: Path) -> Iterator[None]:
+    """Point RSILAB_KEY_DIR at ``folder`` for the block, so no key lands in the user's folder."""
+    previous = os.environ.get("RSILAB_KEY_DIR")
+    os.environ["RSILAB_KEY_DIR"] = str(folder)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("RSILAB_KEY_DIR", None)
+        else:
+            os.environ["RSILAB_KEY_DIR"] = previous

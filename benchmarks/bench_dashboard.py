@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 import threading
 import time
@@ -14,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import key_dir_at
 from benchmarks.dashboard_lab import generate_lab
 from rsilab.records import Direction, EventDraft, Experiment, ExperimentState
 from rsilab.store import Lab
@@ -42,20 +42,6 @@ def _get(url: str) -> _Fetch:
     except urllib.error.HTTPError as exc:  # a failing page is a result, shown in the table
         status, body = exc.code, exc.read()
     return _Fetch(status, time.perf_counter() - started, len(body))
-
-
-@contextmanager
-def _key_dir(folder: Path) -> Iterator[None]:
-    """Point RSILAB_KEY_DIR at ``folder`` for the run, so no key lands in the user's folder."""
-    previous = os.environ.get("RSILAB_KEY_DIR")
-    os.environ["RSILAB_KEY_DIR"] = str(folder)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("RSILAB_KEY_DIR", None)
-        else:
-            os.environ["RSILAB_KEY_DIR"] = previous
 
 
 @contextmanager
@@ -184,7 +170,7 @@ def run_dashboard_render(quick: bool) -> list[dict[str, Any]]:
     n = EXPERIMENTS[quick]
     with tempfile.TemporaryDirectory(prefix="rsilab-bench-dashboard-") as tmp:
         lab = Path(tmp) / "lab"
-        with _key_dir(Path(tmp) / "keys"):
+        with key_dir_at(Path(tmp) / "keys"):
             started = time.perf_counter()
             campaign_id = generate_lab(lab, n)
             generated = time.perf_counter() - started

@@ -7,8 +7,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,26 +14,13 @@ import anyio
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from benchmarks import key_dir_at
 from rsilab.expos import open_campaign
 from rsilab.records import TaskRef
 from rsilab.store import Lab
 
 TOOL = "list_directions"
 WARMUP = 10
-
-
-@contextmanager
-def _key_dir(folder: Path) -> Iterator[None]:
-    """Point RSILAB_KEY_DIR at ``folder`` for the run, so no key lands in the user's folder."""
-    previous = os.environ.get("RSILAB_KEY_DIR")
-    os.environ["RSILAB_KEY_DIR"] = str(folder)
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop("RSILAB_KEY_DIR", None)
-        else:
-            os.environ["RSILAB_KEY_DIR"] = previous
 
 
 def _percentiles(samples: list[float]) -> tuple[float, float]:
@@ -65,7 +50,7 @@ async def _measure(params: StdioServerParameters, n: int, errlog: Any) -> tuple[
 def run(quick: bool) -> list[dict[str, Any]]:
     """p50/p99 of one tools/call round trip over stdio, and the server's start-up time."""
     n = 50 if quick else 200
-    with tempfile.TemporaryDirectory() as tmp, _key_dir(Path(tmp) / "keys"):
+    with tempfile.TemporaryDirectory() as tmp, key_dir_at(Path(tmp) / "keys"):
         with Lab.init(Path(tmp) / "lab") as lab:
             campaign = open_campaign(lab.store, TaskRef(name="bench"))
         args = ["-m", "rsilab.mcp", "--lab", str(Path(tmp) / "lab"), "--role", "worker"]
