@@ -70,6 +70,8 @@ def main() -> None:
         print(
             f"\ndemo finished in {minutes} min {seconds} s. Look around:\n"
             f"  rsilab report latest --lab {DEMO_LAB}\n"
+            f"  rsilab ui --lab {DEMO_LAB}        (the dashboard: http://127.0.0.1:8765/)\n"
+            f"  rsilab report latest --html report.html --lab {DEMO_LAB}\n"
             f"  rsilab versions digits --lab {DEMO_LAB}\n"
             f"  rsilab log --lab {DEMO_LAB}"
         )
