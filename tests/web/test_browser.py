@@ -75,9 +75,15 @@ def running_campaign(browser_lab: BrowserLab) -> str:
     return made.stdout.strip()
 
 
+FULL_PAGE_MAX_PX = 6000
+"""Taller pages (the one-file report, long comparisons) are shot as the window shows them:
+encoding a 17,000-pixel PNG costs seconds and shows nothing a test reads."""
+
+
 def snap(page: Page, folder: Path, name: str) -> None:
-    """A full-page screenshot of what the browser shows now."""
-    page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+    """A screenshot of what the browser shows now: the whole page unless it is very tall."""
+    tall = int(page.evaluate("document.documentElement.scrollHeight")) > FULL_PAGE_MAX_PX
+    page.screenshot(path=str(folder / f"{name}.png"), full_page=not tall)
 
 
 def open_page(page: Page, dash: Dashboard, path: str) -> None:
