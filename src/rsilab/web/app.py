@@ -22,6 +22,7 @@ from rsilab.errors import NotFoundError, UserError
 from rsilab.orchestrator.report import (
     campaign_resources,
 )
+from rsilab.records import Campaign
 from rsilab.store import Lab
 from rsilab.store.mirror import StoreMirror
 from rsilab.web._audit_pages import flags_body, lineage_body, resources_body
@@ -79,6 +80,11 @@ class _Routes:
         self.token = token
         self.cache = ViewCache()
         self.kept = ReadCache()
+        for campaign in self.reads.query_as(Campaign):
+            # Fills what stays true between reads (each experiment's dev scores, each
+            # accepted version's gains over the baseline) now, at start, so no first page
+            # pays for it; the pages themselves still read their campaign when asked.
+            read_campaign(self.reads, campaign.id, self.kept)
 
     def seq(self) -> int:
         """The ledger position pages are read at, after taking in what happened since."""
