@@ -141,3 +141,27 @@ def test_refreshes_and_reads_from_many_threads_agree(source: SQLiteStore) -> Non
     assert not problems
     mirror.refresh()
     assert len(mirror.query_as(Experiment, campaign_id=campaign.id)) == 26
+
+
+def test_kept_events_answer_as_the_source_does(source: SQLiteStore) -> None:
+    campaign, exps = seed(source)
+    mirror = StoreMirror(source, KINDS, events=True)
+    exps[0].state = ExperimentState.RUNNING
+    source.commit(draft("run", campaign_id=campaign.id), [exps[0]])
+    source.commit(draft("lab-wide"))
+    assert mirror.refresh() == 2
+
+    def seqs(store: SQLiteStore | StoreMirror, **filters: Any) -> list[int]:
+        return [e.seq for e in store.events(**filters)]
+
+    for filters in (
+        {},
+        {"after": 3},
+        {"after": 3, "limit": 2},
+        {"campaign_id": campaign.id},
+        {"campaign_id": campaign.id, "after": 4},
+        {"record_id": exps[0].id},
+        {"record_id": exps[0].id, "campaign_id": "cmp-other"},
+        {"campaign_id": "cmp-other"},
+    ):
+        assert seqs(mirror, **filters) == seqs(source, **filters), filters

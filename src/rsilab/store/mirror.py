@@ -5,7 +5,8 @@ made at ledger sequence ``n`` is brought up to date by reading the events after 
 fetching the records they name at their new revision: nothing else can have changed.
 :class:`StoreMirror` does that in :meth:`StoreMirror.refresh`, answers reads of the kinds it
 copies from memory, with the results and order the source gives (oldest first), and passes
-every other read to the source.
+every other read to the source. It can keep the ledger's events too, taking in new ones on
+each refresh.
 
 It exists for readers that ask many questions of a large lab again and again (the dashboard):
 a query over 10,000 experiments becomes a scan of objects in memory instead of parsing each
@@ -29,18 +30,29 @@ from rsilab.store.ledger import Checkpoint, StoredEvent, StoredRecord, record_te
 
 
 class StoreMirror(Store):
-    """Records of ``kinds`` of ``source`` in memory, as of the last :meth:`refresh`.
+    """Records of ``kinds`` of ``source`` in memory, as of the last :meth:`refresh`; with
+    ``events``, the ledger's events too (else they are read from the source each time, as
+    are records of other kinds).
 
     Thread safe: reads and refreshes may run in several threads at once; a read sees the
-    copy either before or after a refresh, never half of one. Events, and records of other
-    kinds, are read from the source each time.
+    copy either before or after a refresh, never half of one.
     """
 
-    def __init__(self, source: Store, kinds: Iterable[str]) -> None:
+    def __init__(self, source: Store, kinds: Iterable[str], *, events: bool = False) -> None:
         self._source = source
         self.kinds = frozenset(kinds)
         self._lock = threading.RLock()
-        self._seq = source.head()[0]  # before loading: what lands meanwhile is re-read later
+        self._events: list[Event] | None = None
+        self._of_record: dict[str, list[int]] = {}
+        self._of_campaign: dict[str, list[int]] = {}
+        if events:
+            self._events = []
+            self._keep(source.events())
+            self._seq = self._events[-1].seq if self._events else 0
+        else:
+            self._seq = source.head()[0]
+        # Records are read after the position is taken: one written meanwhile is newer than
+        # the copy's position, and the refresh that reads its event finds it current.
         self._by_kind: dict[str, dict[str, Record]] = {
             kind: {r.id: r for r in source.query(kind)} for kind in sorted(self.kinds)
         }
@@ -72,8 +84,21 @@ class StoreMirror(Store):
                     self._records[rid] = record  # an update keeps the record's place
                     self._by_kind[record.KIND][rid] = record
             if events:
+                self._keep(events)
                 self._seq = events[-1].seq
             return len(events)
+
+    def _keep(self, events: Sequence[Event]) -> None:
+        """Append ``events`` to the kept ledger and its indexes (when events are kept)."""
+        if self._events is None:
+            return
+        for ev in events:
+            index = len(self._events)
+            self._events.append(ev)
+            for ref in ev.records:
+                self._of_record.setdefault(ref.id, []).append(index)
+            if ev.campaign_id is not None:
+                self._of_campaign.setdefault(ev.campaign_id, []).append(index)
 
     # -- reads --------------------------------------------------------------------------------
 
@@ -123,11 +148,27 @@ class StoreMirror(Store):
         record_id: str | None = None,
         limit: int | None = None,
     ) -> list[Event]:
-        return self._source.events(
-            after=after, campaign_id=campaign_id, record_id=record_id, limit=limit
-        )
+        with self._lock:
+            kept = self._events
+            if kept is None:
+                picked = None
+            elif record_id is not None:
+                picked = [kept[i] for i in self._of_record.get(record_id, [])]
+                if campaign_id is not None:
+                    picked = [e for e in picked if e.campaign_id == campaign_id]
+            elif campaign_id is not None:
+                picked = [kept[i] for i in self._of_campaign.get(campaign_id, [])]
+            else:
+                picked = kept[after:]  # sequence n is at index n - 1: the ledger has no gaps
+        if picked is None:
+            return self._source.events(
+                after=after, campaign_id=campaign_id, record_id=record_id, limit=limit
+            )
+        out = [e for e in picked if e.seq > after]
+        return out[:limit] if limit is not None else out
 
     def head(self) -> tuple[int, str]:
+        """The source's head (the copy may be behind it until the next refresh)."""
         return self._source.head()
 
     def stored_events(self, after: int = 0) -> Iterator[StoredEvent]:

@@ -4,9 +4,8 @@ Reads go through a :class:`~rsilab.store.mirror.StoreMirror` that keeps the kind
 record the pages scan (experiments, directions, candidates, ...) in memory and brings them up
 to date from the ledger, so a page of a campaign with 10,000 experiments does not parse them
 again. Every write appends a ledger event, so a view read at sequence ``n`` stays true until
-the sequence moves: :class:`ViewCache` keeps the last views by (what, sequence). The full
-campaign report (jobs and events summed per actor) is read only for the resources page.
-Nothing here writes.
+the sequence moves: :class:`ViewCache` keeps the last views by (what, sequence), and
+:class:`ReadCache` what stays true across positions. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -68,8 +67,8 @@ MIRRORED_KINDS = (
     "skill",
     "orientation",
 )
-"""Kinds the dashboard keeps in memory: those its pages scan. Evaluations (large: a score per
-sample) and events are read from the store when a page needs them."""
+"""Kinds the dashboard keeps in memory (with the ledger's events): those its pages scan.
+Evaluations (large: a score per sample) are read from the store when a page needs them."""
 
 
 @dataclass

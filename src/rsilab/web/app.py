@@ -75,7 +75,7 @@ class _Routes:
 
     def __init__(self, lab: Lab, token: str) -> None:
         self.lab = lab
-        self.reads = StoreMirror(lab.store, MIRRORED_KINDS)
+        self.reads = StoreMirror(lab.store, MIRRORED_KINDS, events=True)
         """Every page reads through this copy; only guidance is written, to ``lab.store``."""
         self.token = token
         self.cache = ViewCache()
