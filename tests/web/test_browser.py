@@ -58,6 +58,13 @@ def lab_env(
     monkeypatch.setenv("RSILAB_SANDBOX", "process")
 
 
+def make_campaign(lab: BrowserLab) -> str:
+    """``rsilab campaign new synthetic`` in the lab: the ledger moves. Its id."""
+    made = rsilab("campaign", "new", "synthetic", "--lab", lab.path)
+    assert made.exit_code == 0, explain(made)
+    return made.stdout.strip()
+
+
 @pytest.fixture
 def store(browser_lab: BrowserLab) -> Iterator[Lab]:
     """The lab opened by the test itself, to check pages against its records."""
@@ -319,6 +326,10 @@ def test_guidance_form_records_guidance(
     open_page(page, dashboard, f"/campaigns/{running_campaign}")
     form = page.locator("main form.guide")
     form.locator("textarea[name=text]").fill(text)
+    # The ledger moves while the reader writes: the page waits instead of redrawing.
+    make_campaign(dashboard.lab)
+    expect(page.locator("#live-note")).to_contain_text("paused while you write", timeout=WAIT_MS)
+    expect(form.locator("textarea[name=text]")).to_have_value(text)
     form.locator("input[name=by]").fill("browser test")
     form.locator("button[type=submit]").click()
     expect(page.locator("#guidance")).to_contain_text("recorded", timeout=WAIT_MS)
