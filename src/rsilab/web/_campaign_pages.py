@@ -326,7 +326,9 @@ def _accepted_table(view: CampaignView, links: Links) -> Html:
             else Html(DASH),
             esc((a.accepted_at or "")[:19].replace("T", " ")),
             *[
-                interval(a.scores.get(n)) + Html("<br>") + signed_interval(a.vs_baseline.get(n))
+                interval(a.scores.get(n))
+                + Html("<br>")
+                + signed_interval(a.vs_baseline.get(n), higher=view.higher.get(n, True))
                 for n in names
             ],
         ]

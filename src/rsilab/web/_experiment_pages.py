@@ -17,6 +17,7 @@ from rsilab.web._html import (
     DASH,
     Html,
     badge,
+    better_class,
     details,
     esc,
     facts,
@@ -392,8 +393,9 @@ def compare_body(
             )
         )
     for c in comparisons:
+        higher = view.higher.get(c.benchmark, True)
         diff = (
-            signed_interval(c.difference)
+            signed_interval(c.difference, higher=higher)
             if isinstance(c.difference, Interval)
             else esc(c.difference)
         )
@@ -406,7 +408,7 @@ def compare_body(
                 tag(
                     "span",
                     esc(f"{x - y:+.3f}"),
-                    class_="pos" if x > y else "neg" if x < y else "ns",
+                    class_=better_class(x - y, x - y, higher),
                 ),
             ]
             for s, x, y in ordered[:MAX_SAMPLE_ROWS]

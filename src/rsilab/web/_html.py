@@ -104,13 +104,21 @@ def interval(value: Interval | None, digits: int = 3) -> Html:
     return esc(f"{value.value:.{digits}f} [{value.low:.{digits}f}, {value.high:.{digits}f}]")
 
 
-def signed_interval(value: Interval | None, digits: int = 3) -> Html:
-    """A difference with its interval, signed, marked when the interval excludes zero."""
+def signed_interval(value: Interval | None, digits: int = 3, *, higher: bool = True) -> Html:
+    """A difference with its interval, signed, marked good or bad when the interval excludes
+    zero (``higher``: whether a positive difference is the better one)."""
     if value is None:
         return Html(DASH)
     text = f"{value.value:+.{digits}f} [{value.low:+.{digits}f}, {value.high:+.{digits}f}]"
-    cls = "pos" if value.low > 0 else "neg" if value.high < 0 else "ns"
-    return tag("span", esc(text), class_=cls)
+    return tag("span", esc(text), class_=better_class(value.low, value.high, higher))
+
+
+def better_class(low: float, high: float, higher: bool = True) -> str:
+    """The mark of a difference whose range is [low, high]: 'pos' when it is surely the
+    better way, 'neg' when surely the worse, else 'ns'."""
+    if low > 0 or high < 0:
+        return "pos" if (low > 0) == higher else "neg"
+    return "ns"
 
 
 def seconds(value: float) -> Html:
