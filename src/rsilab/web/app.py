@@ -91,9 +91,8 @@ class _Routes:
         self.reads.refresh()
         return self.reads.seq
 
-    def view(self, campaign_id: str) -> CampaignView:
-        """The campaign's view at the current ledger position (404 when unknown)."""
-        seq = self.seq()
+    def view(self, campaign_id: str, seq: int) -> CampaignView:
+        """The campaign's view at ledger position ``seq`` (404 when unknown)."""
         try:
             return self.cache.get(
                 ("campaign", campaign_id),
@@ -103,13 +102,15 @@ class _Routes:
         except NotFoundError:
             raise _Missing(f"no campaign {campaign_id!r} in this lab") from None
 
-    def html(self, title: str, body: str, campaign_id: str | None = None) -> HTMLResponse:
+    def html(self, title: str, body: str, seq: int, campaign_id: str | None = None) -> HTMLResponse:
+        """The page, marked with the ledger position its content was read at (so it redraws
+        on any later event, even one recorded while it was being made)."""
         nav = (
             campaign_nav(campaign_id, LINKS)
             if campaign_id
             else [(LINKS.campaigns(), "Campaigns"), (LINKS.memory(), "Findings & skills")]
         )
-        return HTMLResponse(page(title, body, nav=nav, head_seq=self.seq()))
+        return HTMLResponse(page(title, body, nav=nav, head_seq=seq))
 
     def install(self, app: FastAPI) -> None:
         @app.exception_handler(_Missing)
@@ -150,66 +151,79 @@ class _Routes:
         def read() -> Html:
             return campaigns_body(campaign_rows(self.reads), LINKS)
 
-        return self.html("campaigns", self.cache.get(("campaigns",), self.seq(), read))
+        seq = self.seq()
+        return self.html("campaigns", self.cache.get(("campaigns",), seq, read), seq)
 
     def memory(self, task: str | None = None) -> HTMLResponse:
-        body = self.cache.get(("memory", task), self.seq(), lambda: memory_body(self.reads, task))
-        return self.html("findings and skills", body)
+        seq = self.seq()
+        body = self.cache.get(("memory", task), seq, lambda: memory_body(self.reads, task))
+        return self.html("findings and skills", body, seq)
 
     def overview(self, campaign_id: str, guided: str = "", error: str = "") -> HTMLResponse:
-        view = self.view(campaign_id)
+        seq = self.seq()
+        view = self.view(campaign_id, seq)
         form = (
             "" if view.campaign.is_finished() else self._guidance_form(campaign_id, guided, error)
         )
         return self.html(
-            f"campaign {campaign_id}", overview_body(view, LINKS, guidance_form=form), campaign_id
+            f"campaign {campaign_id}",
+            overview_body(view, LINKS, guidance_form=form),
+            seq,
+            campaign_id,
         )
 
     def direction(self, campaign_id: str, direction_id: str) -> HTMLResponse:
-        body = direction_body(self.view(campaign_id), direction_id, LINKS)
+        seq = self.seq()
+        body = direction_body(self.view(campaign_id, seq), direction_id, LINKS)
         if body is None:
             raise _Missing(f"no direction {direction_id!r} in campaign {campaign_id}")
-        return self.html(f"direction {direction_id}", body, campaign_id)
+        return self.html(f"direction {direction_id}", body, seq, campaign_id)
 
     def experiments(self, campaign_id: str, page: int = 1) -> HTMLResponse:
-        view = self.view(campaign_id)
+        seq = self.seq()
+        view = self.view(campaign_id, seq)
         body = self.cache.get(
-            ("experiments", campaign_id, page),
-            self.seq(),
-            lambda: experiments_body(view, LINKS, page),
+            ("experiments", campaign_id, page), seq, lambda: experiments_body(view, LINKS, page)
         )
-        return self.html(f"experiments of {campaign_id}", body, campaign_id)
+        return self.html(f"experiments of {campaign_id}", body, seq, campaign_id)
 
     def experiment(self, campaign_id: str, experiment_id: str) -> HTMLResponse:
-        view = self.view(campaign_id)
-        found = self._experiment(campaign_id, experiment_id)
+        seq = self.seq()
+        view = self.view(campaign_id, seq)
+        found = self._experiment(campaign_id, experiment_id, seq)
         body = experiment_body(view, found, self.lab.artifacts, LINKS)
-        return self.html(f"experiment {experiment_id}", body, campaign_id)
+        return self.html(f"experiment {experiment_id}", body, seq, campaign_id)
 
     def compare(self, campaign_id: str, a: str = "", b: str = "") -> HTMLResponse:
-        view = self.view(campaign_id)
+        seq = self.seq()
+        view = self.view(campaign_id, seq)
         if not a or not b:
-            return self.html("compare", compare_picker(view, LINKS, a, b), campaign_id)
+            return self.html("compare", compare_picker(view, LINKS, a, b), seq, campaign_id)
         body = compare_picker(view, LINKS, a, b) + compare_body(
-            view, self._experiment(campaign_id, a), self._experiment(campaign_id, b), LINKS
+            view,
+            self._experiment(campaign_id, a, seq),
+            self._experiment(campaign_id, b, seq),
+            LINKS,
         )
-        return self.html(f"compare {a} and {b}", body, campaign_id)
+        return self.html(f"compare {a} and {b}", body, seq, campaign_id)
 
     def lineage(self, campaign_id: str) -> HTMLResponse:
-        return self.html("lineage", lineage_body(self.view(campaign_id), LINKS), campaign_id)
+        seq = self.seq()
+        body = lineage_body(self.view(campaign_id, seq), LINKS)
+        return self.html("lineage", body, seq, campaign_id)
 
     def flags(self, campaign_id: str) -> HTMLResponse:
-        return self.html("protocol flags", flags_body(self.view(campaign_id)), campaign_id)
+        seq = self.seq()
+        body = flags_body(self.view(campaign_id, seq))
+        return self.html("protocol flags", body, seq, campaign_id)
 
     def resources(self, campaign_id: str) -> HTMLResponse:
-        view = self.view(campaign_id)
+        seq = self.seq()
+        view = self.view(campaign_id, seq)
         used = self.cache.get(
-            ("resources", campaign_id),
-            self.seq(),
-            lambda: campaign_resources(self.reads, campaign_id),
+            ("resources", campaign_id), seq, lambda: campaign_resources(self.reads, campaign_id)
         )
-        body = resources_body(view, used)
-        return self.html("resources", body, campaign_id)
+        return self.html("resources", resources_body(view, used), seq, campaign_id)
 
     def guidance(
         self,
@@ -254,11 +268,11 @@ class _Routes:
 
     # -- helpers -----------------------------------------------------------------------------
 
-    def _experiment(self, campaign_id: str, experiment_id: str) -> ExperimentRecords:
+    def _experiment(self, campaign_id: str, experiment_id: str, seq: int) -> ExperimentRecords:
         try:
             found = self.cache.get(
                 ("experiment", experiment_id),
-                self.seq(),
+                seq,
                 lambda: read_experiment(self.reads, experiment_id),
             )
         except NotFoundError:
