@@ -57,6 +57,33 @@ def test_report_of_a_finished_campaign(tmp_path: Path, monkeypatch: pytest.Monke
     assert clash.exit_code == 1 and "--html writes HTML" in clash.stderr
     assert not list(tmp_path.glob(".*partial"))
 
+    # A large campaign's report holds in full only the experiments that matter, and every
+    # link in it still lands somewhere in the file.
+    from rsilab.records import Candidate, Experiment
+    from rsilab.store import Lab
+    from rsilab.web import report_html
+    from rsilab.web._read import read_campaign
+
+    with Lab.open(lab) as opened:
+        view = read_campaign(opened.store, cid)
+        exps = opened.store.query_as(Experiment, campaign_id=cid)
+        proposed = {c.experiment_id for c in opened.store.query_as(Candidate, campaign_id=cid)}
+    assert report_html.experiments_in_full(view) is None  # small: every one in full
+    monkeypatch.setattr(report_html, "ALL_IN_FULL_UP_TO", 2)
+    monkeypatch.setattr(report_html, "LATEST_IN_FULL", 1)
+    chosen = report_html.experiments_in_full(view)
+    assert chosen is not None and proposed <= chosen
+    assert {view.experiments[0].id, view.experiments[-1].id} <= chosen
+    kept = {view.experiments[0].id, view.experiments[-1].id}
+    monkeypatch.setattr(report_html, "experiments_in_full", lambda _view: kept)
+    small = tmp_path / "small.html"
+    assert rsilab("report", cid, "--html", small, "--lab", lab).exit_code == 0
+    text = small.read_text()
+    assert f"2 of the {len(exps)} experiments are in this file in full" in text
+    anchors = set(re.findall(r'href="#([^"]+)"', text))
+    assert anchors <= set(re.findall(r' id="([^"]+)"', text))
+    assert all(e.id in text for e in exps)  # the others are still listed
+
 
 def test_report_refuses_bad_input(lab: Path, tmp_path: Path) -> None:
     none_yet = rsilab("report", "latest", "--lab", lab)

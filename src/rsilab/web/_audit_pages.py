@@ -12,7 +12,6 @@ from rsilab.web._html import (
     esc,
     interval,
     join,
-    link,
     num,
     seconds,
     section,
@@ -126,9 +125,7 @@ def _candidates(view: CampaignView, links: Links, cid: str) -> Html:
             [
                 num(c.proposal_index),
                 esc(c.id),
-                link(links.experiment(cid, c.experiment_id), c.experiment_id)
-                if c.experiment_id
-                else Html(DASH),
+                links.experiment_link(cid, c.experiment_id) if c.experiment_id else Html(DASH),
                 esc(c.proposer or DASH),
                 badge(c.state) + (esc(f" → {made}") if made else Html("")),
                 esc(c.compared_to or DASH),

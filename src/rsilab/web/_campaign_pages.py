@@ -261,7 +261,9 @@ def _curves(curves: Sequence[BenchmarkCurve], links: Links, campaign_id: str) ->
                 x=float(p.ordinal),
                 y=p.dev_score,
                 label=f"{p.label} accepted (experiment {p.experiment_id})",
-                href=links.experiment(campaign_id, p.experiment_id) if p.experiment_id else "",
+                href=links.experiment(campaign_id, p.experiment_id)
+                if p.experiment_id and links.shows_experiment(p.experiment_id)
+                else "",
             )
             for p in curve.accepted
             if p.ordinal is not None and p.dev_score is not None
@@ -321,9 +323,7 @@ def _accepted_table(view: CampaignView, links: Links) -> Html:
     rows = [
         [
             esc(a.label),
-            link(links.experiment(cid, a.experiment_id), a.experiment_id)
-            if a.experiment_id
-            else Html(DASH),
+            links.experiment_link(cid, a.experiment_id) if a.experiment_id else Html(DASH),
             esc((a.accepted_at or "")[:19].replace("T", " ")),
             *[
                 interval(a.scores.get(n))
@@ -367,7 +367,7 @@ def experiments_table(view: CampaignView, experiments: Sequence[Experiment], lin
         rows.append(
             [
                 num(ordinal.get(e.id)),
-                link(links.experiment(cid, e.id), e.id),
+                links.experiment_link(cid, e.id),
                 link(
                     links.direction(cid, e.direction_id), titles.get(e.direction_id, e.direction_id)
                 ),

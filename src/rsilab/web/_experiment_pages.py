@@ -77,9 +77,7 @@ def experiment_body(
     titles = {d.id: d.title for d in view.directions}
     others = [x.id for x in view.experiments if x.id != e.id]
     parent = (
-        link(links.experiment(cid, e.parent_experiment_id), e.parent_experiment_id)
-        if e.parent_experiment_id
-        else Html(DASH)
+        links.experiment_link(cid, e.parent_experiment_id) if e.parent_experiment_id else Html(DASH)
     )
     candidates = [c for c in view.candidates if c.experiment_id == e.id]
     proposed = join(esc(f"{c.id} ") + badge(c.state) + Html("<br>") for c in candidates) or Html(

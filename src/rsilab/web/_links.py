@@ -7,7 +7,10 @@ to that experiment's section of the same file.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from urllib.parse import quote, urlencode
+
+from rsilab.web._html import Html, esc, link
 
 
 def _q(part: str) -> str:
@@ -40,6 +43,16 @@ class Links:
         """One experiment."""
         return f"/campaigns/{_q(campaign_id)}/experiments/{_q(experiment_id)}"
 
+    def shows_experiment(self, experiment_id: str) -> bool:
+        """Whether the experiment has a page to link to."""
+        return True
+
+    def experiment_link(self, campaign_id: str, experiment_id: str) -> Html:
+        """A link to the experiment, or its id as text where it has no page."""
+        if self.shows_experiment(experiment_id):
+            return link(self.experiment(campaign_id, experiment_id), experiment_id)
+        return esc(experiment_id)
+
     def compare(self, campaign_id: str, a: str = "", b: str = "") -> str:
         """Two experiments compared sample by sample (the picker when either is empty)."""
         query = urlencode({k: v for k, v in (("a", a), ("b", b)) if v})
@@ -63,9 +76,19 @@ class Links:
 
 
 class AnchorLinks(Links):
-    """Links inside one self-contained HTML file: every target is a section of it."""
+    """Links inside one self-contained HTML file: every target is a section of it.
+
+    ``shown`` names the experiments the file holds in full (None: all of them); the others
+    are named without a link.
+    """
 
     static = True
+
+    def __init__(self, shown: Collection[str] | None = None) -> None:
+        self.shown = None if shown is None else frozenset(shown)
+
+    def shows_experiment(self, experiment_id: str) -> bool:
+        return self.shown is None or experiment_id in self.shown
 
     def campaigns(self) -> str:
         return "#top"
