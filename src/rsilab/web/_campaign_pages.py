@@ -25,6 +25,7 @@ from rsilab.web._html import (
     Html,
     badge,
     cards,
+    details,
     esc,
     facts,
     interval,
@@ -40,7 +41,7 @@ from rsilab.web._html import (
 )
 from rsilab.web._links import Links
 from rsilab.web._read import CampaignView
-from rsilab.web._svg import DagNode, Mark, Series, dag_svg, downsample_steps, line_chart_svg
+from rsilab.web._svg import DagNode, Mark, Series, dag_svg, line_chart_svg
 
 RECENT_EXPERIMENTS = 50
 """Experiments listed on a campaign's overview (all of them are on its experiments page)."""
@@ -236,19 +237,15 @@ def _directions_table(view: CampaignView, links: Links) -> Html:
         ]
         for d in view.directions
     ]
-    return details_table(
+    return details(
         "Directions",
         table(
             ["direction", "state", "experiments", "succeeded", "failed", "best dev", "reviews"],
             rows,
             numeric=(2, 3, 4, 6),
         ),
+        open_=True,
     )
-
-
-def details_table(summary: str, content: str) -> Html:
-    """A table folded under a summary line, open by default."""
-    return Html(f"<details open><summary>{esc(summary)}</summary>{content}</details>")
 
 
 def _curves(curves: Sequence[BenchmarkCurve], links: Links, campaign_id: str) -> Html:
@@ -269,11 +266,7 @@ def _curves(curves: Sequence[BenchmarkCurve], links: Links, campaign_id: str) ->
             if p.ordinal is not None and p.dev_score is not None
         ]
         by_exp = line_chart_svg(
-            [
-                Series(
-                    curve.benchmark, tuple(downsample_steps(curve.best_so_far(curve.by_experiment)))
-                )
-            ],
+            [Series(curve.benchmark, tuple(curve.best_so_far(curve.by_experiment)))],
             marks=marks_x,
             scatter=curve.by_experiment,
             x_label="experiments",
@@ -286,7 +279,7 @@ def _curves(curves: Sequence[BenchmarkCurve], links: Links, campaign_id: str) ->
             if p.seconds is not None and best_t
         ]
         by_time = line_chart_svg(
-            [Series(curve.benchmark, tuple(downsample_steps(best_t)))],
+            [Series(curve.benchmark, tuple(best_t))],
             marks=marks_t,
             scatter=curve.by_time,
             x_label="time since start",

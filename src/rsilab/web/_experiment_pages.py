@@ -9,7 +9,7 @@ import numpy as np
 
 from rsilab.controller.stats import paired_gain
 from rsilab.errors import NotFoundError
-from rsilab.records import DataTier, Evaluation, Event, Experiment, Job
+from rsilab.records import DataTier, Evaluation, Event, Experiment, Interval, Job
 from rsilab.store import Store
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.web._diff import tree_changes
@@ -311,7 +311,7 @@ class SampleComparison:
     """(sample id, mean of a, mean of b) over the samples both scored in every epoch."""
     a_higher: int
     b_higher: int
-    difference: object
+    difference: Interval | str
     """The paired difference a - b (an Interval) or a reason it cannot be computed."""
 
 
@@ -330,7 +330,7 @@ def compare_samples(
         b = np.array([[r[i] for i in shared] for r in rows_b]) if shared else np.zeros((1, 0))
         mean_a, mean_b = a.mean(axis=0), b.mean(axis=0)
         try:
-            difference: object = paired_gain(a, b, 0.95)
+            difference: Interval | str = paired_gain(a, b, 0.95)
         except ValueError as exc:
             difference = f"no interval: {exc}"
         out.append(
@@ -358,8 +358,6 @@ def compare_body(
     view: CampaignView, a: ExperimentRecords, b: ExperimentRecords, links: Links
 ) -> Html:
     """Two experiments side by side: config differences and dev scores sample by sample."""
-    from rsilab.records import Interval
-
     cid = view.campaign.id
     ea, eb = a.experiment, b.experiment
     keys = sorted(set(ea.config) | set(eb.config))

@@ -106,7 +106,7 @@ class AnchorLinks(Links):
         return f"#{experiment_id}"
 
     def compare(self, campaign_id: str, a: str = "", b: str = "") -> str:
-        return f"#compare-{a}-{b}" if a and b else "#experiments"
+        return "#experiments"  # the file holds no comparisons: they are picked live
 
     def lineage(self, campaign_id: str) -> str:
         return "#lineage"

@@ -14,11 +14,13 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from rsilab.errors import NotFoundError, UserError
+from rsilab.orchestrator.guidance import give_guidance
 from rsilab.orchestrator.report import (
     campaign_resources,
 )
@@ -233,10 +235,6 @@ class _Routes:
         token: Annotated[str, Form()] = "",
     ) -> Response:
         """Record guidance typed into the overview page, as ``rsilab guide`` does."""
-        from urllib.parse import urlencode
-
-        from rsilab.orchestrator.guidance import give_guidance
-
         if not secrets.compare_digest(token, self.token):
             return HTMLResponse(
                 page(
