@@ -87,7 +87,10 @@ class CampaignLoop(ThreadedLoop):
                 self.check()
                 self._harvest()
                 view = self.ctx.view()
-                self.done = len(view.runs)
+                # A run whose Worker has not yet returned still counts as running only, so
+                # done plus running never shows more experiments than there are.
+                inflight = {o.n for o, _ in self.inflight.values()}
+                self.done = sum(1 for r in view.runs if r.index not in inflight)
                 state = self._turn(view, backlog, pool)
                 if state is not None:
                     return state

@@ -101,13 +101,16 @@ class TeamLoop(ThreadedLoop):
         start = TeamView.load(self.ctx)
         self.backlog = [Order.from_intent(i) for i in start.view.pending]
         self.reported = len(start.view.runs)
+        # Progress counts an experiment as done once its researcher's work on it has ended
+        # (harvested), not once it is recorded: between the two it is still running, and
+        # counting it as both would show more experiments than the budget allows.
+        self.ctx.say.done = self.reported
         self.checkpoint_at = len(start.view.runs)
         while True:
             try:
                 self.check()
                 self._harvest()
                 tv = TeamView.load(self.ctx)
-                self.ctx.say.done = len(tv.view.runs)
                 state = self._turn(tv)
                 self._flush()
                 if state is not None:
