@@ -47,7 +47,7 @@ runtime: $(STAMP)
 install: system-deps $(STAMP) runtime
 
 test: install browser-deps
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy src
 
