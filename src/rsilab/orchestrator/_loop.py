@@ -49,16 +49,17 @@ class CampaignLoop(ThreadedLoop):
         self.free = [f"worker-{i}" for i in range(1, max(1, workers) + 1)]
         self.slots = len(self.free)
         self.inflight: dict[Future[Run | None], tuple[Order, str]] = {}
-        self.reported = 0
-        """Runs done, counted as each is reported (the n of "experiment n/N")."""
 
     @property
     def running(self) -> int:
         return len(self.inflight)
 
+    def _in_flight(self) -> set[int]:
+        return {order.n for order, _ in self.inflight.values()}
+
     @property
     def done(self) -> int:
-        """Experiments done, as last read from the records."""
+        """Experiments done, as last read from the records (:meth:`CampaignView.settled`)."""
         return self.ctx.say.done
 
     @done.setter
@@ -81,16 +82,12 @@ class CampaignLoop(ThreadedLoop):
     def _turns(self, pool: ThreadPoolExecutor) -> CampaignState:
         start = self.ctx.view()
         backlog = [Order.from_intent(i) for i in start.pending]
-        self.reported = len(start.runs)
         while True:
             try:
                 self.check()
                 self._harvest()
                 view = self.ctx.view()
-                # A run whose Worker has not yet returned still counts as running only, so
-                # done plus running never shows more experiments than there are.
-                inflight = {o.n for o, _ in self.inflight.values()}
-                self.done = sum(1 for r in view.runs if r.index not in inflight)
+                self.done = view.settled(self._in_flight())
                 state = self._turn(view, backlog, pool)
                 if state is not None:
                     return state
@@ -181,8 +178,7 @@ class CampaignLoop(ThreadedLoop):
 
     def _said_run(self, run: Run) -> None:
         view = self.ctx.view()
-        self.reported += 1
-        self.done = self.reported
+        self.done = view.settled(self._in_flight())
         target = self.ctx.target
         best = max((r.scores.get(target, r.score) for r in view.runs if not r.failed), default=0.0)
         title = view.dag.directions[run.direction_id].title
@@ -192,7 +188,7 @@ class CampaignLoop(ThreadedLoop):
             score += " (a non-target benchmark falls beyond its tolerance)"
         self.ctx.say(
             "experiment",
-            f"experiment {self.reported}/{self.ctx.budget.experiments} [{title}] "
+            f"experiment {self.done}/{self.ctx.budget.experiments} [{title}] "
             f"dev {target} {score} (best {best:.4f})",
             run.score,
             best,

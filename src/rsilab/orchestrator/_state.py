@@ -12,7 +12,7 @@ in its plan (``knobs: a, b``). So a resumed campaign sees exactly what the stopp
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -126,6 +126,12 @@ class CampaignView:
         runs = _weighed(runs, ref_ids, non_targets)
         last = max((exp_index(i) for i in exps), default=0)
         return cls(dag, runs, ref_ids, ref_score, concluded, pending, last)
+
+    def settled(self, in_flight: Collection[int]) -> int:
+        """Runs whose work has ended: those recorded, less the experiments ``in_flight``
+        (their ``n``). A run is recorded a moment before its thread returns; progress counts
+        it as running until then, so done plus running never exceeds what exists."""
+        return sum(1 for r in self.runs if r.index not in in_flight)
 
     def runs_in(self, direction_id: str) -> list[Run]:
         """The direction's finished experiments, oldest first."""

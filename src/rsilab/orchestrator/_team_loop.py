@@ -73,7 +73,6 @@ class TeamLoop(ThreadedLoop):
         """Pending ``exp:<n>`` intents a stopped or dead run left, to run again first."""
         self.pools: dict[str, ThreadPoolExecutor] = {}
         self.checkpoint_at = 0
-        self.reported = 0
         self.redirected: dict[str, int] = {}
         """Researcher -> experiments done when the Leader last redirected it for idling."""
 
@@ -100,17 +99,13 @@ class TeamLoop(ThreadedLoop):
     def _turns(self) -> CampaignState:
         start = TeamView.load(self.ctx)
         self.backlog = [Order.from_intent(i) for i in start.view.pending]
-        self.reported = len(start.view.runs)
-        # Progress counts an experiment as done once its researcher's work on it has ended
-        # (harvested), not once it is recorded: between the two it is still running, and
-        # counting it as both would show more experiments than the budget allows.
-        self.ctx.say.done = self.reported
         self.checkpoint_at = len(start.view.runs)
         while True:
             try:
                 self.check()
                 self._harvest()
                 tv = TeamView.load(self.ctx)
+                self.ctx.say.done = tv.view.settled(self._in_flight())
                 state = self._turn(tv)
                 self._flush()
                 if state is not None:
@@ -261,8 +256,7 @@ class TeamLoop(ThreadedLoop):
     def _said_run(self, name: str, run: Run) -> None:
         self._flush()
         tv = TeamView.load(self.ctx)
-        self.reported += 1
-        self.ctx.say.done = self.reported
+        self.ctx.say.done = tv.view.settled(self._in_flight())
         best = tv.best()
         title = tv.view.dag.directions[run.direction_id].title
         score = "failed" if run.failed else f"{run.score:.4f}"
@@ -273,7 +267,7 @@ class TeamLoop(ThreadedLoop):
         who = f"{name} ({a.orientation})" if a is not None else name
         self.ctx.say(
             "experiment",
-            f"experiment {self.reported}/{self.ctx.budget.experiments} {who} [{title}] "
+            f"experiment {self.ctx.say.done}/{self.ctx.budget.experiments} {who} [{title}] "
             f"dev {self.ctx.target} {score} (best {best.score if best else 0.0:.4f})",
             run.score,
             best.score if best else None,
@@ -326,6 +320,9 @@ class TeamLoop(ThreadedLoop):
         """The experiments running, and those a resume is yet to run again."""
         running = [t.order for t in self.inflight.values() if t.order is not None]
         return [*running, *self.backlog]
+
+    def _in_flight(self) -> set[int]:
+        return {t.order.n for t in self.inflight.values() if t.order is not None}
 
     def _running(self) -> int:
         return sum(1 for t in self.inflight.values() if t.order is not None)
