@@ -1,14 +1,17 @@
-"""The built-in policy's view of a campaign: runs weighed against the non-targets."""
+"""The built-in policy's view of a campaign: runs weighed against the non-targets, and which
+runs progress counts as done."""
 
 from __future__ import annotations
 
 from rsilab.orchestrator._state import (
     NON_TARGET_MARGIN,
     NON_TARGET_PENALTY,
+    CampaignView,
     NonTarget,
     Run,
     _weighed,
 )
+from rsilab.orchestrator.dag import ResearchDag
 
 
 def _run(index: int, quality: float, robustness: float) -> Run:
@@ -33,3 +36,10 @@ def test_lower_is_better_non_targets_and_runs_without_scores() -> None:
     unknown = Run(3, "exp-3", "d", {}, 0.7)
     weighed = _weighed([ref, slower, unknown], ["exp-1"], [latency])
     assert weighed[1].score < 0.6 and weighed[2].score == 0.7
+
+
+def test_a_recorded_run_whose_thread_has_not_returned_is_not_yet_settled() -> None:
+    runs = [_run(n, 0.5, 0.7) for n in (1, 2, 4)]
+    view = CampaignView(ResearchDag("camp-1", {}, []), runs, ["exp-1"], 0.5)
+    assert view.settled(set()) == 3
+    assert view.settled({2, 3}) == 2  # 2 is recorded but in flight; 3 is not recorded yet
