@@ -11,7 +11,7 @@ run (:mod:`benchmarks.search.results`) and resume from them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,24 +82,14 @@ def run_task(
     it holds for this budget are taken from it, not run again, and each run that finishes is
     appended to it (a cut-off benchmark resumes there; the baseline then takes 0 s when
     nothing is left to run). The runs left go ``parallel`` at a time on threads (their jobs
-    share the lab's executor): every seed of the policies that are not ablations first, so a
-    run cut short has the comparison before the ablations.
+    share the lab's executor), in the order of :func:`runs_to_do`.
     """
     split = split_id(split_secret(name))
     done = log.load(plan.budget, split) if log is not None else {}
     if log is not None and kept_results.RUN_NOTHING_NEW:
         runs = [done[(p, s)] for p in policies for s in range(1, plan.seeds + 1) if (p, s) in done]
         return runs, 0.0
-    todo = [
-        (p, s)
-        for group in (
-            [p for p in policies if p not in ABLATED],
-            [p for p in policies if p in ABLATED],
-        )
-        for p in group
-        for s in range(1, plan.seeds + 1)
-        if (p, s) not in done
-    ]
+    todo = runs_to_do(policies, plan.seeds, done)
     runs = [done[(p, s)] for p in policies for s in range(1, plan.seeds + 1) if (p, s) in done]
     baseline_s = 0.0
     if todo:
@@ -108,6 +98,21 @@ def run_task(
     order = {p: i for i, p in enumerate(policies)}
     runs.sort(key=lambda r: (order[r.policy], r.seed))
     return runs, baseline_s
+
+
+def runs_to_do(
+    policies: tuple[str, ...], seeds: int, done: Collection[tuple[str, int]]
+) -> list[tuple[str, int]]:
+    """The (policy, seed) runs not in ``done``, in the order they are run.
+
+    The policies that are not ablations come first, so a sitting cut short has the comparison
+    before the ablations; within each group it goes seed by seed (every policy's seed 1, then
+    seed 2, ...), so the runs a cut-short sitting keeps pair up across policies by seed.
+    """
+    groups = ([p for p in policies if p not in ABLATED], [p for p in policies if p in ABLATED])
+    return [
+        (p, s) for group in groups for s in range(1, seeds + 1) for p in group if (p, s) not in done
+    ]
 
 
 def _run_jobs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from benchmarks.bench_search import Plan, run_task, task_rows
+from benchmarks.bench_search import Plan, run_task, runs_to_do, task_rows
 from benchmarks.kept import JsonLines, KeptResultsError
 from benchmarks.search.protocol import RunResult, split_id, split_secret
 from benchmarks.search.results import RunLog
@@ -68,3 +68,16 @@ def test_from_kept_makes_the_table_of_what_is_kept_and_runs_nothing(
     assert runs == [_run("random", 2)] and baseline_s == 0.0
     rows = task_rows("synthetic", "quality", runs, Plan(seeds=3, budget=3))
     assert rows[0]["seeds x budget"] == "1 x 3 (partial: 3 planned)"
+
+
+def test_runs_left_go_seed_by_seed_with_the_ablations_last() -> None:
+    """A sitting cut short keeps runs that pair up across policies by seed."""
+    policies = ("rsilab", "optuna-tpe", "random", "rsilab without Reviewers")
+    done = {("rsilab", 1), ("rsilab", 2), ("optuna-tpe", 1)}
+    assert runs_to_do(policies, 2, done) == [
+        ("random", 1),
+        ("optuna-tpe", 2),
+        ("random", 2),
+        ("rsilab without Reviewers", 1),
+        ("rsilab without Reviewers", 2),
+    ]
