@@ -129,7 +129,9 @@ def test_cpu_time_limit_kills_the_job(sandbox: Sandbox, workspace: Path) -> None
     result = sandbox.run(py(workspace, "while True: pass", limits=limits))
     assert result.killed is KillReason.CPU_TIME
     sampled = any("sampled" in note for note in result.notes)  # a lower bound, then
-    assert result.cpu_s >= (0.3 if sampled else 0.9)
+    # The kernel sends SIGXCPU on its own CPU clock; the rusage we report was seen to read
+    # 0.89 s for that 1 s on a machine whose both cores were busy, so the bound leaves room.
+    assert result.cpu_s >= (0.3 if sampled else 0.75)
 
 
 def test_file_size_limit_stops_a_large_file(sandbox: Sandbox, workspace: Path) -> None:
