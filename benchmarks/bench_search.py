@@ -278,6 +278,8 @@ def run_search_textcls(quick: bool) -> list[dict[str, Any]]:
     The protocol, the policies and the columns are those of the synthetic table (see its
     notes). Full runs only: 10 seeds x 12 experiments of 30 s to 9 min each (the config sets
     the fine-tuning cost), so the ablations are left to the cheaper tasks; the runs are kept
-    as they finish and the table fills in over more than one sitting.
+    as they finish and the table fills in over more than one sitting. *s per run* is wall time
+    on the 2-core machine the sittings shared with other work (the test suite ran beside some
+    of them), so it is not a cost comparison between policies.
     """
     return run_search_task("textcls", quick)
