@@ -9,8 +9,10 @@ A suite is a module with ``run(quick)`` (titled by the module docstring's first 
 ``module:function`` entry (titled by the function's docstring; the rest of that docstring is
 printed under the table as its notes). ``--only WORD`` runs the suites whose entry contains
 WORD and replaces just their sections in the existing file, each marked with where it was
-measured. Suites in :data:`FULL_ONLY` have no quick size; the full search suites keep each
-finished run (``benchmarks/results/search``), so a run cut off resumes where it stopped.
+measured. Every write makes the "At a glance" section anew from the tables
+(:mod:`benchmarks.glance`) and puts it first. Suites in :data:`FULL_ONLY` have no quick
+size; the full search suites keep each finished run (``benchmarks/results/search``), so a
+run cut off resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from rich.table import Table
 
 from benchmarks import current_commit
 from benchmarks import kept as kept_results
+from benchmarks.glance import with_glance
 
 SUITES = [
     "benchmarks.bench_ledger",
@@ -175,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
             f"--only {' --only '.join(args.only)}` on {_machine()}._"
         )
         sections, _ = _run_suites(suites, args.quick, where)
-        out.write_text(_replace_sections(out.read_text() if out.exists() else "", sections))
+        text = _replace_sections(out.read_text() if out.exists() else "", sections)
+        out.write_text(with_glance(text))
         Console().print(f"updated {len(sections)} section(s) of {args.out}")
         return 0
     sections, total = _run_suites(runnable, args.quick, "")
@@ -184,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         f"in {total / 60:.1f} minutes."
     )
     text = out.read_text() if out.exists() else ""
-    out.write_text(_with_header(_replace_sections(text, sections), args.quick, measured))
+    out.write_text(
+        with_glance(_with_header(_replace_sections(text, sections), args.quick, measured))
+    )
     Console().print(f"wrote {args.out}")
     return 0
 
