@@ -139,8 +139,9 @@ def _search_verdict(gaps: dict[str, Interval | None], ablations: bool) -> str:
     """Where rsilab stands against each policy, by the paired interval of rsilab - policy
     (for an ablation, against itself with that part removed)."""
     known = {p: g for p, g in gaps.items() if g is not None}
+    unknown = [p for p, g in gaps.items() if g is None]
     if not known:
-        return "no paired runs yet"
+        return "too few paired seeds for an interval: " + ", ".join(unknown)
     ahead = [p for p, g in known.items() if g.low > 0]
     behind = [p for p, g in known.items() if g.high < 0]
     level = [p for p in known if p not in ahead and p not in behind]
@@ -156,8 +157,10 @@ def _search_verdict(gaps: dict[str, Interval | None], ablations: bool) -> str:
     ]
     if below:
         parts[-1] += f" (rsilab's mean lower than {', '.join(below)})"
-    if not ablations and ahead and not behind and not level:
+    if not ablations and ahead and not behind and not level and not unknown:
         parts.insert(0, "rsilab wins")
+    if unknown:
+        parts.append("too few paired seeds for an interval: " + ", ".join(unknown))
     return "; ".join(parts)
 
 

@@ -16,10 +16,13 @@ from scipy import stats
 
 from benchmarks.search.protocol import RunResult
 
+NO_INTERVAL = "1 value: no interval"
+
 
 @dataclass(frozen=True)
 class MeanCI:
-    """A mean with a two-sided 95% t interval (equal to the mean for fewer than 2 values)."""
+    """A mean with a two-sided 95% t interval (equal to the mean for fewer than 2 values,
+    where the text says there is no interval rather than print a zero-width one)."""
 
     mean: float
     low: float
@@ -27,9 +30,13 @@ class MeanCI:
     n: int
 
     def __str__(self) -> str:
+        if self.n < 2:
+            return f"{self.mean:.3f} [{NO_INTERVAL}]"
         return f"{self.mean:.3f} [{self.low:.3f}, {self.high:.3f}]"
 
     def signed(self) -> str:
+        if self.n < 2:
+            return f"{self.mean:+.3f} [{NO_INTERVAL}]"
         return f"{self.mean:+.3f} [{self.low:+.3f}, {self.high:+.3f}]"
 
 

@@ -66,6 +66,12 @@ def test_rsilab_wins_only_when_every_interval_is_above_zero() -> None:
         "-0.010 [-0.040, +0.020]", "+0.010 [+0.005, +0.020]"
     )
     assert _rows(won)["search on toy"]["verdict"].startswith("rsilab wins; ahead of ")
+    one_seed = won.replace("+0.010 [+0.005, +0.020]", "+0.010 [1 value: no interval]")
+    verdict = _rows(one_seed)["search on toy"]["verdict"]
+    assert (
+        verdict == "ahead of optuna-tpe, random; too few paired seeds for an interval: "
+        "hill-climb; PARTIAL, seeds kept so far: random 4"
+    )
 
 
 def _section(title: str, table: str) -> str:

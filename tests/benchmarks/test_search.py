@@ -158,6 +158,8 @@ def test_report_curves_paired_test_and_reach() -> None:
     ci = mean_ci([1.0, 2.0, 3.0])
     assert ci.mean == 2.0 and ci.low < 2.0 < ci.high
     assert mean_ci([1.0]).low == 1.0
+    assert str(mean_ci([1.0])) == "1.000 [1 value: no interval]"  # not a zero-width interval
+    assert mean_ci([-0.1]).signed() == "-0.100 [1 value: no interval]"
     result = paired({1: 0.6, 2: 0.7, 3: 0.5}, {1: 0.5, 2: 0.7, 3: 0.4})
     assert result is not None
     assert (result.wins, result.ties, result.losses) == (2, 1, 0)
