@@ -35,7 +35,7 @@ from rich.table import Table
 
 from benchmarks import current_commit
 from benchmarks import kept as kept_results
-from benchmarks.glance import with_glance
+from benchmarks.glance import QUICK_MARK, with_glance
 
 SUITES = [
     "benchmarks.bench_ledger",
@@ -69,8 +69,6 @@ FULL_ONLY = {
 full size only (the dashboard's, at 10,000 experiments): a quick run skips them."""
 
 Runner = Callable[[bool], list[dict[str, Any]]]
-QUICK_MARK = " (quick)"
-"""Ends the title of every section a quick run writes."""
 HEADER_LINES = {False: "Full tables: ", True: "Quick tables (titles end in (quick)): "}
 """How the header line of each kind of run starts."""
 

@@ -16,12 +16,15 @@ from dataclasses import dataclass
 
 TITLE = "At a glance"
 QUICK_MARK = " (quick)"
+"""Ends the title of every section a quick run writes (``python -m benchmarks --quick``)."""
 HACKING = "Hacking suite: scripted attacks, rsilab vs a naive runner"
 FALSE_ACCEPTANCE = "False acceptance of whole campaigns on synthetic: rsilab vs the best dev score"
 OVERHEAD = "Campaign overhead over its jobs run bare, and store and ledger cost per experiment"
 SEARCH_PREFIX = "Search on "
 BUILTIN = "rsilab"
-ABLATION_PREFIX = "rsilab without "
+"""The built-in policy's name in the search tables (``benchmarks.search.protocol.BUILTIN``,
+not imported: that pulls in Optuna and the lab for a markdown reader; a test pins them)."""
+ABLATION_PREFIX = f"{BUILTIN} without "
 FALSE_ACCEPTANCE_TARGET = 5.0
 """Percent: the issue's target for rsilab's false-acceptance rate."""
 OVERHEAD_TARGET = 1.05

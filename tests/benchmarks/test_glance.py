@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from benchmarks.__main__ import main
+from benchmarks.__main__ import _suite, main
+from benchmarks.bench_search import ABLATED
 from benchmarks.glance import (
+    ABLATION_PREFIX,
+    BUILTIN,
     FALSE_ACCEPTANCE,
     HACKING,
     OVERHEAD,
@@ -15,6 +18,7 @@ from benchmarks.glance import (
     section_tables,
     with_glance,
 )
+from benchmarks.search.protocol import BUILTIN as PROTOCOL_BUILTIN
 
 HEAD = "# Benchmarks\n\nFull tables: measured on day 1.\n"
 SEARCH = """\
@@ -150,3 +154,16 @@ def test_running_the_benchmarks_writes_the_glance(tmp_path: Path) -> None:
     assert main(["--quick", "--only", "search_digits", "--out", str(out)]) == 0  # runs nothing
     written = out.read_text()
     assert written.startswith(HEAD + f"\n## {TITLE}\n") and "search on toy" in written
+
+
+def test_the_glance_names_the_tables_and_policies_the_suites_write() -> None:
+    """A suite whose title or policy names change would drop its row silently: pinned here."""
+    for title, entry in (
+        (HACKING, "benchmarks.bench_hacking:run_hacking"),
+        (FALSE_ACCEPTANCE, "benchmarks.bench_campaigns:run_campaign_acceptance"),
+        (OVERHEAD, "benchmarks.bench_campaigns:run_campaign_overhead"),
+    ):
+        assert _suite(entry)[0] == title
+    assert _suite("benchmarks.bench_search:run_search_digits")[0].startswith("Search on digits:")
+    assert BUILTIN == PROTOCOL_BUILTIN
+    assert ABLATED and all(name.startswith(ABLATION_PREFIX) for name in ABLATED)

@@ -325,7 +325,7 @@ class TeamLoop(ThreadedLoop):
         return {t.order.n for t in self.inflight.values() if t.order is not None}
 
     def _running(self) -> int:
-        return sum(1 for t in self.inflight.values() if t.order is not None)
+        return len(self._in_flight())
 
     def _can_run(self, tv: TeamView) -> bool:
         """True while a new experiment fits the budget (pending ones counted)."""
