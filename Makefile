@@ -2,8 +2,15 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Where `make docs` (and the docs build of `make test` and `make check`) writes the site.
+SITE := site
+# Test files `make check` leaves out: whole campaigns, benchmarks, evolutions, the encoder's
+# training and the browser. `make test` runs them all.
+SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
+	tests/orchestrator/test_rounds.py tests/cli/test_evolve.py \
+	tests/tasks/builtin/test_textcls.py tests/web/test_browser.py
 
-.PHONY: install system-deps browser-deps runtime test demo bench bench-quick lint typecheck clean
+.PHONY: install system-deps browser-deps runtime test check docs demo bench bench-quick lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -50,6 +57,19 @@ test: install browser-deps
 	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy src
+	$(PY) -m mkdocs build --strict --site-dir $(SITE)
+
+# The fast subset for day-to-day work (a few minutes on 2 cores): the checks first, then the
+# tests without SLOW_TESTS. Run `make test` before handing work in.
+check: install
+	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m mypy src
+	$(PY) -m mkdocs build --strict --site-dir $(SITE)
+	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile $(addprefix --ignore=,$(SLOW_TESTS))
+
+# The documentation site (mkdocs.yml, docs/); strict, so a broken link or stale reference fails.
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir $(SITE)
 
 lint: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks
@@ -67,4 +87,4 @@ bench-quick: install
 	$(PY) -m benchmarks --quick
 
 clean:
-	rm -rf $(VENV) .rsilab .rsilab-demo
+	rm -rf $(VENV) .rsilab .rsilab-demo $(SITE)

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from rsilab.controller.jobs import CONTROLLER_ACTOR
-from rsilab.controller.stats import avg_at_k, pass_at_k
 from rsilab.expos.guards import GuardRefusal
 from rsilab.records import (
     DataTier,
@@ -39,6 +38,7 @@ from rsilab.records import (
     SampleScore,
     utc_now,
 )
+from rsilab.stats import avg_at_k, pass_at_k
 from rsilab.store.lab import Lab
 from rsilab.store.ledger import args_digest, canonical_json
 from rsilab.tasks import Task

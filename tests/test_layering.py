@@ -14,6 +14,7 @@ LAYERS = {
     "controller": 5, "memory": 5,
     "executors": 6, "tasks": 6,
     "sandbox": 7, "store": 7,
+    "stats": 7,  # pure statistics over numbers: they import only records (Interval) and errors
     "records": 8,
     "errors": 9,  # the root error types: everything may raise them, they import nothing
 }  # fmt: skip

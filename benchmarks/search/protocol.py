@@ -42,11 +42,10 @@ from pydantic import JsonValue
 from benchmarks.search.policies import Config, Policy, make_policy
 from rsilab.controller.lineage import copy_version, find_lineage, require_lineage
 from rsilab.executors.local import LocalExecutor, available_cores
-from rsilab.expos.campaigns import open_campaign
 from rsilab.expos.services import LabServices
+from rsilab.orchestrator import campaign as lifecycle
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator.ablation import Ablation
-from rsilab.orchestrator.campaign_run import set_campaign_state
 from rsilab.orchestrator.runner import run_campaign
 from rsilab.orchestrator.team import TeamSettings, run_team_campaign
 from rsilab.records import (
@@ -54,6 +53,7 @@ from rsilab.records import (
     Candidate,
     CandidateState,
     DataTier,
+    EndReason,
     Evaluation,
     EventDraft,
     Experiment,
@@ -436,32 +436,57 @@ class _Experimenter:
 def run_policy(tl: TaskLab, name: str, seed: int, budget: int, workers: int = 1) -> RunResult:
     """The ask/tell policy ``name`` (:func:`~benchmarks.search.policies.make_policy`) on a
     fresh lineage forked from the baseline: ``budget`` experiments, up to ``workers`` at once,
-    then one proposal of the best-dev config (none when every experiment failed)."""
+    then one proposal of the best-dev config (none when every experiment failed). It runs
+    through the campaign lifecycle as every rsilab run does (lease, recovery, ending)."""
     lineage = f"{name}-{seed}"
     services = _services(tl, lineage)
     wall = time.perf_counter()
-    settings = {"agents": name, "budget": f"experiments={budget}", "workers": workers, "seed": seed}
-    campaign = open_campaign(tl.lab.store, tl.task.ref(), actor=ACTOR, settings=settings)
+    peer = _PeerPolicy(tl, name, seed, budget, workers)
     try:
-        door = Door(tl.lab, services, campaign.id, tl.lab.path / "workspaces" / campaign.id)
+        result = lifecycle.run_policy(
+            tl.lab, tl.task, peer, budget=Budget(experiments=budget, wall_s=WALL_S),
+            services=services,
+        )  # fmt: skip
+    finally:
+        services.close()
+    return _result(tl, name, seed, budget, lineage, result.campaign_id, wall, peer.best_config)
+
+
+class _PeerPolicy(lifecycle.CampaignPolicy):
+    """A peer's ask/tell search as a campaign policy: one direction, its experiments, then
+    one proposal of the best feasible dev config."""
+
+    def __init__(self, tl: TaskLab, name: str, seed: int, budget: int, workers: int) -> None:
+        self.tl, self.name, self.seed, self.budget, self.workers = tl, name, seed, budget, workers
+        self.best_config: Config = {}
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "agents": self.name,
+            "budget": f"experiments={self.budget}",
+            "workers": self.workers,
+            "seed": self.seed,
+        }
+
+    def run(self, session: lifecycle.CampaignSession) -> lifecycle.Ending:
+        tl, name, cid = self.tl, self.name, session.campaign_id
+        door = Door(tl.lab, session.services, cid, tl.lab.path / "workspaces" / cid)
         direction = door.main(
             "create_direction",
             title=f"{name} search",
             hypothesis=f"{name} over the declared search space finds a better config",
         )
-        runner = _Experimenter(tl, door, seed, str(direction["id"]))
-        policy = make_policy(name, tl.task.search_space, seed, budget, workers)
-        results = _drive(policy, runner, budget, workers, Feasibility(tl.task))
+        runner = _Experimenter(tl, door, self.seed, str(direction["id"]))
+        policy = make_policy(name, tl.task.search_space, self.seed, self.budget, self.workers)
+        results = _drive(policy, runner, self.budget, self.workers, Feasibility(tl.task))
         ok = [(exp, cfg, s) for exp, cfg, s, feasible in results if s is not None and feasible]
-        best_config: Config = {}
         if ok:
-            exp, best_config, _ = max(ok, key=lambda r: r[2])
+            exp, self.best_config, _ = max(ok, key=lambda r: r[2])
             if exp != results[0][0]:  # the starting config is the baseline already
-                runner.propose(exp, best_config)
-        set_campaign_state(tl.lab, campaign.id, CampaignState.FINISHED)
-    finally:
-        services.close()
-    return _result(tl, name, seed, budget, lineage, campaign.id, wall, best_config)
+                runner.propose(exp, self.best_config)
+        return lifecycle.Ending(
+            CampaignState.FINISHED, EndReason.BUDGET_SPENT, f"{name}: {len(results)} experiments"
+        )
 
 
 class Feasibility:

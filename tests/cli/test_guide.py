@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rsilab.orchestrator.campaign_run import set_campaign_state
 from rsilab.records import CampaignState, Guidance
 from rsilab.store import Lab
 from tests.cli.helpers import explain, rsilab
+from tests.orchestrator.runner_checks import force_campaign_state
 
 
 def test_guide_records_guidance_for_the_next_planning_step(lab: Path, campaign_id: str) -> None:
@@ -34,14 +34,14 @@ def test_guide_refuses_empty_text_unknown_and_finished_campaigns(
     unknown = rsilab("guide", "cmp-000000000000", "Try adam.", "--lab", lab)
     assert unknown.exit_code == 1 and "no campaign" in unknown.stderr, explain(unknown)
     with Lab.open(lab) as opened:
-        set_campaign_state(opened, campaign_id, CampaignState.FINISHED)
+        force_campaign_state(opened, campaign_id, CampaignState.FINISHED)
     finished = rsilab("guide", campaign_id, "Try adam.", "--lab", lab)
     assert finished.exit_code == 1 and "finished" in finished.stderr, explain(finished)
 
 
 def test_guiding_a_stopped_campaign_says_how_to_resume_it(lab: Path, campaign_id: str) -> None:
     with Lab.open(lab) as opened:
-        set_campaign_state(opened, campaign_id, CampaignState.STOPPED)
+        force_campaign_state(opened, campaign_id, CampaignState.STOPPED)
     given = rsilab("guide", campaign_id, "Try adam.", "--lab", lab)
     assert given.exit_code == 0, explain(given)
     assert f"rsilab resume {campaign_id}" in given.stdout

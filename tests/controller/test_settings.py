@@ -1,4 +1,4 @@
-"""The settings table in code is the one the README shows."""
+"""The settings table in code is the one the docs show (docs/controller.md)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from rsilab.controller.settings import SETTINGS, rules_for, settings_table_markdown
 from rsilab.tasks import Setting
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "controller.md"
 
 
 def test_every_setting_has_rules_and_no_setting_shows_numbers() -> None:
@@ -20,5 +20,5 @@ def test_every_setting_has_rules_and_no_setting_shows_numbers() -> None:
     assert all(r.dev_labels_in_workspace == r.dev_scores_returned for r in SETTINGS.values())
 
 
-def test_the_readme_shows_the_table_from_the_code() -> None:
-    assert settings_table_markdown() in README.read_text("utf-8")
+def test_the_docs_show_the_table_from_the_code() -> None:
+    assert settings_table_markdown() in DOCS.read_text("utf-8")

@@ -7,13 +7,16 @@ from collections import Counter
 
 from rsilab.records import (
     Campaign,
+    CampaignState,
+    EventDraft,
     Experiment,
     ExperimentState,
     Intent,
     IntentState,
     Job,
+    Role,
 )
-from rsilab.store import Store, verify_store
+from rsilab.store import Lab, Store, verify_store
 
 _TAG = re.compile(r"^\[(exp:\d+)\] ")
 
@@ -42,3 +45,13 @@ def check_campaign(store: Store, campaign_id: str, budget: int) -> list[Intent]:
     jobs = store.query_as(Job, campaign_id=campaign_id)
     assert [j.id for j in jobs if not j.is_finished()] == []
     return done
+
+
+def force_campaign_state(lab: Lab, campaign_id: str, state: CampaignState) -> None:
+    """Write ``state`` on the campaign directly, as a test's setup (not how rsilab ends one:
+    that is the lifecycle's)."""
+    campaign = lab.store.get_as(campaign_id, Campaign)
+    draft = EventDraft(
+        actor="test", role=str(Role.CONTROLLER), action=f"campaign_{state}", campaign_id=campaign_id
+    )
+    lab.store.commit(draft, [campaign.model_copy(update={"state": state})])

@@ -6,10 +6,10 @@ import pytest
 
 from rsilab.errors import ConflictError, UserError
 from rsilab.expos import open_campaign
-from rsilab.orchestrator.campaign_run import set_campaign_state
 from rsilab.orchestrator.guidance import give_guidance, mark_guidance_read, unread_guidance
 from rsilab.records import Campaign, CampaignState, EventDraft, Guidance, TaskRef
 from rsilab.store import Lab, verify_store
+from tests.orchestrator.runner_checks import force_campaign_state
 
 
 @pytest.fixture
@@ -55,7 +55,7 @@ def test_bad_guidance_is_refused_with_a_hint(lab: Lab, campaign: Campaign) -> No
         give_guidance(lab.store, "cmp-000000000000", "Try adam.", "ada")
     with pytest.raises(UserError, match="characters long"):
         give_guidance(lab.store, campaign.id, "x" * 5000, "ada")
-    set_campaign_state(lab, campaign.id, CampaignState.FINISHED)
+    force_campaign_state(lab, campaign.id, CampaignState.FINISHED)
     with pytest.raises(UserError, match="finished") as finished:
         give_guidance(lab.store, campaign.id, "Try adam.", "ada")
     assert "new campaign" in (finished.value.hint or "")

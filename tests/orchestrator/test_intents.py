@@ -6,7 +6,13 @@ import pytest
 
 from rsilab.errors import ConflictError
 from rsilab.expos import open_campaign
-from rsilab.orchestrator.intents import DoneIntent, abandon, begin, complete, pending_intents
+from rsilab.orchestrator.campaign._intents import (
+    DoneIntent,
+    abandon,
+    begin,
+    complete,
+    pending_intents,
+)
 from rsilab.records import (
     Direction,
     EventDraft,

@@ -15,7 +15,7 @@ import pytest
 
 from rsilab.errors import NotFoundError
 from rsilab.expos import open_campaign
-from rsilab.orchestrator.lease import Lease, LeaseHeld, LeaseLost, acquire_lease
+from rsilab.orchestrator.campaign._lease import Lease, LeaseHeld, LeaseLost, acquire_lease
 from rsilab.records import CampaignLease, EventDraft, LeaseHolder, TaskRef, lease_id
 from rsilab.store import Lab, Store, verify_store
 

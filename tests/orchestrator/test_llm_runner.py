@@ -25,7 +25,7 @@ from rsilab.agents.llm.scripted import (
     tool_call,
 )
 from rsilab.errors import UserError
-from rsilab.orchestrator.campaign_run import Progress
+from rsilab.orchestrator.campaign import Progress
 from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.guidance import give_guidance
 from rsilab.orchestrator.llm_runner import MAX_IDLE_ROUNDS, run_llm_campaign

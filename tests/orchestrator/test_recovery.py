@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from rsilab.expos import open_campaign
-from rsilab.orchestrator.intents import DoneIntent, begin, complete, pending_intents
-from rsilab.orchestrator.lease import Lease, LeaseLost, acquire_lease
-from rsilab.orchestrator.recovery import (
+from rsilab.orchestrator.campaign._intents import DoneIntent, begin, complete, pending_intents
+from rsilab.orchestrator.campaign._lease import Lease, LeaseLost, acquire_lease
+from rsilab.orchestrator.campaign._recovery import (
     INTERRUPTED_ERROR,
     INTERRUPTED_SUMMARY,
     RecoveryReport,
@@ -65,7 +65,8 @@ def test_recovery_interrupts_unfinished_jobs_and_lists_pending_intents(lab: Lab)
     assert isinstance(pending, Intent) and isinstance(done, Intent)
     complete(lab.store, done, {})
 
-    report = recover_campaign(lab.store, acquire_lease(lab.store, campaign_id))
+    lease = acquire_lease(lab.store, campaign_id)
+    report = recover_campaign(lab.store, lease, pending=pending_intents(lab.store, campaign_id))
     assert report.interrupted_job_ids == [j.id for j in jobs]
     assert [i.key for i in report.pending] == ["a"] and report.done_intents == 1
     assert "2 job(s) interrupted, 0 experiment(s) closed, 1 intent(s) to re-run, 1 done" in (
@@ -163,8 +164,8 @@ def _step(store: Store, lease: Lease, campaign_id: str, direction_id: str, n: in
 
 _CHILD = f"""
 import os, signal, sys
-from rsilab.orchestrator.intents import DoneIntent, begin, complete
-from rsilab.orchestrator.lease import Lease, acquire_lease
+from rsilab.orchestrator.campaign._intents import DoneIntent, begin, complete
+from rsilab.orchestrator.campaign._lease import Lease, acquire_lease
 from rsilab.records import Experiment
 from rsilab.store import Lab, Store
 
@@ -215,7 +216,7 @@ def _resume(lab: Lab, ids: tuple[str, str]) -> RecoveryReport:
     campaign_id, direction_id = ids
     lease = acquire_lease(lab.store, campaign_id, ttl_s=60)  # at once: its pid is dead
     assert lease.record.takeover.startswith("dead: process")
-    report = recover_campaign(lab.store, lease)
+    report = recover_campaign(lab.store, lease, pending=pending_intents(lab.store, campaign_id))
     with lease:
         for n in range(STEPS):
             _step(lab.store, lease, campaign_id, direction_id, n)

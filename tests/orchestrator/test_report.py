@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from rsilab.controller.stats import paired_gain
 from rsilab.errors import NotFoundError
 from rsilab.expos import open_campaign
 from rsilab.orchestrator.dag import ResearchDag
@@ -37,6 +36,7 @@ from rsilab.records import (
     lineage_id,
     utc_now,
 )
+from rsilab.stats import paired_gain
 from tests.expos.helpers import Bench
 
 BASE = [[0.2, 0.4, 0.6, 0.8, 0.5], [0.3, 0.4, 0.5, 0.9, 0.4]]

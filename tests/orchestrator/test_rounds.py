@@ -15,7 +15,7 @@ from rsilab.errors import UserError
 from rsilab.expos import CallContext, ExperimentOS, default_registry
 from rsilab.expos.services import LabServices
 from rsilab.mcp.improver import improver_runner
-from rsilab.orchestrator.campaign_run import Progress
+from rsilab.orchestrator.campaign import Progress
 from rsilab.orchestrator.report import build_evolution_report, render_evolution_markdown
 from rsilab.orchestrator.rounds import (
     IMPROVER_ACTOR,

@@ -5,6 +5,9 @@ from __future__ import annotations
 from rsilab.records import EventDraft, Finding, FindingStatus
 from rsilab.store.base import Store
 
+MEMORY_KEY = bytes(range(32))
+"""The key the suites' memory stores sign checkpoints with."""
+
 
 def draft(detail: str = "", *, campaign_id: str | None = None, action: str = "test") -> EventDraft:
     """An event draft from a test actor."""

@@ -1,8 +1,11 @@
-"""One conformance suite for every Store backend: the contracts written in store/base.py."""
+"""One conformance suite for every Store backend: the write contracts written in store/base.py.
+
+The read contracts, which the stores share with every other StoreReader, are checked in
+test_reader_conformance.py.
+"""
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,20 +15,16 @@ import pytest
 from rsilab.errors import ConflictError, NotFoundError
 from rsilab.records import (
     Artifact,
-    Campaign,
     Experiment,
     ExperimentState,
     Finding,
     FindingStatus,
     ProvenanceNote,
-    TaskRef,
 )
 from rsilab.store import MemoryStore, SQLiteStore, Store, VerifyReport, verify_store
 from rsilab.store.base import CHECKPOINT_INTERVAL
 from rsilab.store.ledger import GENESIS_HASH, record_text, sha256_text
-from tests.store.helpers import draft, fill, finding
-
-MEMORY_KEY = bytes(range(32))
+from tests.store.helpers import MEMORY_KEY, draft, fill, finding
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -44,12 +43,6 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 def verify(store: Store) -> VerifyReport:
     """verify_store with the key that backend signs with (SQLite finds its own)."""
     return verify_store(store, key=MEMORY_KEY if isinstance(store, MemoryStore) else None)
-
-
-def campaign(name: str = "digits", created_at: str | None = None) -> Campaign:
-    if created_at is None:
-        return Campaign(task=TaskRef(name=name))
-    return Campaign(task=TaskRef(name=name), created_at=created_at)
 
 
 def artifact(notes: list[ProvenanceNote] | None = None) -> Artifact:
@@ -111,40 +104,6 @@ def test_failed_commit_writes_nothing(store: Store) -> None:
     # The failed transaction left nothing open: the next commit goes through.
     assert store.commit(draft("after"), [new]).seq == 3
     assert verify(store).ok
-
-
-def test_sequences_are_gap_free_and_chained(store: Store) -> None:
-    fill(store, 20)
-
-    stored = list(store.stored_events())
-    events = store.events()
-    assert [s.seq for s in stored] == list(range(1, 21))
-    assert [e.seq for e in events] == list(range(1, 21))
-    previous = GENESIS_HASH
-    for row, event in zip(stored, events, strict=True):
-        assert event.prev_hash == previous
-        assert row.hash == sha256_text(row.text)
-        assert json.loads(row.text)["seq"] == row.seq
-        previous = row.hash
-    assert store.head() == (20, previous)
-
-
-def test_records_and_events_are_stored_as_canonical_json(store: Store) -> None:
-    fill(store, 5)
-
-    for row in store.stored_records():
-        record = store.get(row.id)
-        assert row.text == record_text(record)
-        assert json.loads(row.text)["id"] == row.id
-        assert (row.kind, row.rev) == (record.KIND, record.rev)
-    for event in store.stored_events():
-        assert isinstance(json.loads(event.text), dict)
-
-
-def test_events_after_offset_as_stored(store: Store) -> None:
-    fill(store, 6)
-
-    assert [s.seq for s in store.stored_events(after=4)] == [5, 6]
 
 
 # -- revisions ---------------------------------------------------------------------------------
@@ -317,22 +276,7 @@ def test_id_cannot_change(store: Store) -> None:
         store.get("fnd-000000000000")
 
 
-# -- reads -------------------------------------------------------------------------------------
-
-
-def test_get_missing_raises_not_found(store: Store) -> None:
-    with pytest.raises(NotFoundError) as info:
-        store.get("fnd-missing")
-    assert info.value.ident == "fnd-missing"
-
-
-def test_get_as_wrong_type_raises_not_found(store: Store) -> None:
-    record = finding()
-    store.commit(draft(), [record])
-
-    with pytest.raises(NotFoundError):
-        store.get_as(record.id, Experiment)
-    assert store.get_as(record.id, Finding) == record
+# -- copies ------------------------------------------------------------------------------------
 
 
 def test_reads_return_copies(store: Store) -> None:
@@ -343,95 +287,6 @@ def test_reads_return_copies(store: Store) -> None:
     store.query_as(Finding)[0].claim = "mutated"
 
     assert store.get_as(record.id, Finding).claim == "original"
-
-
-def _populate_for_queries(store: Store) -> dict[str, str]:
-    """Records in creation order: f1, e1, f2, f3, f4 (then f1 is updated)."""
-    f1 = Finding(claim="Alpha result", status=FindingStatus.SUPPORTED, campaign_id="cmp-a")
-    e1 = Experiment(direction_id="dir-1", campaign_id="cmp-a", description="alpha run")
-    f2 = Finding(claim="beta result", status=FindingStatus.UNRESOLVED, campaign_id="cmp-a")
-    f3 = Finding(claim="ALPHA again", status=FindingStatus.SUPPORTED, campaign_id="cmp-b")
-    f4 = Finding(claim="gamma", status=FindingStatus.SUPPORTED)
-    store.commit(draft(), [f1, e1])
-    store.commit(draft(), [f2])
-    store.commit(draft(), [f3, f4])
-    f1.uncertainty = "updated last, still oldest"
-    store.commit(draft(), [f1])
-    return {"f1": f1.id, "e1": e1.id, "f2": f2.id, "f3": f3.id, "f4": f4.id}
-
-
-def test_query_filters(store: Store) -> None:
-    ids = _populate_for_queries(store)
-
-    def names(**filters: object) -> list[str]:
-        by_id = {v: k for k, v in ids.items()}
-        return [by_id[r.id] for r in store.query(**filters)]  # type: ignore[arg-type]
-
-    assert names() == ["f1", "e1", "f2", "f3", "f4"]
-    assert names(kind="finding") == ["f1", "f2", "f3", "f4"]
-    assert names(kind="experiment") == ["e1"]
-    assert names(kind="review") == []
-    assert names(campaign_id="cmp-a") == ["f1", "e1", "f2"]
-    assert names(kind="finding", campaign_id="cmp-a") == ["f1", "f2"]
-    assert names(fields={"status": "supported"}) == ["f1", "f3", "f4"]
-    assert names(fields={"status": "supported", "campaign_id": "cmp-b"}) == ["f3"]
-    assert names(fields={"claim": "gamma"}) == ["f4"]
-    assert names(fields={"no_such_field": 1}) == []
-    assert names(fields={"direction_id": "dir-1"}) == ["e1"]
-    assert names(fields={"status": 1}) == [] and names(fields={"claim": "GAMMA"}) == []
-    assert names(fields={"claim": "Alpha result", "status": "unresolved"}) == []
-    assert names(text="alpha") == ["f1", "e1", "f3"]
-    assert names(text="ALPHA", kind="finding") == ["f1", "f3"]
-    assert names(text="nothing like it") == []
-    assert names(limit=2) == ["f1", "e1"]
-    assert names(kind="finding", fields={"status": "supported"}, limit=2) == ["f1", "f3"]
-    assert [type(r) for r in store.query_as(Experiment)] == [Experiment]
-
-
-def test_query_limit_zero_returns_nothing(store: Store) -> None:
-    _populate_for_queries(store)
-
-    assert store.query(limit=0) == []
-    assert store.query(kind="finding", limit=0) == []
-
-
-def test_query_text_is_literal_and_case_insensitive_beyond_ascii(store: Store) -> None:
-    plain = finding("a_b 100% sure")
-    other = finding("axb 1000 sure")
-    accented = finding("Résultat ÉCOLE")
-    store.commit(draft(), [plain, other, accented])
-
-    assert [r.id for r in store.query(text="a_b")] == [plain.id]
-    assert [r.id for r in store.query(text="0% s")] == [plain.id]
-    assert [r.id for r in store.query(text="école")] == [accented.id]
-    assert [r.id for r in store.query(text="RÉSULTAT")] == [accented.id]
-
-
-def test_events_filters(store: Store) -> None:
-    a, b = finding("a", campaign_id="cmp-a"), finding("b", campaign_id="cmp-b")
-    store.commit(draft("1", campaign_id="cmp-a"), [a])  # 1
-    store.commit(draft("2", campaign_id="cmp-b"), [b])  # 2
-    store.commit(draft("3"))  # 3
-    a.claim = "a2"
-    store.commit(draft("4", campaign_id="cmp-a"), [a])  # 4
-    store.commit(draft("5", campaign_id="cmp-b"), [a, b])  # 5
-
-    def seqs(**filters: object) -> list[int]:
-        return [e.seq for e in store.events(**filters)]  # type: ignore[arg-type]
-
-    assert seqs() == [1, 2, 3, 4, 5]
-    assert seqs(after=3) == [4, 5]
-    assert seqs(after=5) == []
-    assert seqs(campaign_id="cmp-a") == [1, 4]
-    assert seqs(campaign_id="cmp-b", after=2) == [5]
-    assert seqs(record_id=a.id) == [1, 4, 5]
-    assert seqs(record_id=b.id) == [2, 5]
-    assert seqs(record_id="fnd-missing") == []
-    assert seqs(record_id=a.id, after=1, limit=1) == [4]
-    assert seqs(limit=2) == [1, 2]
-    assert seqs(after=1, limit=2) == [2, 3]
-    assert seqs(limit=0) == []
-    assert [e.detail for e in store.events(campaign_id="cmp-b")] == ["2", "5"]
 
 
 # -- concurrency -------------------------------------------------------------------------------
@@ -496,47 +351,3 @@ def test_checkpoint_now_signs_the_head(store: Store) -> None:
     assert (checkpoint.seq, checkpoint.head_hash) == store.head()
     assert checkpoint in store.checkpoints()
     assert verify(store).checkpoints_checked >= 1
-
-
-def test_verify_store_ok_on_a_normal_store(store: Store) -> None:
-    fill(store, 12)
-    experiment = Experiment(direction_id="dir-1")
-    store.commit(draft(), [experiment])
-    experiment.state = ExperimentState.SUCCEEDED
-    store.commit(draft(), [experiment])
-
-    report = verify(store)
-
-    assert report.ok, report.problems
-    assert report.first_bad_seq is None
-    assert report.events == 14
-    assert report.head_hash == store.head()[1]
-    assert report.records_checked == len(store.query())
-
-
-def test_verify_store_ok_on_an_empty_store(store: Store) -> None:
-    report = verify(store)
-
-    assert report.ok
-    assert (report.events, report.head_hash) == (0, GENESIS_HASH)
-
-
-# -- derived helpers ---------------------------------------------------------------------------
-
-
-def test_resolve_campaign(store: Store) -> None:
-    with pytest.raises(NotFoundError):
-        store.resolve_campaign("latest")
-    newer = campaign("newer", created_at="2025-06-01T00:00:00.000000Z")
-    older = campaign("older", created_at="2024-06-01T00:00:00.000000Z")
-    store.commit(draft(), [newer])
-    store.commit(draft(), [older])  # committed last, yet created first
-    other = finding()
-    store.commit(draft(), [other])
-
-    assert store.resolve_campaign("latest") == newer
-    assert store.resolve_campaign(older.id) == older
-    with pytest.raises(NotFoundError):
-        store.resolve_campaign(other.id)
-    with pytest.raises(NotFoundError):
-        store.resolve_campaign("cmp-missing")

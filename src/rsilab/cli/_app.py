@@ -26,22 +26,22 @@ from rsilab.cli import (
     ui,
     versions,
 )
-from rsilab.cli._common import EXIT_CODES_HELP, EXIT_USER_ERROR, MARKUP, report_user_error
+from rsilab.cli._common import EXIT_CODES_HELP, EXIT_USAGE, MARKUP, report_user_error
 from rsilab.errors import ConflictError, NotFoundError, UserError
 
 
 class _RsilabGroup(TyperGroup):
-    """A group that turns a person's mistakes into ``error:``/``hint:`` lines and exit code 1."""
+    """A group that turns a person's mistakes into ``error:``/``hint:`` lines and exit code 2."""
 
     def invoke(self, ctx: Any) -> Any:  # typer does not export the Context type it passes
         try:
             return super().invoke(ctx)
         except UserError as exc:
             report_user_error(exc)
-            raise typer.Exit(EXIT_USER_ERROR) from exc
+            raise typer.Exit(EXIT_USAGE) from exc
         except (NotFoundError, ConflictError) as exc:  # store errors read as user errors here
             report_user_error(UserError(str(exc)))
-            raise typer.Exit(EXIT_USER_ERROR) from exc
+            raise typer.Exit(EXIT_USAGE) from exc
 
 
 app = typer.Typer(
@@ -75,9 +75,9 @@ ui.register(app)
 
 
 def main() -> None:
-    """Console entry point: run the app; a UserError that escapes a command prints, exit 1."""
+    """Console entry point: run the app; a UserError that escapes a command prints, exit 2."""
     try:
         app(prog_name="rsilab")
     except UserError as exc:
         report_user_error(exc)
-        sys.exit(EXIT_USER_ERROR)
+        sys.exit(EXIT_USAGE)

@@ -17,20 +17,22 @@ from rich.console import Console
 from rich.text import Text
 
 from rsilab.errors import UserError
+from rsilab.records import EndReason
 
 EXIT_OK = 0
-EXIT_USER_ERROR = 1
+EXIT_RUNTIME_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_VERIFY_FAILED = 3
-EXIT_TOOL_ERROR = 4
+EXIT_INTERRUPTED = 130
 
-EXIT_CODES_HELP = """Exit codes:
+EXIT_CODES_HELP = """Exit codes (every command):
 
-* 0: ok
-* 1: user error (a message and a hint on stderr)
-* 2: bad command line
-* 3: ledger verification failed
-* 4: the called tool returned an error"""
+* 0: done
+* 1: runtime failure, or a campaign that stopped on an error (a tool's error for `rsilab call`)
+* 2: usage error: bad arguments, a bad task file, no such lab or campaign (a message and a
+  hint on stderr)
+* 3: verification failure (`rsilab verify` found the ledger or records altered)
+* 130: interrupted (Ctrl-C; a campaign is left stopped and resumable)"""
 """The exit codes, as markdown for the app's help."""
 
 MARKUP: Literal["markdown"] = "markdown"
@@ -118,3 +120,13 @@ def ctrl_c_requests(request: Callable[[], int], abort_at: int) -> Iterator[None]
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def exit_code_for(end_reason: EndReason | None) -> int:
+    """The exit code of a command whose campaign run ended for ``end_reason``: 130 when a
+    person stopped it, 1 when an error did, else 0."""
+    if end_reason is EndReason.STOPPED_BY_USER:
+        return EXIT_INTERRUPTED
+    if end_reason is EndReason.ERROR:
+        return EXIT_RUNTIME_FAILURE
+    return EXIT_OK

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rsilab.controller.lineage import find_lineage, lineage_versions
-from rsilab.orchestrator.campaign_run import Progress
+from rsilab.orchestrator.campaign import Progress
 from rsilab.orchestrator.dag import ResearchDag
 from rsilab.records import Campaign, Candidate, CandidateState
 from rsilab.store import Store

@@ -14,11 +14,9 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from rsilab.cli._common import LabOption, stderr_console
+from rsilab.cli._common import EXIT_INTERRUPTED, LabOption, stderr_console
 from rsilab.errors import UserError
 from rsilab.records import Role
-
-EXIT_INTERRUPTED = 130
 
 
 def _seconds(text: str) -> float:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from rsilab.cli._common import LabOption, ctrl_c_requests, stdout_console
+from rsilab.cli._common import EXIT_INTERRUPTED, LabOption, ctrl_c_requests, stdout_console
 from rsilab.store import Lab
 
 if TYPE_CHECKING:
-    from rsilab.orchestrator.campaign_run import Progress
+    from rsilab.orchestrator.campaign import Progress
 
 IMPROVER_HELP = (
     "Who improves: self (the accepted system, through its harness's improve command), "
@@ -56,7 +56,7 @@ def evolve(
     from rsilab.orchestrator.rounds import EvolutionStop, parse_improver, run_rounds
     from rsilab.tasks import load_task
 
-    graceful = parse_improver(improver).agents == "builtin"
+    graceful = not parse_improver(improver).kind.is_harness  # rsilab's runners drain
     task = load_task(task_ref)
     chosen = _budget(budget, task.budget)
     console = stdout_console()
@@ -84,6 +84,8 @@ def evolve(
     sys.stdout.write("\n" + text)
     sys.stdout.flush()
     console.print(Text(f"report: {out}"), soft_wrap=True)
+    if result.state == "stopped" and stop.asked:
+        raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def _write_report(lab: Lab, evolution_id: str) -> tuple[str, Path]:

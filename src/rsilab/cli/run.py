@@ -11,12 +11,19 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
 
-from rsilab.cli._common import LabOption, ctrl_c_requests, stdout_console
+from rsilab.cli._common import (
+    EXIT_RUNTIME_FAILURE,
+    LabOption,
+    ctrl_c_requests,
+    exit_code_for,
+    report_user_error,
+    stdout_console,
+)
 from rsilab.errors import UserError
 from rsilab.store import Lab
 
@@ -25,7 +32,7 @@ if TYPE_CHECKING:
     from rich.live import Live
 
     from rsilab.cli._live import LiveView
-    from rsilab.orchestrator.runner import CampaignResult, Progress, StopRequest
+    from rsilab.orchestrator.campaign import CampaignResult, Progress, ProgressFn, StopRequest
     from rsilab.tasks import Budget, Task
 
 AGENTS_HELP = "Who decides: builtin (no LLM), openai:MODEL or anthropic:MODEL."
@@ -33,16 +40,14 @@ TEAM_HELP = "A research team: a Leader and N researchers at once."
 
 
 def _budget(text: str | None, default: object) -> Budget:
-    from rsilab.tasks import Budget
-    from rsilab.tasks._budget import parse_budget
+    from rsilab.orchestrator.api import to_budget
 
     try:
-        base = Budget.model_validate(default)
-        if text is None:
-            return base
-        return Budget.model_validate(base.model_dump() | parse_budget(text))
-    except ValueError as exc:
-        raise UserError(f"bad --budget: {exc}", "e.g. --budget experiments=40,wall=20m") from exc
+        return to_budget(text, default)
+    except UserError as exc:
+        raise UserError(
+            f"bad --budget: {exc.message}", "e.g. --budget experiments=40,wall=20m"
+        ) from None
 
 
 def _check_agents(agents: str) -> None:
@@ -73,6 +78,7 @@ def run(
     Ctrl-C stops it cleanly (once: running experiments finish; twice: they are cancelled);
     `rsilab resume CAMPAIGN` continues it.
     """
+    from rsilab.orchestrator.api import run as run_campaign
     from rsilab.tasks import load_task
 
     chosen = agents or _configured_agents(lab)
@@ -81,7 +87,15 @@ def run(
         _check_team(workers)
     task = load_task(task_ref)
     budget_ = _budget(budget, task.budget)
-    _drive(lab, task, budget_, chosen, workers or team or 1, seed, None, team=team or 0)
+    shown = f"{chosen} team of {team}" if team else chosen
+
+    def start(opened: Lab, show: ProgressFn, stop: StopRequest) -> CampaignResult:
+        return run_campaign(
+            task, budget=budget_, agents=chosen, workers=workers or 1, team=team or 0,
+            seed=seed, lab=opened, on_progress=show, stop=stop,
+        )  # fmt: skip
+
+    _drive(lab, task, budget_, shown, workers or team or 1, None, start)
 
 
 def _check_team(workers: int | None) -> None:
@@ -124,7 +138,8 @@ def resume(
     """
     from rsilab.expos.campaigns import find_campaign
     from rsilab.memory import team_size
-    from rsilab.orchestrator.campaign_run import task_of
+    from rsilab.orchestrator.api import resume as resume_campaign
+    from rsilab.orchestrator.campaign import task_of
 
     with Lab.open(lab) as opened:
         found = find_campaign(opened.store, campaign)
@@ -155,23 +170,31 @@ def resume(
     if team:
         _check_team(workers)
     chosen = workers or team or int(found.settings.get("workers", 1))
-    seed = int(found.settings.get("seed", 0))
-    _drive(lab, task, _budget(budget, stored), agents, chosen, seed, found.id, team=team)
+    budget_ = _budget(budget, stored)
+    shown = f"{agents} team of {team}" if team else agents
+
+    def start(opened: Lab, show: ProgressFn, stop: StopRequest) -> CampaignResult:
+        return resume_campaign(
+            found.id, budget=budget_, workers=workers, lab=opened, on_progress=show, stop=stop
+        )
+
+    _drive(lab, task, budget_, shown, chosen, found.id, start)
 
 
 def _drive(
     lab_path: Path | None,
     task: Task,
     budget: Budget,
-    agents: str,
+    shown: str,
     workers: int,
-    seed: int,
     cid: str | None,
-    *,
-    team: int = 0,
+    start: Callable[[Lab, ProgressFn, StopRequest], CampaignResult],
 ) -> None:
+    """Run ``start`` (one call into :mod:`rsilab.orchestrator.api`) with a live view or
+    progress lines, Ctrl-C as the stop request's escalation (drain, cancel, abort), then the
+    summary and the report; exits 130 when a person stopped it, 1 when an error did."""
     from rsilab.cli._live import LiveView
-    from rsilab.orchestrator.runner import StopRequest
+    from rsilab.orchestrator.campaign import StopRequest
 
     console = stdout_console()
     stop = StopRequest()
@@ -183,85 +206,43 @@ def _drive(
         show: Callable[[Progress], None] = line
         live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         if console.is_terminal:
-            shown = f"{agents} team of {team}" if team else agents
             view = LiveView(
                 opened.store, task, budget, campaign_id=cid, agents=shown, workers=workers
             )
             view.refresh()
             show, live = view.update, _live(console, view)
-        # The built-in runner drains on a first Ctrl-C and cancels on a second; the LLM
-        # runner keeps Python's default (the first one interrupts it).
-        sigint = (
-            ctrl_c_requests(stop.request, 3) if agents == "builtin" else contextlib.nullcontext()
-        )
-        with live, sigint:
-            if team:
-                result = _start_team(opened, task, budget, agents, team, seed, cid, show, stop)
-            else:
-                result = _start(opened, task, budget, agents, workers, seed, cid, show, stop)
+        with live, ctrl_c_requests(stop.request, 3):
+            result = _started(start, opened, show, stop)
         _summary(console, opened, task, result)
         _write_report(console, opened, result.campaign_id)
+    code = exit_code_for(result.end_reason)
+    if code:
+        raise typer.Exit(code)
 
 
-def _start(
+def _started(
+    start: Callable[[Lab, ProgressFn, StopRequest], CampaignResult],
     lab: Lab,
-    task: Task,
-    budget: Budget,
-    agents: str,
-    workers: int,
-    seed: int,
-    cid: str | None,
-    show: Callable[[Progress], None],
+    show: ProgressFn,
     stop: StopRequest,
 ) -> CampaignResult:
-    from rsilab.orchestrator.runner import run_campaign
+    """``start``'s result; an error that ended the campaign becomes a UserError-like line
+    (exit 1) naming how to continue."""
+    from rsilab.errors import RsilabError
+    from rsilab.orchestrator.campaign import LeaseHeld
 
-    kwargs: dict[str, Any] = {
-        "budget": budget,
-        "workers": workers,
-        "seed": seed,
-        "on_progress": show,
-        "campaign_id": cid,
-    }
-    if agents == "builtin":
-        return run_campaign(lab, task, stop=stop, **kwargs)
-    from rsilab.orchestrator.llm_runner import run_llm_campaign
-
-    result: CampaignResult = run_llm_campaign(lab, task, agents=agents, **kwargs)
-    return result
-
-
-def _start_team(
-    lab: Lab,
-    task: Task,
-    budget: Budget,
-    agents: str,
-    team: int,
-    seed: int,
-    cid: str | None,
-    show: Callable[[Progress], None],
-    stop: StopRequest,
-) -> CampaignResult:
-    if agents != "builtin":
-        from rsilab.orchestrator.llm_team import run_llm_team_campaign
-
-        result: CampaignResult = run_llm_team_campaign(
-            lab, task, agents=agents, team=team, budget=budget, seed=seed, on_progress=show,
-            campaign_id=cid,
-        )  # fmt: skip
-        return result
-    from rsilab.orchestrator.team import run_team_campaign
-
-    return run_team_campaign(
-        lab,
-        task,
-        team=team,
-        budget=budget,
-        seed=seed,
-        on_progress=show,
-        campaign_id=cid,
-        stop=stop,
-    )
+    try:
+        return start(lab, show, stop)
+    except (UserError, LeaseHeld):
+        raise
+    except RsilabError as exc:
+        report_user_error(
+            UserError(
+                f"the campaign stopped on an error: {type(exc).__name__}: {exc}",
+                "fix the cause, then `rsilab resume latest` continues it",
+            )
+        )
+        raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
 
 
 def _live(console: Console, view: LiveView) -> Live:

@@ -22,7 +22,7 @@ from rsilab.tasks import (
     task_names,
 )
 
-EXIT_PROBLEMS = 1
+EXIT_PROBLEMS = 2  # a bad task file is a usage error
 
 task_app = typer.Typer(
     help="Tasks: what to improve and how it is judged.",

@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rsilab.cli._common import (
-    EXIT_TOOL_ERROR,
+    EXIT_RUNTIME_FAILURE,
     CampaignOption,
     LabOption,
     UnusedLabOption,
@@ -129,7 +129,7 @@ def call(
     if result.seq is not None:
         stderr_console().print(Text(f"recorded as event {result.seq}", style="dim"))
     if not result.ok:
-        raise typer.Exit(EXIT_TOOL_ERROR)
+        raise typer.Exit(EXIT_RUNTIME_FAILURE)
 
 
 def register(app: typer.Typer) -> None:

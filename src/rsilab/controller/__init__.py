@@ -3,10 +3,10 @@
 It alone writes counted scores. :class:`HostController` evaluates a task's initial system
 (``baseline``), records proposals (``propose``) and judges them (``judge``): guards, re-training
 with its own seeds, private evaluation, the acceptance rule and a compare-and-swap on the
-lineage. Modules: ``evaluation`` (re-train and score), ``acceptance`` (the rule), ``stats``
-(intervals with seed spread), ``overlap`` (private-data guard), ``jobs`` (recorded jobs and
-model provenance), ``lineage`` (versions, labels, rollback), ``settings`` (what each setting
-allows), ``gc`` (blob garbage collection with tombstones).
+lineage. Modules: ``evaluation`` (re-train and score), ``acceptance`` (the rule, on the
+intervals of :mod:`rsilab.stats`), ``overlap`` (private-data guard), ``jobs`` (recorded jobs
+and model provenance), ``lineage`` (versions, labels, rollback), ``settings`` (what each
+setting allows), ``gc`` (blob garbage collection with tombstones).
 """
 
 from rsilab.controller.acceptance import Decision, decide

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rsilab.controller.stats import alpha_for_proposal, interval_level_for, paired_gain, seed_spread
 from rsilab.records import BenchmarkDecision, DataTier
+from rsilab.stats import alpha_for_proposal, interval_level_for, paired_gain, seed_spread
 from rsilab.tasks import Task
 
 NON_TARGET_ALPHA = 0.05

@@ -53,7 +53,6 @@ from rsilab.controller.lineage import (
     version_evaluations,
 )
 from rsilab.controller.overlap import PrivateIndex
-from rsilab.controller.stats import avg_at_k, pass_at_k
 from rsilab.errors import ConflictError, UserError
 from rsilab.executors.base import Executor
 from rsilab.records import (
@@ -74,6 +73,7 @@ from rsilab.records import (
     utc_now,
 )
 from rsilab.sandbox.base import Limits
+from rsilab.stats import avg_at_k, pass_at_k
 from rsilab.store.base import Store
 from rsilab.store.lab import Lab
 from rsilab.tasks import Task, lab_secret

@@ -4,15 +4,34 @@ Every job the Experiment OS or the controller runs goes through :func:`run_recor
 model file is traceable to the job that wrote it, the inputs it was made from (workspace tree,
 data files, parent model, seed, command) and its logs. ``model_produced_by_job`` answers the
 provenance question the controller asks before it trusts weights.
+
+:class:`JobRecorder` is the one writer of what jobs produce outside a tool call's own event:
+their records as they are queued, start and end, the dev and fold evaluations scored from
+them, and the experiment they belong to as it starts and is synced with them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from rsilab.executors.base import Executor, JobResult, JobSpec, JobState
-from rsilab.records import EventDraft, Job, JobInputs, JobKind, JobStatus, Role, utc_now
+from rsilab.records import (
+    DataTier,
+    Evaluation,
+    EventDraft,
+    Experiment,
+    ExperimentState,
+    Job,
+    JobInputs,
+    JobKind,
+    JobStatus,
+    Record,
+    Resources,
+    Role,
+    utc_now,
+)
 from rsilab.sandbox.base import KillReason, RunSpec
 from rsilab.store.artifacts import ArtifactStore, hash_file
 from rsilab.store.base import Store
@@ -36,18 +55,97 @@ def executor_name(job: Job) -> str:
     return f"{job.kind}-{job.id}"
 
 
-def commit_job(store: Store, job: Job, *, actor: str, role: Role, action: str) -> Job:
-    """Write ``job`` (new or updated) with one ledger event; returns it with its new rev."""
-    draft = EventDraft(
-        actor=actor,
-        role=str(role),
-        action=action,
-        campaign_id=job.campaign_id,
-        detail=job.summary(),
-        cost=job.resources if job.is_finished() else None,
-    )
-    store.commit(draft, [job])
-    return job
+_EVALUATED = {DataTier.DEV: "dev_evaluated", DataTier.TRAIN: "fold_evaluated"}
+"""The action recorded for the evaluations of each tier a job scores (train: out of fold)."""
+
+
+@dataclass(frozen=True)
+class JobRecorder:
+    """The one writer of what jobs produce; nothing else commits these records.
+
+    A job runs while, or after, the tool call that asked for it (``run_job(wait=False)``
+    returns at once), and its records must be visible as it goes (``job_status``,
+    ``cancel_job``) and kept even when that call's own event cannot be written. So they are
+    not staged with the call: each method here commits its records at once, with exactly one
+    ledger event of its own. The event's actor and role are the recorder's, those of whoever
+    asked for the work (an agent, or the controller for its own jobs); its action is one of
+    ``job_queued``, ``job_started``, ``job_finished``, ``dev_evaluated``, ``fold_evaluated``,
+    ``experiment_started`` and ``experiment_synced``. A recorder holds no state of its own:
+    make one wherever work is done for someone, on any thread.
+
+    Every method raises ``ConflictError`` when a record changed since it was read (a queued
+    job cancelled meanwhile, an experiment updated by another writer, a finished record) and
+    ``LabError`` when the lab cannot be written.
+    """
+
+    store: Store
+    actor: str
+    role: Role
+
+    def queued(self, job: Job) -> Job:
+        """Write a new job as queued, before it runs (so it can be followed and cancelled)."""
+        return self._job(job, "job_queued")
+
+    def started(self, job: Job) -> Job:
+        """Write a job as running, just before the executor gets it."""
+        return self._job(job, "job_started")
+
+    def finished(self, job: Job) -> Job:
+        """Write how a job ended (also a queued job closed without running); the event
+        carries its resources as its cost."""
+        return self._job(job, "job_finished")
+
+    def evaluated(self, evaluations: Sequence[Evaluation], detail: str) -> None:
+        """Write the dev or fold (train-tier) evaluations scored from jobs' outputs, one
+        tier at a time; the event's detail is ``detail`` and the benchmarks' names.
+
+        Raises:
+            ValueError: no evaluations, more than one tier, or a tier no job of an agent
+                scores (private tiers are the controller's, recorded with its decisions).
+        """
+        tiers = {e.tier for e in evaluations}
+        action = _EVALUATED.get(evaluations[0].tier) if len(tiers) == 1 else None
+        if action is None:
+            raise ValueError(f"evaluations of one tier, dev or train, expected; got {tiers}")
+        names = ", ".join(e.benchmark for e in evaluations)
+        self._commit(action, evaluations[0].campaign_id, f"{detail}: {names}", evaluations)
+
+    def experiment_started(self, exp: Experiment) -> Experiment:
+        """Move a created experiment to running before its first job runs; an experiment
+        past created is returned as it is, and nothing is written."""
+        if exp.state is not ExperimentState.CREATED:
+            return exp
+        running = exp.model_copy(update={"state": ExperimentState.RUNNING})
+        self._commit("experiment_started", exp.campaign_id, exp.summary(), [running])
+        return running
+
+    def experiment_synced(self, update: Experiment) -> Experiment:
+        """Write an experiment brought up to date with its jobs and their evaluations."""
+        self._commit("experiment_synced", update.campaign_id, update.summary(), [update])
+        return update
+
+    def _job(self, job: Job, action: str) -> Job:
+        cost = job.resources if job.is_finished() else None
+        self._commit(action, job.campaign_id, job.summary(), [job], cost)
+        return job
+
+    def _commit(
+        self,
+        action: str,
+        campaign_id: str | None,
+        detail: str,
+        writes: Sequence[Record],
+        cost: Resources | None = None,
+    ) -> None:
+        draft = EventDraft(
+            actor=self.actor,
+            role=str(self.role),
+            action=action,
+            campaign_id=campaign_id,
+            detail=detail,
+            cost=cost,
+        )
+        self.store.commit(draft, list(writes))
 
 
 def finish_job(job: Job, result: JobResult | None, *, error: str = "") -> Job:
@@ -112,8 +210,8 @@ def run_recorded_job(
     Raises:
         LabError: the store or artifact folder could not be written.
     """
-    running = job.model_copy(update={"status": JobStatus.RUNNING})
-    commit_job(store, running, actor=actor, role=role, action="job_started")
+    recorder = JobRecorder(store, actor, role)
+    running = recorder.started(job.model_copy(update={"status": JobStatus.RUNNING}))
     if on_start is not None:
         on_start(running)
     try:
@@ -135,7 +233,7 @@ def run_recorded_job(
             )
     elif result is not None and not result.ok and not error:
         done.error = _failure_text(artifacts, result)
-    commit_job(store, done, actor=actor, role=role, action="job_finished")
+    recorder.finished(done)
     return done, result
 
 

@@ -23,10 +23,10 @@ from rsilab.records import (
     SystemVersion,
     lineage_id,
 )
-from rsilab.store.base import Store
+from rsilab.store.base import Store, StoreReader
 
 
-def find_lineage(store: Store, task: str, name: str = "main") -> Lineage | None:
+def find_lineage(store: StoreReader, task: str, name: str = "main") -> Lineage | None:
     """The lineage of (task, name), or None if it has no baseline yet."""
     try:
         return store.get_as(lineage_id(task, name), Lineage)
@@ -49,7 +49,7 @@ def require_lineage(store: Store, task: str, name: str = "main") -> Lineage:
     return found
 
 
-def lineage_versions(store: Store, lineage: Lineage) -> list[SystemVersion]:
+def lineage_versions(store: StoreReader, lineage: Lineage) -> list[SystemVersion]:
     """Every version of ``lineage``, oldest first."""
     return [store.get_as(v, SystemVersion) for v in lineage.versions]
 
@@ -103,7 +103,7 @@ def matrix_of(evaluation: Evaluation, sample_ids: Sequence[str]) -> np.ndarray:
 
 
 def version_evaluations(
-    store: Store, version: SystemVersion, tier: DataTier
+    store: StoreReader, version: SystemVersion, tier: DataTier
 ) -> dict[str, Evaluation]:
     """The version's evaluations on ``tier``, by benchmark."""
     out: dict[str, Evaluation] = {}

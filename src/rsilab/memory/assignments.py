@@ -14,7 +14,7 @@ from typing import Any
 from rsilab.errors import UserError
 from rsilab.memory.revisions import latest_orientation, latest_orientations
 from rsilab.records import Assignment, Orientation
-from rsilab.store.base import Store
+from rsilab.store.base import Store, StoreReader
 
 RESEARCHER_PREFIX = "researcher-"
 ORIENTATION_PREFIX = "orientation:"
@@ -38,7 +38,7 @@ def team_members(settings: Mapping[str, Any]) -> list[str]:
     return [f"{RESEARCHER_PREFIX}{k}" for k in range(1, team_size(settings) + 1)]
 
 
-def assignments_of(store: Store, campaign_id: str) -> list[Assignment]:
+def assignments_of(store: StoreReader, campaign_id: str) -> list[Assignment]:
     """Every assignment of the campaign, oldest first."""
     found = store.query_as(Assignment, campaign_id=campaign_id)
     return sorted(found, key=lambda a: (a.created_at, a.id))

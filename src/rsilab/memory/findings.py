@@ -13,7 +13,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from rsilab.records import Adoption, Finding, FindingStatus
-from rsilab.store.base import Store
+from rsilab.store.base import Store, StoreReader
 
 TAG_WEIGHT = 3.0
 METRIC_WEIGHT = 2.0
@@ -76,7 +76,7 @@ def relevance(
     return score
 
 
-def lab_findings(store: Store, task: str | None = None) -> list[Finding]:
+def lab_findings(store: StoreReader, task: str | None = None) -> list[Finding]:
     """The lab-wide findings, of ``task`` only when given, oldest first."""
     fields = None if task is None else {"task": task}
     return [f for f in store.query_as(Finding, fields=fields) if f.campaign_id is None]
@@ -126,6 +126,6 @@ def adoptions_of(store: Store, finding_id: str) -> list[Adoption]:
     return store.query_as(Adoption, fields={"finding_id": finding_id})
 
 
-def adoption_counts(store: Store) -> Counter[str]:
+def adoption_counts(store: StoreReader) -> Counter[str]:
     """How many recorded adoptions each finding has, in all campaigns, by finding id."""
     return Counter(a.finding_id for a in store.query_as(Adoption))

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from rsilab.errors import UserError
 from rsilab.records import EventDraft, Orientation, Role, Skill
-from rsilab.store.base import Store
+from rsilab.store.base import Store, StoreReader
 
 V = TypeVar("V", Skill, Orientation)
 
@@ -23,7 +23,7 @@ def _history(store: Store, cls: type[V], name: str) -> list[V]:
     )
 
 
-def _latest_by_name(store: Store, cls: type[V]) -> list[V]:
+def _latest_by_name(store: StoreReader, cls: type[V]) -> list[V]:
     latest: dict[str, V] = {}
     for record in sorted(store.query_as(cls), key=lambda r: (r.version, r.created_at)):
         latest[record.name] = record
@@ -52,12 +52,12 @@ def latest_orientation(store: Store, name: str) -> Orientation | None:
     return found[-1] if found else None
 
 
-def latest_skills(store: Store) -> list[Skill]:
+def latest_skills(store: StoreReader) -> list[Skill]:
     """The latest revision of every skill, by name."""
     return _latest_by_name(store, Skill)
 
 
-def latest_orientations(store: Store) -> list[Orientation]:
+def latest_orientations(store: StoreReader) -> list[Orientation]:
     """The latest revision of every orientation, by name."""
     return _latest_by_name(store, Orientation)
 

@@ -31,12 +31,12 @@ from typing import Any
 from pydantic import JsonValue
 
 from rsilab.agents.builtin import config_key
-from rsilab.orchestrator import intents
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._moves import Moves
 from rsilab.orchestrator._review import Reviewer, default_verdict
 from rsilab.orchestrator._state import CONCLUDE_PREFIX, CampaignView, Run
 from rsilab.orchestrator.ablation import Ablation
+from rsilab.orchestrator.campaign import DoneIntent
 from rsilab.records import (
     Candidate,
     CandidateState,
@@ -71,25 +71,23 @@ class Concluder:
     def conclude(self, view: CampaignView, verify: Direction) -> None:
         """Conclude ``verify`` (its re-runs are done and none is running)."""
         parent = view.dag.directions[verify.parents[0].parent_id]
-        step = intents.begin(
-            self.ctx.store,
-            self.ctx.campaign_id,
+        step = self.ctx.intents.begin(
             f"{CONCLUDE_PREFIX}{verify.id}",
             "conclude",
             {"parent_id": parent.id},
         )
-        if isinstance(step, intents.DoneIntent):
+        if isinstance(step, DoneIntent):
             result = step.result
         else:
             result = self._decide(view, verify, parent)
-            intents.complete(self.ctx.store, step, result)
+            self.ctx.intents.complete(step, result)
         self._act(self.ctx.view(), verify, parent, result)
 
     def propose_best(self, view: CampaignView) -> None:
         """Propose the best run that beats the reference and whose config no candidate of
         the campaign carried yet (once per campaign; nothing when there is none)."""
-        step = intents.begin(self.ctx.store, self.ctx.campaign_id, FINAL_PROPOSAL, "propose", {})
-        if isinstance(step, intents.DoneIntent):
+        step = self.ctx.intents.begin(FINAL_PROPOSAL, "propose", {})
+        if isinstance(step, DoneIntent):
             return
         space = self.ctx.task.search_space
         proposed = {
@@ -111,7 +109,7 @@ class Concluder:
             best = max(fresh, key=lambda r: (r.score, -r.index))
             result |= {"experiment_id": best.experiment_id, "score": best.score}
             result |= self.propose(best.experiment_id, best.config)
-        intents.complete(self.ctx.store, step, result)
+        self.ctx.intents.complete(step, result)
 
     def _decide(self, view: CampaignView, verify: Direction, parent: Direction) -> dict[str, Any]:
         runs = [r for r in view.runs_in(verify.id) if not r.failed]

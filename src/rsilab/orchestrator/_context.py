@@ -1,6 +1,6 @@
 """What every part of the built-in runner shares: the campaign, its door and its voice.
 
-One :class:`RunContext` is made per :func:`~rsilab.orchestrator.runner.run_campaign` call and
+One :class:`RunContext` is made per run of the built-in policy and
 handed to the Main policy, the Reviewer, the Workers and the loop. It holds no campaign state
 (that is rebuilt from the records, see :mod:`rsilab.orchestrator._state`), only what does not
 change while the campaign runs.
@@ -15,7 +15,7 @@ from rsilab.memory.builtin_skills import DEFAULT_FRESH_SEEDS
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator._state import CampaignView, NonTarget
 from rsilab.orchestrator.ablation import Ablation
-from rsilab.orchestrator.campaign_run import Progress, ProgressFn
+from rsilab.orchestrator.campaign import Intents, Progress, ProgressFn
 from rsilab.records import DataTier
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
@@ -62,6 +62,8 @@ class RunContext:
     seed: int
     door: Door
     say: Voice
+    intents: Intents
+    """The campaign's intents (the lifecycle's: :mod:`rsilab.orchestrator.campaign`)."""
     ablations: frozenset[Ablation] = field(default_factory=frozenset)
     """Parts of the policy this campaign runs without (:mod:`rsilab.orchestrator.ablation`)."""
     verify_seeds: int = VERIFY_SEEDS

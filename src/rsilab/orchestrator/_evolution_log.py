@@ -3,27 +3,30 @@ at each step, its rounds' campaigns and their states, and what a round is counte
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from rsilab.orchestrator.campaign_run import ACTOR, set_campaign_state
+from rsilab.expos.services import LabServices
+from rsilab.orchestrator.campaign import CampaignPolicy, CampaignSession, Ending
+from rsilab.orchestrator.campaign.writer import write
 from rsilab.records import (
     Campaign,
     CampaignState,
+    EndReason,
     Event,
-    EventDraft,
     Evolution,
     EvolutionRound,
     EvolutionState,
+    Experiment,
     Role,
     utc_now,
 )
-from rsilab.store import Lab
+from rsilab.store import Lab, Store
 
 
 def commit_evolution(lab: Lab, record: Evolution, action: str, detail: str) -> None:
     """Write ``record`` with its ledger event, as the controller-side orchestrator."""
-    draft = EventDraft(actor=ACTOR, role=str(Role.CONTROLLER), action=action, detail=detail)
-    lab.store.commit(draft, [record])
+    write(lab.store, action, [record], detail=detail)
 
 
 def append_round(lab: Lab, evolution_id: str, entry: EvolutionRound) -> None:
@@ -57,23 +60,44 @@ def round_campaigns(lab: Lab, evolution_id: str) -> dict[int, Campaign]:
     return found
 
 
-def settle_round(lab: Lab, campaign_id: str, person: bool) -> CampaignState:
-    """The final state of a round's campaign: stopped where a person stopped it; else a
-    campaign its runner stopped (its wall budget spent) is over, so finished."""
-    current = lab.store.get_as(campaign_id, Campaign).state
-    if person:
-        wanted = CampaignState.STOPPED if current == CampaignState.RUNNING else current
-    else:
-        wanted = CampaignState.FINISHED if current != CampaignState.FAILED else current
-    set_campaign_state(lab, campaign_id, wanted)
-    return wanted
+class RoundPolicy(CampaignPolicy):
+    """A round's policy: ``inner``'s, except that a run its runner stopped (its wall budget,
+    say) ends the round, finished; a person's stop or an error leave it stopped."""
+
+    def __init__(self, inner: CampaignPolicy) -> None:
+        self.inner = inner
+        self.slots = inner.slots
+
+    def settings(self) -> dict[str, Any]:
+        return self.inner.settings()
+
+    def run(self, session: CampaignSession) -> Ending:
+        return self.inner.run(session)
+
+    def prepare(self, lab: Lab, services: LabServices) -> None:
+        self.inner.prepare(lab, services)
+
+    def admit(self, campaign: Campaign) -> None:
+        self.inner.admit(campaign)
+
+    def keep_open(self, store: Store, campaign_id: str) -> Callable[[Experiment], bool] | None:
+        return self.inner.keep_open(store, campaign_id)
+
+    def conclude(self, session: CampaignSession) -> None:
+        self.inner.conclude(session)
+
+    def settle(self, ending: Ending) -> Ending:
+        ending = self.inner.settle(ending)
+        if ending.state is not CampaignState.STOPPED or ending.reason in _PERSON_OR_ERROR:
+            return ending
+        message = f"{ending.message}; its runner stopped it ({ending.reason}), so the round is over"
+        return Ending(CampaignState.FINISHED, EndReason.ROUND_OVER, message)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
-def stop_open_rounds(lab: Lab, evolution_id: str) -> None:
-    """Mark the evolution's running round campaigns stopped (after an error)."""
-    for campaign in round_campaigns(lab, evolution_id).values():
-        if campaign.state == CampaignState.RUNNING:
-            set_campaign_state(lab, campaign.id, CampaignState.STOPPED)
+_PERSON_OR_ERROR = frozenset({EndReason.STOPPED_BY_USER, EndReason.ERROR})
 
 
 def agent_tool_calls(events: Sequence[Event]) -> int:

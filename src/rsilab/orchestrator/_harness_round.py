@@ -12,16 +12,15 @@ wall-clock limit.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from rsilab.errors import UserError
 from rsilab.expos import CallContext, ExperimentOS, default_registry
-from rsilab.orchestrator.campaign_run import ACTOR
-from rsilab.orchestrator.lease import acquire_lease
-from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.records import Role, SystemVersion
+from rsilab.orchestrator.campaign import ACTOR, CampaignPolicy, CampaignSession, Ending
+from rsilab.records import CampaignState, EndReason, Role, SystemVersion
 from rsilab.store import Lab
 from rsilab.tasks import Budget, ManifestError, load_manifest
 
@@ -77,35 +76,49 @@ class ImproverRunner(Protocol):
     def __call__(self, job: ImproverJob) -> ImproverEnd: ...
 
 
-def run_harness_round(
-    lab: Lab,
-    campaign_id: str,
-    improver: SystemVersion,
-    budget: Budget,
-    run_improver: ImproverRunner,
-    title: str,
-    seed: int = 0,
-) -> str:
-    """Run ``improver``'s harness on the campaign (under its lease); how it ended, in words.
+class HarnessRoundPolicy(CampaignPolicy):
+    """A round whose improver is ``improver``'s harness: its ``improve`` command, run by
+    ``run_improver`` in the round's campaign (see the module). The round is over, finished,
+    when the command has ended; experiments it left open are closed as cancelled (their jobs
+    cannot report any more).
 
-    Experiments it leaves open are closed as cancelled (their jobs cannot report any more).
-
-    Raises:
+    Raises (from :meth:`run`):
         UserError: the harness declares no improve command, or the runner cannot run it.
     """
-    with acquire_lease(lab.store, campaign_id) as lease, lease.keep_alive():
-        workspace = _materialise(lab, campaign_id, improver)
-        argv = _improve_argv(workspace, improver)
-        _open_direction(lab, campaign_id, title)
+
+    def __init__(
+        self,
+        improver: SystemVersion,
+        *,
+        budget: Budget,
+        run_improver: ImproverRunner,
+        title: str,
+        seed: int = 0,
+        extra_settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.improver, self.budget, self.run_improver = improver, budget, run_improver
+        self.title, self.seed = title, seed
+        self.extra = dict(extra_settings or {})
+
+    def settings(self) -> dict[str, Any]:
+        own = {"agents": "harness", "budget": str(self.budget), "workers": 1, "seed": self.seed}
+        return {**self.extra, **own}
+
+    def run(self, session: CampaignSession) -> Ending:
+        lab, campaign_id = session.lab, session.campaign_id
+        workspace = _materialise(lab, campaign_id, self.improver)
+        argv = _improve_argv(workspace, self.improver)
+        _open_direction(lab, campaign_id, self.title)
         job = ImproverJob(
-            argv, lab.path, campaign_id, IMPROVER_ACTOR, workspace, budget.wall_s, seed
+            argv, lab.path, campaign_id, IMPROVER_ACTOR, workspace, self.budget.wall_s, self.seed
         )
         try:
-            end = run_improver(job)
+            end = self.run_improver(job)
         finally:
-            recover_campaign(lab.store, lease)
-    how = f"stopped by its {end.detail}" if end.detail else f"exited {end.exit_status}"
-    return f"the improver {how} after {end.wall_s:.1f} s"
+            session.recover()
+        how = f"stopped by its {end.detail}" if end.detail else f"exited {end.exit_status}"
+        message = f"the improver {how} after {end.wall_s:.1f} s"
+        return Ending(CampaignState.FINISHED, EndReason.AGENTS_DONE, message)
 
 
 def _materialise(lab: Lab, campaign_id: str, version: SystemVersion) -> Path:

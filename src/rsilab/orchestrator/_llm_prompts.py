@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rsilab.orchestrator._llm_state import dev_score
 from rsilab.orchestrator.dag import ResearchDag
 from rsilab.records import Candidate, Direction, Experiment, Guidance, Review, SystemVersion
 from rsilab.store import Store
@@ -71,7 +70,7 @@ def _target(task: Task) -> str:
 
 
 def _exp_line(exp: Experiment, benchmark: str) -> str:
-    score = dev_score(exp, benchmark)
+    score = dev.value if (dev := exp.last_metric(benchmark)) is not None else None
     shown = f"dev {benchmark} {score:.4f}" if score is not None else "no dev score"
     return f"- {exp.id} [{exp.state}] {shown}: {exp.description[:120]}"
 
@@ -83,7 +82,7 @@ def directions_block(store: Store, dag: ResearchDag, task: Task) -> str:
     lines = ["Directions (the research DAG):"]
     for d in dag.directions.values():
         exps = dag.experiments.get(d.id, [])
-        scores = [s for e in exps if (s := dev_score(e, _target(task))) is not None]
+        scores = [m.value for e in exps if (m := e.last_metric(_target(task))) is not None]
         best = f", best dev {_target(task)} {max(scores):.4f}" if scores else ""
         edges = ", ".join(f"{e.relation} of {e.parent_id}" for e in d.parents) or "root"
         lines.append(
@@ -219,9 +218,9 @@ def worker_prompt(
 def _best_block(store: Store, campaign_id: str, task: Task) -> str:
     target = _target(task)
     scored = [
-        (s, e)
+        (m.value, e)
         for e in store.query_as(Experiment, campaign_id=campaign_id)
-        if (s := dev_score(e, target)) is not None
+        if (m := e.last_metric(target)) is not None
     ]
     if not scored:
         return "No dev scores in this campaign yet."

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from rsilab.records import Direction, Experiment, Intent, MetricSource, Review
+from rsilab.records import Direction, Experiment, Intent, Review
 from rsilab.store import Store
 
 STEP_PREFIX = "step:"
@@ -60,16 +60,6 @@ class TokenMeter:
 def experiment_count(store: Store, campaign_id: str) -> int:
     """Experiments the campaign has created (each one counts against its budget)."""
     return len(store.query_as(Experiment, campaign_id=campaign_id))
-
-
-def dev_score(experiment: Experiment, benchmark: str) -> float | None:
-    """The controller's latest dev score of ``benchmark`` for the experiment, if any."""
-    scores = [
-        m.value
-        for m in experiment.metrics
-        if m.name == benchmark and m.split == "dev" and m.source is MetricSource.CONTROLLER
-    ]
-    return scores[-1] if scores else None
 
 
 def unreviewed(store: Store, campaign_id: str) -> dict[str, list[str]]:

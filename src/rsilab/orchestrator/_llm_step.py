@@ -20,12 +20,19 @@ from rsilab.agents.roles import ROLES, ensure_role_orientations
 from rsilab.errors import NotFoundError
 from rsilab.expos import CallContext
 from rsilab.expos.services import LabServices
-from rsilab.orchestrator import intents
 from rsilab.orchestrator._door import Door
 from rsilab.orchestrator._llm_prompts import Left
 from rsilab.orchestrator._llm_state import TokenMeter, experiment_count
-from rsilab.orchestrator.campaign_run import ACTOR, Progress, ProgressFn
-from rsilab.records import CampaignState, Intent, Role, intent_id
+from rsilab.orchestrator.campaign import (
+    ACTOR,
+    DoneIntent,
+    Ending,
+    Intents,
+    Progress,
+    ProgressFn,
+    StopRequest,
+)
+from rsilab.records import CampaignState, EndReason, Intent, Role, intent_id
 from rsilab.store import Lab
 from rsilab.tasks import Budget
 
@@ -36,12 +43,11 @@ RESULT_TEXT_CHARS = 2000
 
 
 class Halt(Exception):
-    """Ends the campaign's loop: the state to record and why."""
+    """Ends the campaign's loop: the state to record, why, and the reason in words."""
 
-    def __init__(self, state: CampaignState, message: str) -> None:
+    def __init__(self, state: CampaignState, reason: EndReason, message: str) -> None:
         super().__init__(message)
-        self.state = state
-        self.message = message
+        self.ending = Ending(state, reason, message)
 
 
 class StepRunner:
@@ -58,7 +64,10 @@ class StepRunner:
         budget: Budget,
         model: ChatModel,
         on_progress: ProgressFn | None,
+        intents: Intents,
+        stop: StopRequest,
     ) -> None:
+        self.intents, self.stop = intents, stop
         self.store, self.campaign_id, self.budget, self.model = (
             lab.store,
             campaign_id,
@@ -92,26 +101,38 @@ class StepRunner:
         )
 
     def gate(self) -> None:
-        """Halt unless the lease is still ours and tokens and wall time are left.
+        """Halt unless the lease is still ours, no stop was asked for, and tokens and wall
+        time are left.
 
-        Tokens spent finish the campaign (its budget is final); wall time passed stops it
-        (a resume gets the wall budget afresh).
+        Tokens spent finish the campaign (its budget is final); a stop request (a person's
+        Ctrl-C: the steps running finish first) or wall time passed stops it (resumable; a
+        resume gets the wall budget afresh).
         """
         self.check()
+        if self.stop.draining:
+            raise Halt(
+                CampaignState.STOPPED, EndReason.STOPPED_BY_USER, "stopped; resume to continue"
+            )
         used = self.tokens.used()
         if used >= self.budget.tokens:
             raise Halt(
-                CampaignState.FINISHED, f"token budget spent ({used} of {self.budget.tokens})"
+                CampaignState.FINISHED,
+                EndReason.BUDGET_SPENT,
+                f"token budget spent ({used} of {self.budget.tokens})",
             )
         if time.monotonic() > self.deadline:
-            raise Halt(CampaignState.STOPPED, "wall budget spent; resume to continue")
+            raise Halt(
+                CampaignState.STOPPED,
+                EndReason.WALL_BUDGET,
+                "wall budget spent; resume to continue",
+            )
 
     # -- a step --------------------------------------------------------------------------------
 
-    def begin(self, key: str, action: str, payload: dict[str, Any]) -> Intent | intents.DoneIntent:
+    def begin(self, key: str, action: str, payload: dict[str, Any]) -> Intent | DoneIntent:
         """:meth:`gate`, then the step's intent: pending to run now, or done before."""
         self.gate()
-        return intents.begin(self.store, self.campaign_id, key, action, payload)
+        return self.intents.begin(key, action, payload)
 
     def stored(self, key: str) -> Intent | None:
         """The intent of ``key`` if one was begun (by this run or one before it)."""
@@ -148,11 +169,16 @@ class StepRunner:
         if outcome.stop is StopReason.LLM_ERROR:
             raise Halt(
                 CampaignState.STOPPED,
-                f"the LLM failed in {actor}'s step: {outcome.detail}. Nothing is lost: "
+                EndReason.ERROR,
+                f"LLMError: the LLM failed in {actor}'s step: {outcome.detail}. Nothing is lost: "
                 f"`rsilab resume {self.campaign_id}` runs the step again",
             )
         if outcome.stop is StopReason.WALL_TIME:
-            raise Halt(CampaignState.STOPPED, "wall budget spent; resume to continue")
+            raise Halt(
+                CampaignState.STOPPED,
+                EndReason.WALL_BUDGET,
+                "wall budget spent; resume to continue",
+            )
         return outcome
 
     def complete(self, begun: Intent, outcome: StepOutcome, extra: dict[str, Any]) -> None:
@@ -167,17 +193,18 @@ class StepRunner:
             "final_text": outcome.final_text[:RESULT_TEXT_CHARS],
             **extra,
         }
-        intents.complete(self.store, begun, result)
+        self.intents.complete(begun, result)
         if outcome.stop is StopReason.BUDGET:
             used = self.tokens.used()
             raise Halt(
                 CampaignState.FINISHED,
+                EndReason.BUDGET_SPENT,
                 f"token budget spent ({used} of {self.budget.tokens}): {outcome.detail}",
             )
 
     def skip(self, begun: Intent, why: str) -> None:
         """Complete a step that had nothing to do, without an LLM call."""
-        intents.complete(self.store, begun, {"stop": "skipped", "detail": why})
+        self.intents.complete(begun, {"stop": "skipped", "detail": why})
 
     def _step_budget(self) -> StepBudget:
         left = self.left()

@@ -19,7 +19,6 @@ from rsilab.orchestrator._llm_prompts import (
     task_block,
     worker_prompt,
 )
-from rsilab.orchestrator._llm_state import dev_score
 from rsilab.records import Direction, Experiment, Finding, FindingStatus, Orientation
 from rsilab.store import Store
 from rsilab.tasks import Task
@@ -68,7 +67,7 @@ def roster_block(store: Store, campaign_id: str, task: Task, team: list[str]) ->
     lines = ["The team:"]
     for name in team:
         mine = [e for e in exps if e.created_by == name]
-        scores = [s for e in mine if (s := dev_score(e, target.name)) is not None]
+        scores = [m.value for e in mine if (m := e.last_metric(target.name)) is not None]
         best = (max(scores) if target.higher_is_better else min(scores)) if scores else None
         a = now.get(name)
         oriented = f"{a.orientation} (since {a.id}: {a.reason[:_CUT]})" if a else "no orientation"

@@ -28,14 +28,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from rsilab.orchestrator import intents
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._door import RunnerError
 from rsilab.orchestrator._main import ACTED, WAIT, MainAgent
 from rsilab.orchestrator._state import CampaignView, Run
-from rsilab.orchestrator._stop import StopRequest
 from rsilab.orchestrator._threaded import TICK_S, ThreadedLoop
 from rsilab.orchestrator._workers import ACTION, Order, Worker, adopt
+from rsilab.orchestrator.campaign import DoneIntent, StopRequest
 from rsilab.records import CampaignState, Intent
 
 
@@ -110,7 +109,7 @@ class CampaignLoop(ThreadedLoop):
             return None
         if backlog and self.done + self.running >= budget:  # a smaller budget than before
             for order in backlog:
-                intents.abandon(self.ctx.store, _pending(view, order), "the budget was spent")
+                self.ctx.intents.abandon(_pending(view, order), "the budget was spent")
             backlog.clear()
         if self.done >= budget and not self.inflight:
             self.ctx.say("campaign", "experiment budget spent")
@@ -136,10 +135,8 @@ class CampaignLoop(ThreadedLoop):
 
     def _resume(self, order: Order, pool: ThreadPoolExecutor) -> None:
         """Run a pending order again as a new attempt (or adopt the run it already finished)."""
-        step = intents.begin(
-            self.ctx.store, self.ctx.campaign_id, order.key, ACTION, order.intent_payload()
-        )
-        if isinstance(step, intents.DoneIntent):
+        step = self.ctx.intents.begin(order.key, ACTION, order.intent_payload())
+        if isinstance(step, DoneIntent):
             return
         run = adopt(self.ctx, order, step)
         if run is not None:
@@ -148,10 +145,8 @@ class CampaignLoop(ThreadedLoop):
         self._start(order, step, pool)
 
     def _dispatch(self, order: Order, pool: ThreadPoolExecutor) -> None:
-        step = intents.begin(
-            self.ctx.store, self.ctx.campaign_id, order.key, ACTION, order.intent_payload()
-        )
-        assert not isinstance(step, intents.DoneIntent), f"{order.key} was done already"
+        step = self.ctx.intents.begin(order.key, ACTION, order.intent_payload())
+        assert not isinstance(step, DoneIntent), f"{order.key} was done already"
         self._start(order, step, pool)
 
     def _start(self, order: Order, step: Intent, pool: ThreadPoolExecutor) -> None:

@@ -16,11 +16,12 @@ that changed the next action, not only those that were followed.
 
 from __future__ import annotations
 
-from rsilab.agents.builtin import next_move, noise_floor_from, review_pair
+from rsilab.agents.builtin import next_move, review_pair
 from rsilab.orchestrator._context import RunContext, direction_share
 from rsilab.orchestrator._state import CampaignView, Run, dev_matrix
 from rsilab.orchestrator.measures import DEFAULT_RULE_NOTE
 from rsilab.records import DataTier, Direction, Recommendation
+from rsilab.stats import noise_floor_from
 
 REVIEW_EVERY = 3
 """The Reviewer looks at a search direction after every this many of its experiments."""

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rsilab.agents.builtin.team import KnobGroups, effect_tag, knob_groups
-from rsilab.expos.tools.review import welch_interval
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._team_state import TeamView
 from rsilab.records import DataTier, Finding, FindingStatus, Interval
+from rsilab.stats import welch_interval
 
 GROWTH = 2
 """More runs, over both groups, before an unresolved knob is published again (or a quarter

@@ -29,17 +29,16 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rsilab.orchestrator import intents
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._door import RunnerError
 from rsilab.orchestrator._state import Run
-from rsilab.orchestrator._stop import StopRequest
 from rsilab.orchestrator._team_leader import Leader, TeamSettings
 from rsilab.orchestrator._team_researcher import ACTED, VERIFIER, Researcher, Work
 from rsilab.orchestrator._team_state import TeamView
 from rsilab.orchestrator._team_voice import QueuedVoice
 from rsilab.orchestrator._threaded import ThreadedLoop
 from rsilab.orchestrator._workers import ACTION, Order, adopt
+from rsilab.orchestrator.campaign import DoneIntent, StopRequest
 from rsilab.records import CampaignState, DirectionState
 
 
@@ -127,7 +126,7 @@ class TeamLoop(ThreadedLoop):
         if self.backlog and done + self._running() >= budget:  # a smaller budget than before
             for order in self.backlog:
                 pending = next(i for i in tv.view.pending if i.key == order.key)
-                intents.abandon(self.ctx.store, pending, "the budget was spent")
+                self.ctx.intents.abandon(pending, "the budget was spent")
             self.backlog.clear()
         if self._lead(tv):
             return None
@@ -215,18 +214,14 @@ class TeamLoop(ThreadedLoop):
     # -- work on the researchers' threads -------------------------------------------------------
 
     def _dispatch(self, researcher: Researcher, order: Order) -> None:
-        step = intents.begin(
-            self.ctx.store, self.ctx.campaign_id, order.key, ACTION, order.intent_payload()
-        )
-        assert not isinstance(step, intents.DoneIntent), f"{order.key} was done already"
+        step = self.ctx.intents.begin(order.key, ACTION, order.intent_payload())
+        assert not isinstance(step, DoneIntent), f"{order.key} was done already"
         self._submit(Task(researcher.name, order), lambda: researcher.run_order(order, step))
 
     def _resume(self, researcher: Researcher, order: Order) -> None:
         """Run a pending order again as a new attempt (or adopt the run it already finished)."""
-        step = intents.begin(
-            self.ctx.store, self.ctx.campaign_id, order.key, ACTION, order.intent_payload()
-        )
-        if isinstance(step, intents.DoneIntent):
+        step = self.ctx.intents.begin(order.key, ACTION, order.intent_payload())
+        if isinstance(step, DoneIntent):
             return
         run = adopt(researcher.ctx, order, step)
         if run is not None:

@@ -38,12 +38,12 @@ from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._moves import Moves
 from rsilab.orchestrator._review import Reviewer
 from rsilab.orchestrator._state import Run, knobs_plan
-from rsilab.orchestrator._stop import StopRequest
 from rsilab.orchestrator._team_analyst import due, publish, settled_knobs
 from rsilab.orchestrator._team_moves import Move, contrast, effects_from, exploit, explore
 from rsilab.orchestrator._team_state import REFERENCE_TITLE, TeamView, plan_mark
 from rsilab.orchestrator._team_verify import conclude_verification, open_verification
 from rsilab.orchestrator._workers import Order, Worker
+from rsilab.orchestrator.campaign import StopRequest
 from rsilab.records import Assignment, Direction, Intent
 
 ACTED: Literal["acted"] = "acted"

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rsilab.agents.builtin import config_key, noise_floor_from
+from rsilab.agents.builtin import config_key
 from rsilab.memory import assignments_of
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._review import DEFAULT_NOISE_FLOOR
@@ -31,6 +31,7 @@ from rsilab.records import (
     Finding,
     Intent,
 )
+from rsilab.stats import noise_floor_from
 from rsilab.tasks import Knob
 
 REFERENCE_TITLE = "reference: the current version"

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rsilab.orchestrator import intents
 from rsilab.orchestrator._conclude import Concluder
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._review import Reviewer
 from rsilab.orchestrator._state import CONCLUDE_PREFIX, Run, knobs_plan
 from rsilab.orchestrator._team_state import plan_mark
+from rsilab.orchestrator.campaign import DoneIntent
 from rsilab.records import DirectionState
 
 
@@ -50,18 +50,16 @@ def conclude_verification(
     verify = view.dag.directions[verify_id]
     source_id = plan_mark(verify, "verifies")
     source = next(r for r in view.runs if r.experiment_id == source_id)
-    step = intents.begin(
-        ctx.store,
-        ctx.campaign_id,
+    step = ctx.intents.begin(
         f"{CONCLUDE_PREFIX}{verify_id}",
         "conclude",
         {"source": source_id},
     )
-    if isinstance(step, intents.DoneIntent):
+    if isinstance(step, DoneIntent):
         result = step.result
     else:
         result = _decide(ctx, reviewer, concluder, verify_id, source)
-        intents.complete(ctx.store, step, result)
+        ctx.intents.complete(step, result)
     advice, mean = str(result.get("advice")), float(result.get("mean", 0.0))
     if advice == "continue":
         outcome = f"accepted as {result['label']}" if result.get("accepted") else "not accepted"

@@ -16,7 +16,7 @@ from typing import Any
 
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._door import RunnerError
-from rsilab.orchestrator._stop import StopRequest
+from rsilab.orchestrator.campaign import StopRequest
 from rsilab.records import Job
 
 TICK_S = 0.25

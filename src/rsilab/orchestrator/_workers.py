@@ -29,10 +29,9 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from rsilab.orchestrator import intents
 from rsilab.orchestrator._context import RunContext
 from rsilab.orchestrator._state import EXP_PREFIX, Run, exp_index
-from rsilab.orchestrator._stop import StopRequest
+from rsilab.orchestrator.campaign import Intents, StopRequest
 from rsilab.records import DataTier, Evaluation, Experiment, ExperimentState, Intent
 from rsilab.store import Store
 
@@ -233,7 +232,7 @@ def _complete(
     }
     if score is None:
         result["failed"] = True
-    intents.complete(ctx.store, intent, result)
+    ctx.intents.complete(intent, result)
     return Run(
         order.n,
         experiment_id,
@@ -248,7 +247,5 @@ def _complete(
 def kept_for_resume(store: Store, campaign_id: str) -> Callable[[Experiment], bool]:
     """Whether an open experiment belongs to a pending ``exp:<n>`` intent (the resume's new
     attempt continues it, so recovery must leave it open)."""
-    keys = [
-        i.key for i in intents.pending_intents(store, campaign_id) if i.key.startswith(EXP_PREFIX)
-    ]
+    keys = [i.key for i in Intents(store, campaign_id).pending() if i.key.startswith(EXP_PREFIX)]
     return lambda e: any(e.description.startswith(tag(k)) for k in keys)

@@ -52,7 +52,7 @@ from rsilab.memory import (
 )
 from rsilab.memory.assignments import ORIENTATION_PREFIX, assignments_of
 from rsilab.orchestrator._door import Door
-from rsilab.orchestrator._llm_state import dev_score
+from rsilab.orchestrator.campaign.writer import write
 from rsilab.records import (
     Adoption,
     Assignment,
@@ -61,7 +61,6 @@ from rsilab.records import (
     CandidateState,
     Direction,
     EdgeRelation,
-    EventDraft,
     Experiment,
     ExperimentState,
     Finding,
@@ -72,7 +71,7 @@ from rsilab.records import (
     RevisionProposal,
     Role,
 )
-from rsilab.store.base import Store
+from rsilab.store.base import Store, StoreReader
 from rsilab.tasks import Task
 
 __all__ = ["REVIEWER", "campaign_review_of", "review_team_campaign"]
@@ -93,7 +92,7 @@ OPPOSITE = {"raise": "lower", "lower": "raise", "change": "keep", "keep": "chang
 assert set(OPPOSITE) == set(VERBS)
 
 
-def campaign_review_of(store: Store, campaign_id: str) -> CampaignReview | None:
+def campaign_review_of(store: StoreReader, campaign_id: str) -> CampaignReview | None:
     """The review of ``campaign_id``, if it has one."""
     found = store.query_as(CampaignReview, campaign_id=campaign_id)
     return min(found, key=lambda r: r.created_at) if found else None
@@ -125,13 +124,8 @@ def review_team_campaign(store: Store, task: Task, campaign_id: str, door: Door)
         conclusion=_conclusion(orientations, made),
     )
     accepted = sum(1 for p in made if p.accepted)
-    draft = EventDraft(
-        actor=REVIEWER,
-        role=str(Role.CONTROLLER),
-        action="campaign_reviewed",
-        detail=f"{campaign_id}: {accepted} of {len(made)} proposed revisions made",
-    )
-    store.commit(draft, [review])
+    detail = f"{campaign_id}: {accepted} of {len(made)} proposed revisions made"
+    write(store, "campaign_reviewed", [review], detail=detail, actor=REVIEWER)
     return review
 
 
@@ -179,7 +173,7 @@ class _Records:
         first: float | None = None
         best = float("-inf")
         for e in exps:
-            score = dev_score(e, target.name)
+            score = dev.value if (dev := e.last_metric(target.name)) is not None else None
             if score is None or e.state is ExperimentState.FAILED:
                 continue
             score *= sign

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from rsilab.records import Direction, DirectionState, EdgeRelation, Experiment, Review
-from rsilab.store import Store
+from rsilab.store import StoreReader
 
 
 class DagEdge(NamedTuple):
@@ -34,7 +34,7 @@ class ResearchDag:
     reviews: dict[str, list[Review]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, store: Store, campaign_id: str) -> ResearchDag:
+    def load(cls, store: StoreReader, campaign_id: str) -> ResearchDag:
         """Read the campaign's directions, experiments and reviews from ``store``.
 
         Edges to directions outside the campaign (which the tools do not allow to be made)

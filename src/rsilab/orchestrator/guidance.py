@@ -10,7 +10,8 @@ and which step saw it, which is what an account of "guidance unstuck a plateau" 
 from __future__ import annotations
 
 from rsilab.errors import ConflictError, NotFoundError, UserError
-from rsilab.records import Campaign, EventDraft, Guidance, Role, utc_now
+from rsilab.orchestrator.campaign.writer import write
+from rsilab.records import Campaign, Guidance, Role, utc_now
 from rsilab.store import Store
 
 MAX_GUIDANCE_CHARS = 4000
@@ -46,14 +47,15 @@ def give_guidance(
             "start a new campaign with `rsilab run` and guide that one",
         )
     guidance = Guidance(campaign_id=campaign.id, text=text, given_by=actor)
-    draft = EventDraft(
-        actor=actor,
-        role=str(role),
-        action="guidance_given",
+    write(
+        store,
+        "guidance_given",
+        [guidance],
         campaign_id=campaign.id,
         detail=f"{guidance.id}: {text[:200]}",
+        actor=actor,
+        role=role,
     )
-    store.commit(draft, [guidance])
     return guidance
 
 
@@ -75,15 +77,17 @@ def mark_guidance_read(
     if current.read_at is not None:
         return current
     read = current.model_copy(update={"read_at": utc_now(), "read_by": reader})
-    draft = EventDraft(
-        actor=reader,
-        role=str(role),
-        action="guidance_read",
-        campaign_id=current.campaign_id,
-        detail=f"{current.id} read at the planning step of {reader}",
-    )
+    detail = f"{current.id} read at the planning step of {reader}"
     try:
-        store.commit(draft, [read])
+        write(
+            store,
+            "guidance_read",
+            [read],
+            campaign_id=current.campaign_id,
+            detail=detail,
+            actor=reader,
+            role=role,
+        )
     except ConflictError:  # read meanwhile by someone else: theirs stands
         return store.get_as(guidance.id, Guidance)
     return read

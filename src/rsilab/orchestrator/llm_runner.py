@@ -32,40 +32,89 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from rsilab.agents.llm import ChatModel, resolve_chat_model
-from rsilab.controller.lineage import find_lineage
 from rsilab.errors import UserError
 from rsilab.expos.services import LabServices
-from rsilab.orchestrator import intents
 from rsilab.orchestrator._llm_prompts import Left, main_prompt, reviewer_prompt, worker_prompt
 from rsilab.orchestrator._llm_state import (
     assign_workers,
-    dev_score,
     last_round,
     step_key,
     unreviewed,
 )
 from rsilab.orchestrator._llm_step import MAX_TURNS, Halt, StepRunner
-from rsilab.orchestrator.campaign_run import (
-    ACTOR,
+from rsilab.orchestrator.campaign import (
+    CampaignPolicy,
     CampaignResult,
+    CampaignSession,
+    DoneIntent,
+    Ending,
     ProgressFn,
-    campaign_result,
-    set_campaign_state,
-    start_or_find_campaign,
+    StopRequest,
+    run_policy,
 )
 from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.guidance import mark_guidance_read, unread_guidance
-from rsilab.orchestrator.lease import acquire_lease
-from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.records import Campaign, CampaignState, Candidate, Direction, Experiment, Intent, Role
+from rsilab.records import CampaignState, Candidate, Direction, EndReason, Experiment, Intent, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
-__all__ = ["MAX_IDLE_ROUNDS", "MAX_TURNS", "run_llm_campaign"]
+__all__ = ["MAX_IDLE_ROUNDS", "MAX_TURNS", "LlmPolicy", "run_llm_campaign"]
 
 MAIN, REVIEWER = "main", "reviewer"
 MAX_IDLE_ROUNDS = 3
 """Rounds in a row without a new experiment after which the campaign stops (resumable)."""
+
+
+class LlmPolicy(CampaignPolicy):
+    """LLM agents in Main, Worker and Reviewer steps (see the module).
+
+    ``agents`` is ``openai:MODEL`` or ``anthropic:MODEL`` ("" takes the lab's ``[llm]``
+    table); the model is built from it, the table and the environment (see
+    :func:`resolve_chat_model`) unless ``model`` is given, in which case ``agents`` is only
+    recorded and the caller closes the model. All roles share one model, so a
+    ``TokenBudget`` on it caps the whole run. The settings record the spec, budget, workers
+    and seed (which the LLM runner does not otherwise use: model sampling is not seeded).
+
+    Raises:
+        UserError: ``agents`` is ``builtin`` or malformed, or its API key is missing
+            (checked here, before anything is written).
+    """
+
+    slots: int | None = None  # the machine's
+
+    def __init__(
+        self,
+        lab: Lab,
+        *,
+        agents: str,
+        budget: Budget,
+        workers: int = 1,
+        seed: int = 0,
+        on_progress: ProgressFn | None = None,
+        model: ChatModel | None = None,
+        extra_settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.chat = model or _model_for(agents, lab)
+        self.own_model = model is None
+        self.spec = agents.strip() or self.chat.name  # "" defers to the [llm] table
+        self.budget, self.workers, self.seed = budget, workers, seed
+        self.on_progress = on_progress
+        self.extra = dict(extra_settings or {})
+
+    def settings(self) -> dict[str, Any]:
+        own = {"agents": self.spec, "budget": str(self.budget), "workers": self.workers}
+        return {**self.extra, **own, "seed": self.seed}
+
+    def rounds(self, session: CampaignSession) -> _Rounds:
+        """The round loop of this run."""
+        return _Rounds(session, self.workers, self.chat, self.on_progress)
+
+    def run(self, session: CampaignSession) -> Ending:
+        return self.rounds(session).loop(session.check)
+
+    def close(self) -> None:
+        if self.own_model:
+            self.chat.close()
 
 
 def run_llm_campaign(
@@ -81,95 +130,32 @@ def run_llm_campaign(
     services: LabServices | None = None,
     model: ChatModel | None = None,
     extra_settings: Mapping[str, Any] | None = None,
+    stop: StopRequest | None = None,
 ) -> CampaignResult:
-    """Run a new campaign on ``task`` with LLM agents (or resume ``campaign_id``).
+    """Run a new campaign on ``task`` with LLM agents (or resume ``campaign_id``):
+    :class:`LlmPolicy` through :func:`~rsilab.orchestrator.campaign.run_policy`.
 
-    ``agents`` is ``openai:MODEL`` or ``anthropic:MODEL`` ("" takes the lab's ``[llm]``
-    table); the model is built from it, the table and the environment (see
-    :func:`resolve_chat_model`) unless ``model`` is given, in which case ``agents`` is only
-    recorded. All roles share one model, so a ``TokenBudget`` on it caps the whole run. The
-    campaign's settings record the spec, budget, workers and seed (which the LLM runner does
-    not otherwise use: model sampling is not seeded), and ``extra_settings`` besides.
+    ``stop`` drains: no step starts after a request, the running ones finish, and the
+    campaign ends ``stopped`` (``stopped_by_user``).
 
     Raises:
         UserError: ``agents`` is ``builtin`` or malformed, its API key is missing (checked
             before anything is written), or ``campaign_id`` names no campaign.
         LeaseHeld: another process runs the campaign.
     """
-    chat = model or _model_for(agents, lab)
-    spec = agents.strip() or chat.name  # "" defers to the [llm] table: record its choice
-    settings = {
-        **(extra_settings or {}),
-        "agents": spec,
-        "budget": str(budget),
-        "workers": workers,
-        "seed": seed,
-    }
-
-    def rounds(campaign: Campaign, steps_services: LabServices) -> _Rounds:
-        return _Rounds(lab, task, steps_services, campaign.id, budget, workers, chat, on_progress)
-
-    return drive_llm_campaign(
+    policy = LlmPolicy(
         lab,
-        task,
-        chat,
-        settings,
-        rounds,
-        own_model=model is None,
-        services=services,
-        campaign_id=campaign_id,
+        agents=agents,
+        budget=budget,
+        workers=workers,
+        seed=seed,
+        on_progress=on_progress,
+        model=model,
+        extra_settings=extra_settings,
     )
-
-
-def drive_llm_campaign(
-    lab: Lab,
-    task: Task,
-    chat: ChatModel,
-    settings: dict[str, Any],
-    make_rounds: Callable[[Campaign, LabServices], _Rounds],
-    *,
-    own_model: bool,
-    services: LabServices | None = None,
-    campaign_id: str | None = None,
-    prepare: Callable[[LabServices], None] | None = None,
-    on_finished: Callable[[Campaign, _Rounds], None] | None = None,
-    slots: int | None = None,
-) -> CampaignResult:
-    """What every LLM campaign runs around its rounds: the baseline when missing, the
-    campaign opened (``settings``) or found, the lease, recovery, the rounds, the final state;
-    ``chat`` is closed at the end when ``own_model``. ``prepare`` runs before the campaign is
-    opened; ``on_finished`` runs when the rounds end it finished, before it is marked so (its
-    tools still answer). Without ``services``, its own run ``slots`` jobs at once (default:
-    the machine's) and are closed at the end."""
-    own = services is None
-    services = services or LabServices(lab, judge_in_background=False, slots=slots)
-    try:
-        if find_lineage(lab.store, task.name, services.lineage) is None:
-            services.controller(task).baseline(actor=ACTOR)
-        if prepare is not None:
-            prepare(services)
-        campaign = start_or_find_campaign(lab, task, settings, campaign_id)
-        if campaign is None:
-            assert campaign_id is not None
-            return campaign_result(
-                lab,
-                campaign_id,
-                "nothing to do: the campaign is finished (records of a "
-                "finished campaign are final; start a new one with `rsilab run`)",
-            )
-        with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
-            recover_campaign(lab.store, lease)
-            runner = make_rounds(campaign, services)
-            state, message = runner.loop(lease.check)
-            if state is CampaignState.FINISHED and on_finished is not None:
-                on_finished(campaign, runner)
-            set_campaign_state(lab, campaign.id, state)
-        return campaign_result(lab, campaign.id, message)
-    finally:
-        if own_model:
-            chat.close()
-        if own:
-            services.close()
+    return run_policy(
+        lab, task, policy, budget=budget, campaign_id=campaign_id, services=services, stop=stop
+    )
 
 
 def _model_for(agents: str, lab: Lab) -> ChatModel:
@@ -202,22 +188,21 @@ class _Rounds:
 
     def __init__(
         self,
-        lab: Lab,
-        task: Task,
-        services: LabServices,
-        campaign_id: str,
-        budget: Budget,
+        session: CampaignSession,
         workers: int,
         model: ChatModel,
         on_progress: ProgressFn | None,
     ) -> None:
-        self.store, self.task, self.budget = lab.store, task, budget
+        self.store, self.task, self.budget = session.lab.store, session.task, session.budget
         self.workers = max(1, workers)
-        self.campaign_id = campaign_id
-        self.steps = StepRunner(lab, services, campaign_id, budget, model, on_progress)
+        self.campaign_id = session.campaign_id
+        self.steps = StepRunner(
+            session.lab, session.services, self.campaign_id, self.budget, model, on_progress,
+            session.intents, session.stop,
+        )  # fmt: skip
 
-    def loop(self, check: Callable[[], None]) -> tuple[CampaignState, str]:
-        """Run rounds until a budget or the agents end the campaign; its state and why."""
+    def loop(self, check: Callable[[], None]) -> Ending:
+        """Run rounds until a budget, a stop request or the agents end the campaign."""
         self.steps.check = check
         round_no, idle = max(1, last_round(self.store, self.campaign_id)), 0
         try:
@@ -226,28 +211,37 @@ class _Rounds:
                 self._round(round_no)
                 after = self.steps.experiments()
                 if after >= self.budget.experiments:
-                    raise Halt(CampaignState.FINISHED, "experiment budget spent")
+                    raise Halt(
+                        CampaignState.FINISHED, EndReason.BUDGET_SPENT, "experiment budget spent"
+                    )
                 idle = 0 if after > before else idle + 1
                 if idle >= MAX_IDLE_ROUNDS:
                     raise Halt(
                         CampaignState.STOPPED,
+                        EndReason.IDLE,
                         f"{idle} rounds without a new experiment; give guidance with "
                         f"`rsilab guide {self.campaign_id} TEXT` and resume",
                     )
                 round_no += 1
         except Halt as halt:
-            self.steps.say("campaign", halt.message)
-            return halt.state, halt.message
+            self.steps.say("campaign", halt.ending.message)
+            return halt.ending
         except KeyboardInterrupt:
             self.steps.say("campaign", "interrupted; resume to continue")
-            return CampaignState.STOPPED, "interrupted; resume to continue"
+            return Ending(
+                CampaignState.STOPPED, EndReason.STOPPED_BY_USER, "interrupted; resume to continue"
+            )
 
     def _round(self, round_no: int) -> None:
         if self.steps.experiments() < self.budget.experiments:
             assignments = self._main(round_no)
             if not ResearchDag.load(self.store, self.campaign_id).frontier():
                 self.steps.gate()  # a spent budget explains an empty plan better
-                raise Halt(CampaignState.FINISHED, "the Main agent left no open direction")
+                raise Halt(
+                    CampaignState.FINISHED,
+                    EndReason.AGENTS_DONE,
+                    "the Main agent left no open direction",
+                )
             self._workers(round_no, assignments)
         self._reviewer(round_no)
 
@@ -271,7 +265,7 @@ class _Rounds:
     def _main(self, round_no: int) -> list[str]:
         """The planning step; the directions its Workers take (stored, so a resume agrees)."""
         begun = self.steps.begin(step_key(round_no, MAIN), "main_step", {})
-        if isinstance(begun, intents.DoneIntent):
+        if isinstance(begun, DoneIntent):
             return [str(i) for i in begun.result.get("assignments", [])]
         guidance = unread_guidance(self.store, self.campaign_id)
         prompt = main_prompt(
@@ -296,7 +290,7 @@ class _Rounds:
     def _worker(self, round_no: int, actor: str, direction_id: str) -> None:
         payload = {"direction_id": direction_id}
         begun = self.steps.begin(step_key(round_no, actor), "worker_step", payload)
-        if isinstance(begun, intents.DoneIntent):
+        if isinstance(begun, DoneIntent):
             return
         direction = self.store.get_as(direction_id, Direction)
         if direction.is_finished():  # closed since a Main step assigned it
@@ -346,7 +340,7 @@ class _Rounds:
         else:
             payload = {"direction_ids": sorted(todo)}
         begun = self.steps.begin(key, "reviewer_step", payload)
-        if isinstance(begun, intents.DoneIntent):
+        if isinstance(begun, DoneIntent):
             return
         if not todo:
             self.steps.skip(begun, "everything was reviewed")
@@ -365,9 +359,11 @@ class _Rounds:
         the campaign's candidates before the step)."""
         target = self.task.targets[0].name
         exps = self.store.query_as(Experiment, campaign_id=self.campaign_id)
-        best = max((s for e in exps if (s := dev_score(e, target)) is not None), default=None)
+        best = max(
+            (dev.value for e in exps if (dev := e.last_metric(target)) is not None), default=None
+        )
         for exp in (e for e in exps if e.id in {m.id for m in made}):
-            score = dev_score(exp, target)
+            score = dev.value if (dev := exp.last_metric(target)) is not None else None
             shown = f"dev {target} {score:.4f}" if score is not None else "no dev score"
             message = f"experiment {exp.id} [{direction.title}] {exp.state}: {shown}"
             self.steps.say("experiment", message, score, best)

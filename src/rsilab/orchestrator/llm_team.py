@@ -30,25 +30,86 @@ from rsilab.agents.roles import ensure_team_orientations
 from rsilab.expos.services import LabServices
 from rsilab.memory import current_assignments, ensure_builtin_skills, require_team, team_members
 from rsilab.memory.assignments import ORIENTATION_PREFIX
-from rsilab.orchestrator import intents
 from rsilab.orchestrator._llm_state import step_key
 from rsilab.orchestrator._llm_team_prompts import leader_prompt, researcher_prompt
-from rsilab.orchestrator.campaign_review import review_team_campaign
-from rsilab.orchestrator.campaign_run import (
+from rsilab.orchestrator.campaign import (
     ACTOR,
     CampaignResult,
+    CampaignSession,
+    DoneIntent,
     ProgressFn,
+    StopRequest,
+    run_policy,
 )
-from rsilab.orchestrator.llm_runner import _model_for, _Rounds, drive_llm_campaign, run_at_once
-from rsilab.records import Campaign, Direction, Orientation, Role
+from rsilab.orchestrator.campaign_review import review_team_campaign
+from rsilab.orchestrator.llm_runner import LlmPolicy, _Rounds, run_at_once
+from rsilab.records import Direction, Orientation, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 
-__all__ = ["LEADER", "run_llm_team_campaign"]
+__all__ = ["LEADER", "LlmTeamPolicy", "run_llm_team_campaign"]
 
 LEADER = "leader"
 LINE_TITLE = "line of work"
 """A researcher's own direction is titled ``<researcher>: line of work``."""
+
+
+class LlmTeamPolicy(LlmPolicy):
+    """An LLM research team: a Leader step, researcher steps, a Reviewer step per round.
+
+    ``agents`` and ``model`` are :class:`~rsilab.orchestrator.llm_runner.LlmPolicy`'s (all
+    agents share one model). A resumed campaign keeps its team.
+
+    Raises:
+        UserError: ``team`` below 1, ``agents`` is ``builtin`` or its API key is missing
+            (before anything is written).
+    """
+
+    def __init__(
+        self,
+        lab: Lab,
+        *,
+        agents: str,
+        team: int,
+        budget: Budget,
+        seed: int = 0,
+        on_progress: ProgressFn | None = None,
+        model: ChatModel | None = None,
+    ) -> None:
+        require_team(team)
+        super().__init__(
+            lab, agents=agents, budget=budget, workers=team, seed=seed,
+            on_progress=on_progress, model=model,
+        )  # fmt: skip
+        self.team = team
+        self.slots = max(2, team)
+        self.last: _TeamRounds | None = None
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "agents": self.spec,
+            "budget": str(self.budget),
+            "team": self.team,
+            "seed": self.seed,
+        }
+
+    def prepare(self, lab: Lab, services: LabServices) -> None:
+        ensure_team_orientations(lab.store, actor=ACTOR)
+        ensure_builtin_skills(lab.store, actor=ACTOR)  # researchers see the lab's skills
+
+    def rounds(self, session: CampaignSession) -> _Rounds:
+        names = team_members(session.campaign.settings)  # a resumed campaign keeps its team
+        self.last = _TeamRounds(session, names, self.chat, self.on_progress)
+        return self.last
+
+    def conclude(self, session: CampaignSession) -> None:
+        """The campaign review, as for a built-in team."""
+        assert self.last is not None
+        steps = self.last.steps
+        made = review_team_campaign(
+            session.lab.store, session.task, session.campaign_id, steps.door
+        )
+        steps.say("review", f"campaign review {made.id}: {made.conclusion}")
 
 
 def run_llm_team_campaign(
@@ -63,46 +124,22 @@ def run_llm_team_campaign(
     campaign_id: str | None = None,
     services: LabServices | None = None,
     model: ChatModel | None = None,
+    stop: StopRequest | None = None,
 ) -> CampaignResult:
-    """Run a new LLM team campaign on ``task`` (or resume ``campaign_id``); see the module.
-
-    ``agents`` and ``model`` are :func:`~rsilab.orchestrator.llm_runner.run_llm_campaign`'s
-    (all agents share one model). A resumed campaign keeps its team.
+    """Run a new LLM team campaign on ``task`` (or resume ``campaign_id``):
+    :class:`LlmTeamPolicy` through :func:`~rsilab.orchestrator.campaign.run_policy`.
 
     Raises:
         UserError: ``team`` below 1, ``agents`` is ``builtin`` or its API key is missing
             (before anything is written), or ``campaign_id`` names no campaign.
         LeaseHeld: another process runs the campaign.
     """
-    require_team(team)
-    chat = model or _model_for(agents, lab)
-    spec = agents.strip() or chat.name
-    settings: dict[str, Any] = {"agents": spec, "budget": str(budget), "team": team, "seed": seed}
-
-    def prepare(_services: LabServices) -> None:
-        ensure_team_orientations(lab.store, actor=ACTOR)
-        ensure_builtin_skills(lab.store, actor=ACTOR)  # researchers see the lab's skills
-
-    def rounds(campaign: Campaign, steps_services: LabServices) -> _Rounds:
-        names = team_members(campaign.settings)  # a resumed campaign keeps its team
-        return _TeamRounds(lab, task, steps_services, campaign.id, budget, names, chat, on_progress)
-
-    def review(campaign: Campaign, finished: _Rounds) -> None:
-        made = review_team_campaign(lab.store, task, campaign.id, finished.steps.door)
-        finished.steps.say("review", f"campaign review {made.id}: {made.conclusion}")
-
-    return drive_llm_campaign(
-        lab,
-        task,
-        chat,
-        settings,
-        rounds,
-        own_model=model is None,
-        services=services,
-        slots=max(2, team),
-        campaign_id=campaign_id,
-        prepare=prepare,
-        on_finished=review,
+    policy = LlmTeamPolicy(
+        lab, agents=agents, team=team, budget=budget, seed=seed, on_progress=on_progress,
+        model=model,
+    )  # fmt: skip
+    return run_policy(
+        lab, task, policy, budget=budget, campaign_id=campaign_id, services=services, stop=stop
     )
 
 
@@ -111,16 +148,12 @@ class _TeamRounds(_Rounds):
 
     def __init__(
         self,
-        lab: Lab,
-        task: Task,
-        services: LabServices,
-        campaign_id: str,
-        budget: Budget,
+        session: CampaignSession,
         names: list[str],
         model: ChatModel,
         on_progress: ProgressFn | None,
     ) -> None:
-        super().__init__(lab, task, services, campaign_id, budget, len(names), model, on_progress)
+        super().__init__(session, len(names), model, on_progress)
         self.names = names
 
     def _round(self, round_no: int) -> None:
@@ -131,7 +164,7 @@ class _TeamRounds(_Rounds):
 
     def _leader(self, round_no: int) -> None:
         begun = self.steps.begin(step_key(round_no, LEADER), "leader_step", {})
-        if isinstance(begun, intents.DoneIntent):
+        if isinstance(begun, DoneIntent):
             return
         prompt = leader_prompt(
             self.store,
@@ -162,7 +195,7 @@ class _TeamRounds(_Rounds):
         if self.steps.experiments() >= self.budget.experiments:
             return
         begun = self.steps.begin(step_key(round_no, name), "researcher_step", {})
-        if isinstance(begun, intents.DoneIntent):
+        if isinstance(begun, DoneIntent):
             return
         assignment = current_assignments(self.store, self.campaign_id)[name]
         orientation = self.store.get_as(assignment.orientation_id, Orientation)

@@ -29,20 +29,19 @@ from rsilab.controller.lineage import find_lineage
 from rsilab.errors import RsilabError, UserError
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator._evolution_log import (
+    RoundPolicy,
     agent_tool_calls,
     append_round,
     commit_evolution,
     end_evolution,
     round_campaigns,
-    settle_round,
-    stop_open_rounds,
 )
 from rsilab.orchestrator._harness_round import (
     IMPROVER_ACTOR,
+    HarnessRoundPolicy,
     ImproverEnd,
     ImproverJob,
     ImproverRunner,
-    run_harness_round,
 )
 from rsilab.orchestrator._improvers import (
     ImproverKind,
@@ -52,18 +51,18 @@ from rsilab.orchestrator._improvers import (
     starting_manifest,
     version_manifest,
 )
-from rsilab.orchestrator._stop import EvolutionStop
-from rsilab.orchestrator.campaign_run import (
+from rsilab.orchestrator.campaign import (
     ACTOR,
+    CampaignPolicy,
+    EvolutionStop,
     Progress,
     ProgressFn,
-    set_campaign_state,
-    start_or_find_campaign,
+    run_policy,
 )
-from rsilab.orchestrator.llm_runner import run_llm_campaign
-from rsilab.orchestrator.runner import run_campaign
+from rsilab.orchestrator.llm_runner import LlmPolicy
+from rsilab.orchestrator.runner import BuiltinPolicy
 from rsilab.records import (
-    CampaignState,
+    EndReason,
     Evolution,
     EvolutionRound,
     EvolutionState,
@@ -195,8 +194,7 @@ class _Evolving:
             message = self._rounds(rounds)
         except KeyboardInterrupt:
             message = "stopped by a person"
-        except RsilabError as exc:  # recorded, then the caller hears of it
-            stop_open_rounds(self.lab, self.evolution_id)
+        except RsilabError as exc:  # the round's campaign ended on it; the caller hears of it
             self._end(EvolutionState.STOPPED, f"ended by an error: {exc}")
             raise
         state = EvolutionState.STOPPED if message else EvolutionState.FINISHED
@@ -228,15 +226,13 @@ class _Evolving:
         interrupted = False
         try:
             note = self._campaign(number, version, settings)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # before its campaign's run began (its baseline, say)
             interrupted, note = True, "interrupted"
         campaign = round_campaigns(self.lab, self.evolution_id).get(number)
         if campaign is None:  # stopped before its campaign was opened
             return "stopped by a person" if interrupted or self.stop.asked else note
-        person = interrupted or self.stop.asked
-        state = settle_round(self.lab, campaign.id, person)
-        if not person and campaign.state == CampaignState.STOPPED:
-            note += "; its runner stopped it (its wall budget, say), so the round is over"
+        person = interrupted or self.stop.asked or campaign.end_reason is EndReason.STOPPED_BY_USER
+        state = campaign.state
         after = self._require_head()
         entry = EvolutionRound(
             round=number,
@@ -262,41 +258,33 @@ class _Evolving:
     def _campaign(
         self, number: int, version: SystemVersion | None, settings: dict[str, object]
     ) -> str:
-        """Run the round's campaign; how it ended, in words."""
+        """Run the round's campaign (one call into the lifecycle); how it ended, in words."""
+        policy = RoundPolicy(self._policy(number, version, settings))
+        result = run_policy(
+            self.lab, self.task, policy, budget=self.budget, stop=self.stop.for_round()
+        )
+        return result.message
+
+    def _policy(
+        self, number: int, version: SystemVersion | None, settings: dict[str, object]
+    ) -> CampaignPolicy:
+        """Who decides in round ``number``: rsilab's runners, or a harness's improve command."""
         seed = self.seed + number - 1
         if self.spec.kind is ImproverKind.BUILTIN:
-            stop = self.stop.for_round()
-            result = run_campaign(
-                self.lab,
-                self.task,
-                budget=self.budget,
-                seed=seed,
-                on_progress=self.on_progress,
-                stop=stop,
+            return BuiltinPolicy(
+                budget=self.budget, seed=seed, on_progress=self.on_progress,
                 extra_settings=settings,
-            )
-            return result.message
+            )  # fmt: skip
         if self.spec.kind is ImproverKind.LLM:
-            result = run_llm_campaign(
-                self.lab,
-                self.task,
-                agents=self.spec.agents,
-                budget=self.budget,
-                seed=seed,
-                on_progress=self.on_progress,
-                extra_settings=settings,
-            )
-            return result.message
+            return LlmPolicy(
+                self.lab, agents=self.spec.agents, budget=self.budget, seed=seed,
+                on_progress=self.on_progress, extra_settings=settings,
+            )  # fmt: skip
         assert version is not None and self.run_improver is not None
-        own = {"agents": "harness", "budget": str(self.budget), "workers": 1, "seed": seed}
-        campaign = start_or_find_campaign(self.lab, self.task, {**settings, **own}, None)
-        assert campaign is not None
-        title = f"round {number}: {settings['improver']}"
-        note = run_harness_round(
-            self.lab, campaign.id, version, self.budget, self.run_improver, title, seed
-        )
-        set_campaign_state(self.lab, campaign.id, CampaignState.FINISHED)
-        return note
+        return HarnessRoundPolicy(
+            version, budget=self.budget, run_improver=self.run_improver,
+            title=f"round {number}: {settings['improver']}", seed=seed, extra_settings=settings,
+        )  # fmt: skip
 
     def _improver_version(self, head: SystemVersion) -> SystemVersion | None:
         """The version whose harness improves this round (None for rsilab's runners)."""

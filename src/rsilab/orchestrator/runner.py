@@ -1,11 +1,11 @@
-"""The campaign runner with the built-in (no-LLM) policy: Main, parallel Workers, a Reviewer.
+"""The built-in (no-LLM) policy: Main, parallel Workers, a Reviewer.
 
-:func:`run_campaign` opens (or resumes) a campaign, takes its lease, recovers what a dead
-runner left behind (:mod:`rsilab.orchestrator.recovery`) and runs the loop
-(:mod:`rsilab.orchestrator._loop`) until the budget is spent or it is asked to stop. Every
-action goes through the Experiment OS tools with its role (:mod:`rsilab.orchestrator._door`):
-Main with no workspace, each Worker in its own folder under
-``<lab>/workspaces/<campaign>/<worker>``, the Reviewer. The parts, one job each:
+:class:`BuiltinPolicy` runs a campaign through the lifecycle
+(:mod:`rsilab.orchestrator.campaign`) with the loop (:mod:`rsilab.orchestrator._loop`) until
+the budget is spent or it is asked to stop. Every action goes through the Experiment OS tools
+with its role (:mod:`rsilab.orchestrator._door`): Main with no workspace, each Worker in its
+own folder under ``<lab>/workspaces/<campaign>/<worker>``, the Reviewer. The parts, one job
+each:
 
 - :mod:`~rsilab.orchestrator._main`: Main's next step, from the records (reviews decide when
   they speak; UCB over directions otherwise);
@@ -22,52 +22,109 @@ attempt). A finished campaign is final.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from rsilab.controller.lineage import find_lineage
 from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
 from rsilab.memory import ensure_builtin_skills, fresh_seeds
 from rsilab.orchestrator._context import RunContext, Voice
 from rsilab.orchestrator._door import Door, RunnerError
 from rsilab.orchestrator._loop import CampaignLoop
-from rsilab.orchestrator._stop import StopRequest
 from rsilab.orchestrator._workers import kept_for_resume
 from rsilab.orchestrator.ablation import Ablation, ablations_from, ablations_setting
-from rsilab.orchestrator.campaign_run import (
+from rsilab.orchestrator.campaign import (
     ACTOR,
     AcceptedVersion,
+    CampaignPolicy,
     CampaignResult,
+    CampaignSession,
+    Ending,
     Progress,
     ProgressFn,
-    campaign_result,
-    record_budget,
-    set_campaign_state,
-    start_or_find_campaign,
+    StopRequest,
+    run_policy,
     task_of,
 )
-from rsilab.orchestrator.lease import acquire_lease
-from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.store import Lab
+from rsilab.records import CampaignState, EndReason, Experiment
+from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
 
 __all__ = [
     "Ablation",
     "AcceptedVersion",
+    "BuiltinPolicy",
     "CampaignResult",
     "Progress",
     "ProgressFn",
     "RunnerError",
     "StopRequest",
     "run_campaign",
+    "stopped_ending",
     "task_of",
 ]
 
-FINISHED_MESSAGE = (
-    "nothing to do: the campaign is finished (records of a finished campaign are final; "
-    "start a new one with `rsilab run`)"
-)
+
+class BuiltinPolicy(CampaignPolicy):
+    """Main, up to ``workers`` Workers at once and a Reviewer, deciding without an LLM.
+
+    A resumed campaign keeps the seed and ablations it started with; ``workers`` is this
+    run's. Without Workers (an ablation) Main runs each experiment itself, one at a time.
+    """
+
+    def __init__(
+        self,
+        *,
+        budget: Budget,
+        workers: int = 1,
+        seed: int = 0,
+        on_progress: ProgressFn | None = None,
+        ablate: Collection[Ablation] = (),
+        extra_settings: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.budget, self.seed, self.on_progress = budget, seed, on_progress
+        self.ablate = frozenset(ablate)
+        self.workers = 1 if Ablation.WORKERS in self.ablate else workers
+        self.extra = dict(extra_settings or {})
+        self.slots = min(max(2, workers), max(2, available_cores()))
+
+    def settings(self) -> dict[str, Any]:
+        own: dict[str, Any] = {
+            "agents": "builtin",
+            "budget": str(self.budget),
+            "workers": self.workers,
+            "seed": self.seed,
+        }
+        if self.ablate:
+            own["ablate"] = ablations_setting(self.ablate)
+        return {**self.extra, **own}
+
+    def keep_open(self, store: Store, campaign_id: str) -> Callable[[Experiment], bool]:
+        return kept_for_resume(store, campaign_id)
+
+    def run(self, session: CampaignSession) -> Ending:
+        lab, campaign = session.lab, session.campaign
+        seed = int(campaign.settings.get("seed", self.seed))
+        ablations = ablations_from(campaign.settings.get("ablate"))
+        workers = 1 if Ablation.WORKERS in ablations else self.workers  # and so on resume
+        door = Door(lab, session.services, campaign.id, lab.path / "workspaces" / campaign.id)
+        voice = Voice(self.on_progress, session.budget)
+        seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
+        ctx = RunContext(
+            lab, session.task, campaign.id, session.budget, seed, door, voice,
+            session.intents, ablations, seeds,
+        )  # fmt: skip
+        state = CampaignLoop(ctx, workers, session.stop).run(session.check)
+        return stopped_ending(state, session.stop)
+
+
+def stopped_ending(state: CampaignState, stop: StopRequest) -> Ending:
+    """The ending of a built-in loop that returned ``state``: finished when its experiment
+    budget is spent; stopped by a person's request, or else by its wall budget."""
+    if state is CampaignState.FINISHED:
+        return Ending(state, EndReason.BUDGET_SPENT, f"campaign {state}")
+    reason = EndReason.STOPPED_BY_USER if stop.requested else EndReason.WALL_BUDGET
+    return Ending(state, reason, f"campaign {state}")
 
 
 def run_campaign(
@@ -84,57 +141,26 @@ def run_campaign(
     ablate: Collection[Ablation] = (),
     extra_settings: Mapping[str, Any] | None = None,
 ) -> CampaignResult:
-    """Run a new campaign on ``task`` (or resume ``campaign_id``) until its budget is spent.
+    """Run a new campaign of the built-in policy on ``task`` (or resume ``campaign_id``).
 
-    Makes the lineage's baseline when it has none. Up to ``workers`` experiments run at once
-    (a resumed campaign keeps the seed it started with; ``workers`` and ``budget`` are this
-    run's, and a budget that differs from the recorded one is recorded). ``on_progress`` is
-    called on this thread only. ``stop`` (or KeyboardInterrupt on this thread) stops the
-    campaign cleanly: ``stopped``, lease released, resumable. A finished campaign is final:
-    resuming it changes nothing (its result says so). ``ablate`` runs the policy without
-    some of its parts (:mod:`rsilab.orchestrator.ablation`; recorded in the settings, kept on
-    resume; without Workers one experiment runs at a time). ``extra_settings`` are recorded in
-    a new campaign's settings besides the runner's own (an evolution's round, for one).
+    :class:`BuiltinPolicy` through :func:`~rsilab.orchestrator.campaign.run_policy`: the
+    baseline when missing, the lease, recovery, the budget, the stop request (or
+    KeyboardInterrupt on this thread: ``stopped``, resumable), the ending recorded.
+    ``on_progress`` is called on this thread only; ``extra_settings`` are recorded in a new
+    campaign's settings besides the policy's own (an evolution's round, for one).
+
     Raises LeaseHeld when another process runs the campaign, UserError for an unknown
-    campaign, and RunnerError when a tool the policy needed failed (the campaign is left
-    resumable).
+    campaign, and RunnerError when a tool the policy needed failed (the campaign is ended
+    ``stopped`` with reason ``error``, resumable).
     """
-    own = services is None
-    if services is None:
-        slots = min(max(2, workers), max(2, available_cores()))
-        services = LabServices(lab, judge_in_background=False, slots=slots)
-    try:
-        if find_lineage(lab.store, task.name, services.lineage) is None:
-            services.controller(task).baseline(actor=ACTOR)
-        if Ablation.WORKERS in ablate:
-            workers = 1  # Main runs each experiment itself
-        settings: dict[str, Any] = {
-            "agents": "builtin",
-            "budget": str(budget),
-            "workers": workers,
-            "seed": seed,
-        }
-        if ablate:
-            settings["ablate"] = ablations_setting(ablate)
-        settings = {**(extra_settings or {}), **settings}
-        campaign = start_or_find_campaign(lab, task, settings, campaign_id)
-        if campaign is None:
-            assert campaign_id is not None
-            return campaign_result(lab, campaign_id, FINISHED_MESSAGE)
-        seed = int(campaign.settings.get("seed", seed))
-        ablations = ablations_from(campaign.settings.get("ablate"))
-        if Ablation.WORKERS in ablations:
-            workers = 1  # and so on resume
-        with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
-            recover_campaign(lab.store, lease, keep_open=kept_for_resume(lab.store, campaign.id))
-            record_budget(lab, campaign, budget)
-            door = Door(lab, services, campaign.id, lab.path / "workspaces" / campaign.id)
-            voice = Voice(on_progress, budget)
-            seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
-            ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice, ablations, seeds)
-            state = CampaignLoop(ctx, workers, stop or StopRequest()).run(lease.check)
-            set_campaign_state(lab, campaign.id, state)
-        return campaign_result(lab, campaign.id, f"campaign {state}")
-    finally:
-        if own:
-            services.close()
+    policy = BuiltinPolicy(
+        budget=budget,
+        workers=workers,
+        seed=seed,
+        on_progress=on_progress,
+        ablate=ablate,
+        extra_settings=extra_settings,
+    )
+    return run_policy(
+        lab, task, policy, budget=budget, campaign_id=campaign_id, services=services, stop=stop
+    )

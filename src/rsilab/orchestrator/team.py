@@ -41,42 +41,99 @@ the researcher that began it. A finished campaign is final.
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from rsilab.agents.roles import ensure_team_orientations
-from rsilab.controller.lineage import find_lineage
 from rsilab.errors import UserError
 from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
 from rsilab.memory import ensure_builtin_skills, fresh_seeds, require_team, team_members, team_size
 from rsilab.orchestrator._context import RunContext, Voice
 from rsilab.orchestrator._door import Door
-from rsilab.orchestrator._stop import StopRequest
 from rsilab.orchestrator._team_leader import Leader, TeamSettings
 from rsilab.orchestrator._team_loop import TeamLoop
 from rsilab.orchestrator._team_researcher import Researcher
 from rsilab.orchestrator._team_voice import QueuedVoice
 from rsilab.orchestrator._workers import kept_for_resume
-from rsilab.orchestrator.campaign_review import review_team_campaign
-from rsilab.orchestrator.campaign_run import (
+from rsilab.orchestrator.campaign import (
     ACTOR,
+    CampaignPolicy,
     CampaignResult,
+    CampaignSession,
+    Ending,
     ProgressFn,
-    campaign_result,
-    record_budget,
-    set_campaign_state,
-    start_or_find_campaign,
+    StopRequest,
+    run_policy,
 )
-from rsilab.orchestrator.lease import acquire_lease
-from rsilab.orchestrator.recovery import recover_campaign
-from rsilab.records import Campaign, CampaignState
-from rsilab.store import Lab
+from rsilab.orchestrator.campaign_review import review_team_campaign
+from rsilab.orchestrator.runner import stopped_ending
+from rsilab.records import Campaign, Experiment
+from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
 
-__all__ = ["TeamSettings", "run_team_campaign"]
+__all__ = ["TeamPolicy", "TeamSettings", "run_team_campaign"]
 
 MAX_REFERENCE_RUNS = 2
 """The reference runs on this many seeds at most (one per researcher)."""
+
+
+class TeamPolicy(CampaignPolicy):
+    """A built-in research team: a Leader and ``team`` researchers (see the module).
+
+    A resumed campaign keeps its team and seed; ``settings`` tune the Leader's rules.
+    """
+
+    def __init__(
+        self,
+        *,
+        team: int,
+        budget: Budget,
+        seed: int = 0,
+        on_progress: ProgressFn | None = None,
+        settings: TeamSettings | None = None,
+    ) -> None:
+        require_team(team)
+        self.team, self.budget, self.seed = team, budget, seed
+        self.on_progress = on_progress
+        self.leader_settings = settings or TeamSettings()
+        self.slots = min(max(2, team), max(2, available_cores()))
+        self.loop: TeamLoop | None = None
+
+    def settings(self) -> dict[str, Any]:
+        return {
+            "agents": "builtin",
+            "budget": str(self.budget),
+            "team": self.team,
+            "seed": self.seed,
+        }
+
+    def prepare(self, lab: Lab, services: LabServices) -> None:
+        ensure_team_orientations(lab.store, actor=ACTOR)
+
+    def admit(self, campaign: Campaign) -> None:
+        if team_size(campaign.settings) < 1:
+            raise UserError(
+                f"campaign {campaign.id} is not a team campaign",
+                f"resume it with `rsilab resume {campaign.id}`",
+            )
+
+    def keep_open(self, store: Store, campaign_id: str) -> Callable[[Experiment], bool]:
+        return kept_for_resume(store, campaign_id)
+
+    def run(self, session: CampaignSession) -> Ending:
+        self.loop = _loop(session, self.on_progress, self.leader_settings)
+        state = self.loop.run(session.check)
+        return stopped_ending(state, session.stop)
+
+    def conclude(self, session: CampaignSession) -> None:
+        """The campaign review, while its tools still answer."""
+        assert self.loop is not None
+        review = review_team_campaign(
+            session.lab.store, session.task, session.campaign_id, self.loop.ctx.door
+        )
+        self.loop.ctx.say("review", f"campaign review {review.id}: {review.conclusion}")
 
 
 def run_team_campaign(
@@ -94,11 +151,10 @@ def run_team_campaign(
 ) -> CampaignResult:
     """Run a new team campaign on ``task`` (or resume ``campaign_id``) until its budget is spent.
 
-    ``team`` researchers work at once (a resumed campaign keeps its team and seed; ``budget``
-    is this run's, and one that differs from the recorded one is recorded). Makes the
-    lineage's baseline when it has none. ``on_progress`` is called on this thread only;
-    ``stop`` (or KeyboardInterrupt on this thread) stops the campaign cleanly: ``stopped``,
-    lease released, resumable. ``settings`` tune the Leader's rules.
+    :class:`TeamPolicy` through :func:`~rsilab.orchestrator.campaign.run_policy`. ``team``
+    researchers work at once (a resumed campaign keeps its team and seed; ``budget`` is this
+    run's). ``on_progress`` is called on this thread only; ``stop`` (or KeyboardInterrupt on
+    this thread) stops the campaign cleanly: ``stopped``, lease released, resumable.
 
     Raises:
         UserError: ``team`` is below 1, or ``campaign_id`` names no campaign or one that is
@@ -106,78 +162,39 @@ def run_team_campaign(
         LeaseHeld: another process runs the campaign.
         RunnerError: a tool the policy needed failed (the campaign is left resumable).
     """
-    require_team(team)
-    own = services is None
-    if services is None:
-        slots = min(max(2, team), max(2, available_cores()))
-        services = LabServices(lab, judge_in_background=False, slots=slots)
-    try:
-        if find_lineage(lab.store, task.name, services.lineage) is None:
-            services.controller(task).baseline(actor=ACTOR)
-        ensure_team_orientations(lab.store, actor=ACTOR)
-        recorded = {"agents": "builtin", "budget": str(budget), "team": team, "seed": seed}
-        campaign = start_or_find_campaign(lab, task, recorded, campaign_id)
-        if campaign is None:
-            assert campaign_id is not None
-            return campaign_result(
-                lab,
-                campaign_id,
-                "nothing to do: the campaign is finished (records of a finished campaign are "
-                "final; start a new one with `rsilab run --team`)",
-            )
-        _check_team(campaign)
-        with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
-            recover_campaign(lab.store, lease, keep_open=kept_for_resume(lab.store, campaign.id))
-            record_budget(lab, campaign, budget)
-            loop = _loop(lab, task, campaign, services, budget, on_progress, stop, settings)
-            state = loop.run(lease.check)
-            if state is CampaignState.FINISHED:  # reviewed while its tools still answer
-                review = review_team_campaign(lab.store, task, campaign.id, loop.ctx.door)
-                loop.ctx.say("review", f"campaign review {review.id}: {review.conclusion}")
-            set_campaign_state(lab, campaign.id, state)
-        return campaign_result(lab, campaign.id, f"campaign {state}")
-    finally:
-        if own:
-            services.close()
-
-
-def _check_team(campaign: Campaign) -> None:
-    if team_size(campaign.settings) < 1:
-        raise UserError(
-            f"campaign {campaign.id} is not a team campaign",
-            f"resume it with `rsilab resume {campaign.id}`",
-        )
+    policy = TeamPolicy(
+        team=team, budget=budget, seed=seed, on_progress=on_progress, settings=settings
+    )
+    return run_policy(
+        lab, task, policy, budget=budget, campaign_id=campaign_id, services=services, stop=stop
+    )
 
 
 def _loop(
-    lab: Lab,
-    task: Task,
-    campaign: Campaign,
-    services: LabServices,
-    budget: Budget,
-    on_progress: ProgressFn | None,
-    stop: StopRequest | None,
-    settings: TeamSettings | None,
+    session: CampaignSession, on_progress: ProgressFn | None, settings: TeamSettings
 ) -> TeamLoop:
     """The loop, its Leader and its researchers, each with its own door and voice."""
+    lab, campaign, budget = session.lab, session.campaign, session.budget
     seed = int(campaign.settings.get("seed", 0))
     names = team_members(campaign.settings)
-    door = Door(lab, services, campaign.id, lab.path / "workspaces" / campaign.id)
+    door = Door(lab, session.services, campaign.id, lab.path / "workspaces" / campaign.id)
     voice = Voice(on_progress, budget)
     seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
-    ctx = RunContext(lab, task, campaign.id, budget, seed, door, voice, verify_seeds=seeds)
-    stop = stop or StopRequest()
+    ctx = RunContext(
+        lab, session.task, campaign.id, budget, seed, door, voice, session.intents,
+        verify_seeds=seeds,
+    )  # fmt: skip
+    stop = session.stop
     lines: queue.SimpleQueue[tuple[str, str, float | None, float | None]] = queue.SimpleQueue()
     refs = min(MAX_REFERENCE_RUNS, len(names))
-    chosen = settings or TeamSettings()
     researchers = [
         Researcher(
             name,
             replace(ctx, door=door.for_actor(name), say=QueuedVoice(voice, lines, name)),
             stop,
             refs,
-            share_memory=chosen.share_memory,
+            share_memory=settings.share_memory,
         )
         for name in names
     ]
-    return TeamLoop(ctx, researchers, Leader(ctx, names, chosen), stop, chosen, lines)
+    return TeamLoop(ctx, researchers, Leader(ctx, names, settings), stop, settings, lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
@@ -32,6 +33,30 @@ class CampaignState(StrEnum):
         return self in {CampaignState.FINISHED, CampaignState.FAILED}
 
 
+class EndReason(StrEnum):
+    """Why a campaign run ended: recorded on the campaign and in the detail of its last event.
+
+    A run that ends ``stopped`` may be resumed; one that ends ``finished`` is final.
+    """
+
+    BUDGET_SPENT = "budget_spent"
+    """Finished: its experiment or token budget is spent."""
+    AGENTS_DONE = "agents_done"
+    """Finished: its agents left nothing to do (no open direction)."""
+    ROUND_OVER = "round_over"
+    """Finished: a round of an evolution that its runner stopped (its wall budget, say)."""
+    WALL_BUDGET = "wall_budget"
+    """Stopped: its wall-clock budget passed; a resume gets it afresh."""
+    IDLE = "idle"
+    """Stopped: its agents made no experiment for several rounds; guide them and resume."""
+    STOPPED_BY_USER = "stopped_by_user"
+    """Stopped: a person asked (Ctrl-C, a stop request)."""
+    ERROR = "error"
+    """Stopped: an error ended the run; the detail names its kind. Resumable."""
+    PREFLIGHT_FAILED = "preflight_failed"
+    """Stopped: a check before the first experiment failed."""
+
+
 class Campaign(Record):
     """One run of the orchestrator on a task."""
 
@@ -42,6 +67,12 @@ class Campaign(Record):
     state: CampaignState = Field(default=CampaignState.RUNNING, description="Lifecycle state.")
     settings: dict[str, Any] = Field(default_factory=dict, description="Budget, setting, seed.")
     notes: str = Field(default="", description="Free text from the person who started it.")
+    end_reason: EndReason | None = Field(
+        default=None, description="Why its last run ended; None while it has not ended."
+    )
+    end_detail: str = Field(
+        default="", description="The end in words: an error's kind and message, for one."
+    )
 
     def model_post_init(self, __context: Any) -> None:
         super().model_post_init(__context)
@@ -231,3 +262,28 @@ class Experiment(Record):
 
     def summary(self) -> str:
         return f"{self.id} {self.description[:50]!r} [{self.state}]"
+
+    def last_metric(
+        self,
+        name: str,
+        *,
+        split: Literal["train", "dev"] = "dev",
+        sources: Collection[MetricSource] = (MetricSource.CONTROLLER,),
+    ) -> Metric | None:
+        """The experiment's last value of metric ``name`` on ``split`` (dev by default), as the
+        :class:`Metric` logged, so with its source; None when no source in ``sources`` has one.
+
+        The one rule for "an experiment's dev score": when ``sources`` admits the controller and
+        it logged a value, the last controller value, however many numbers of other sources came
+        after it (only the controller's numbers count, and a worker must not displace one by
+        logging a later number); otherwise the last value of the other admitted sources. "Last"
+        is the order of :attr:`metrics`, which is the order the values were measured in.
+        ``sources`` is the controller alone by default; pass every :class:`MetricSource` to fall
+        back on a worker's own numbers where the controller has none.
+        """
+        admitted = [
+            m for m in self.metrics if m.name == name and m.split == split and m.source in sources
+        ]
+        controller = [m for m in admitted if m.source is MetricSource.CONTROLLER]
+        chosen = controller or admitted
+        return chosen[-1] if chosen else None

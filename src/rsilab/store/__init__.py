@@ -1,7 +1,8 @@
-"""Persistence: the Store ABC and its backends, the ledger, artifacts, and the lab folder."""
+"""Persistence: the StoreReader and Store ABCs and their backends, the ledger, artifacts, and
+the lab folder."""
 
 from rsilab.store.artifacts import ArtifactStore, StoredArtifact
-from rsilab.store.base import Store
+from rsilab.store.base import Store, StoreReader
 from rsilab.store.lab import Lab, resolve_lab_path
 from rsilab.store.ledger import VerifyReport
 from rsilab.store.memory import MemoryStore
@@ -14,6 +15,7 @@ __all__ = [
     "MemoryStore",
     "SQLiteStore",
     "Store",
+    "StoreReader",
     "StoredArtifact",
     "VerifyReport",
     "resolve_lab_path",

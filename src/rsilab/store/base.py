@@ -1,22 +1,8 @@
-"""The ``Store`` ABC: records and the ledger behind one interface with written contracts.
-
-Contracts every backend keeps (checked by ``tests/store/test_conformance.py``):
-
-- **Atomic commits.** :meth:`Store.commit` writes its records and appends exactly one ledger
-  event in one transaction: all of it lands, or none of it and the error is raised.
-- **Serialised, gap-free ledger.** Sequence numbers start at 1 and have no gaps; each event
-  holds the hash of the one before. Concurrent commits (threads, and for SQLite processes on
-  one machine) are serialised, so the chain never forks.
-- **Revisions.** A record passed to ``commit`` with ``rev == 0`` must be new; otherwise its
-  ``rev`` must equal the stored revision (compare-and-swap). The store bumps ``rev`` on write
-  and returns the written copies through the event's refs. A mismatch raises
-  :class:`~rsilab.errors.ConflictError` and nothing is written.
-- **Immutability.** Writing over a record that ``is_finished()``, or any write that
-  :meth:`Record.check_update` refuses, raises :class:`~rsilab.errors.ConflictError`.
-- **Thread safety.** Every method may be called from several threads at once.
-- **JSON only.** Records and events are stored as canonical JSON text, never pickle.
-- **Reads.** :meth:`get` raises :class:`~rsilab.errors.NotFoundError`; queries return records
-  oldest first.
+"""The store's two ABCs: :class:`StoreReader` (the reads) and :class:`Store` (reads and
+writes). Each class's docstring lists its contracts. ``tests/store/test_reader_conformance.py``
+checks the reader contracts against every reader (the stores and
+:class:`~rsilab.store.mirror.StoreMirror`); ``tests/store/test_conformance.py`` checks the
+store contracts against every store.
 """
 
 from __future__ import annotations
@@ -35,22 +21,29 @@ CHECKPOINT_INTERVAL = 64
 """A signed checkpoint is written with every event whose sequence is a multiple of this."""
 
 
-class Store(ABC):
-    """Persistent records plus the append-only ledger. See the module docstring for contracts."""
+class StoreReader(ABC):
+    """Reads of a lab's records and ledger; nothing here writes.
+
+    Contracts every reader keeps:
+
+    - **Reads.** :meth:`get` and :meth:`get_as` raise :class:`~rsilab.errors.NotFoundError`
+      for a missing record (and ``get_as`` for one of another type); queries return records
+      oldest first by creation (an update keeps a record's place); :meth:`events` returns
+      events in sequence order.
+    - **The ledger as stored.** :meth:`stored_events` and :meth:`stored_records` give the
+      canonical JSON text exactly as the store holds it, so :func:`~rsilab.store.verify_store`
+      can check a lab through any reader.
+    - **Shared results.** A reader may hand the same record object to several callers:
+      callers must not change a record they read (a :class:`Store` returns copies).
+    - **Position.** A reader answers as of some ledger position; one that keeps a copy (the
+      :class:`~rsilab.store.mirror.StoreMirror`) may be behind its source until refreshed.
+    - **Thread safety.** Every method may be called from several threads at once.
+    """
 
     @property
     @abstractmethod
     def lab_id(self) -> str:
         """Stable id of the lab, used to find its key outside the lab folder."""
-
-    @abstractmethod
-    def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
-        """Write ``writes`` and append one event describing them, atomically.
-
-        On success each record in ``writes`` has its ``rev`` updated in place to the stored
-        revision. Raises ConflictError (revision mismatch, finished record) or LabError
-        (the database could not be written: full, read-only, corrupt).
-        """
 
     @abstractmethod
     def get(self, record_id: str) -> Record:
@@ -99,13 +92,6 @@ class Store(ABC):
     def checkpoints(self) -> list[Checkpoint]:
         """Signed checkpoints kept in the lab, oldest first."""
 
-    def checkpoint_now(self) -> Checkpoint | None:
-        """Sign the current head now (for example before closing); None without a key."""
-        return None
-
-    def close(self) -> None:  # noqa: B027 - optional hook, most backends need nothing
-        """Release resources. The store must not be used afterwards."""
-
     # -- helpers derived from the primitives, written once ------------------------------------
 
     def get_as(self, record_id: str, cls: type[R]) -> R:
@@ -127,6 +113,45 @@ class Store(ABC):
                 raise NotFoundError("campaign", "latest")
             return max(campaigns, key=lambda c: c.created_at)
         return self.get_as(ref, Campaign)
+
+
+class Store(StoreReader):
+    """Persistent records plus the append-only ledger: the reads of :class:`StoreReader`
+    and the writes.
+
+    Contracts every store keeps, besides the reader's:
+
+    - **Atomic commits.** :meth:`commit` writes its records and appends exactly one ledger
+      event in one transaction: all of it lands, or none of it and the error is raised.
+    - **Serialised, gap-free ledger.** Sequence numbers start at 1 and have no gaps; each
+      event holds the hash of the one before. Concurrent commits (threads, and for SQLite
+      processes on one machine) are serialised, so the chain never forks.
+    - **Revisions.** A record passed to ``commit`` with ``rev == 0`` must be new; otherwise
+      its ``rev`` must equal the stored revision (compare-and-swap). The store bumps ``rev``
+      on write and returns the written copies through the event's refs. A mismatch raises
+      :class:`~rsilab.errors.ConflictError` and nothing is written.
+    - **Immutability.** Writing over a record that ``is_finished()``, or any write that
+      :meth:`Record.check_update` refuses, raises :class:`~rsilab.errors.ConflictError`.
+    - **Current reads, as copies.** Reads see every commit that returned before them, and
+      each read returns a fresh copy the caller may change (and commit back).
+    - **JSON only.** Records and events are stored as canonical JSON text, never pickle.
+    """
+
+    @abstractmethod
+    def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
+        """Write ``writes`` and append one event describing them, atomically.
+
+        On success each record in ``writes`` has its ``rev`` updated in place to the stored
+        revision. Raises ConflictError (revision mismatch, finished record) or LabError
+        (the database could not be written: full, read-only, corrupt).
+        """
+
+    def checkpoint_now(self) -> Checkpoint | None:
+        """Sign the current head now (for example before closing); None without a key."""
+        return None
+
+    def close(self) -> None:  # an optional hook: most backends need nothing
+        """Release resources. The store must not be used afterwards."""
 
     def __enter__(self) -> Self:
         return self

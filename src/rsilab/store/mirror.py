@@ -11,7 +11,7 @@ each refresh.
 It exists for readers that ask many questions of a large lab again and again (the dashboard):
 a query over 10,000 experiments becomes a scan of objects in memory instead of parsing each
 record's JSON again. Records it returns are shared between calls: callers must not change
-them. It never writes; :meth:`commit` raises.
+them. It is a :class:`~rsilab.store.base.StoreReader`, not a store: it has no way to write.
 """
 
 from __future__ import annotations
@@ -23,13 +23,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from rsilab.errors import LabError
-from rsilab.records import Event, EventDraft, Record
-from rsilab.store.base import Store
+from rsilab.records import Event, Record
+from rsilab.store.base import StoreReader
 from rsilab.store.ledger import Checkpoint, StoredEvent, StoredRecord, record_text
 
 
-class StoreMirror(Store):
+class StoreMirror(StoreReader):
     """Records of ``kinds`` of ``source`` in memory, as of the last :meth:`refresh`; with
     ``events``, the ledger's events too (else they are read from the source each time, as
     are records of other kinds).
@@ -38,7 +37,7 @@ class StoreMirror(Store):
     copy either before or after a refresh, never half of one.
     """
 
-    def __init__(self, source: Store, kinds: Iterable[str], *, events: bool = False) -> None:
+    def __init__(self, source: StoreReader, kinds: Iterable[str], *, events: bool = False) -> None:
         self._source = source
         self.kinds = frozenset(kinds)
         self._lock = threading.RLock()
@@ -179,12 +178,6 @@ class StoreMirror(Store):
 
     def checkpoints(self) -> list[Checkpoint]:
         return self._source.checkpoints()
-
-    def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
-        raise LabError(
-            "this copy of the lab is read-only",
-            "write through the lab's own store (Lab.store), not its mirror",
-        )
 
 
 def _json_value(value: Any) -> Any:

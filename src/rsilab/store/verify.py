@@ -17,7 +17,7 @@ from rsilab.records import (
 )
 from rsilab.store import keys
 from rsilab.store.artifacts import ArtifactStore
-from rsilab.store.base import Store
+from rsilab.store.base import StoreReader
 from rsilab.store.ledger import VerifyReport, verify_ledger
 from rsilab.store.refs import BlobKind, BlobRef, blob_refs
 
@@ -33,7 +33,7 @@ _REFERRING: tuple[type[Record], ...] = (
 
 
 def verify_store(
-    store: Store,
+    store: StoreReader,
     key: bytes | None = None,
     *,
     artifacts: ArtifactStore | None = None,
@@ -65,7 +65,7 @@ def verify_store(
     return report
 
 
-def _named_blobs(store: Store) -> dict[str, tuple[BlobKind, list[BlobRef]]]:
+def _named_blobs(store: StoreReader) -> dict[str, tuple[BlobKind, list[BlobRef]]]:
     """Every address a record names -> (kind, the record fields that name it)."""
     named: dict[str, tuple[BlobKind, list[BlobRef]]] = {}
     for cls in _REFERRING:
@@ -75,12 +75,14 @@ def _named_blobs(store: Store) -> dict[str, tuple[BlobKind, list[BlobRef]]]:
     return named
 
 
-def _last_write(store: Store, record_id: str) -> int:
+def _last_write(store: StoreReader, record_id: str) -> int:
     events = store.events(record_id=record_id)
     return events[-1].seq if events else 0
 
 
-def _missing(store: Store, sha: str, refs: list[BlobRef], tombstones: list[str]) -> str | None:
+def _missing(
+    store: StoreReader, sha: str, refs: list[BlobRef], tombstones: list[str]
+) -> str | None:
     """Why a missing blob is a problem, or None when gc removed it before anything named it.
 
     A tombstone excuses the records written before its ``gc`` event; a record written after
@@ -103,7 +105,7 @@ def _missing(store: Store, sha: str, refs: list[BlobRef], tombstones: list[str])
 
 
 def _check_artifacts(
-    store: Store, artifacts: ArtifactStore, deep: bool, report: VerifyReport
+    store: StoreReader, artifacts: ArtifactStore, deep: bool, report: VerifyReport
 ) -> None:
     collected: dict[str, list[str]] = {}
     for stone in store.query_as(Tombstone):

@@ -18,7 +18,7 @@ from rsilab.records import (
     Interval,
     SystemVersion,
 )
-from rsilab.store import Store
+from rsilab.store import StoreReader
 from rsilab.web._curves import BenchmarkCurve, dev_scores
 from rsilab.web._html import (
     DASH,
@@ -61,7 +61,7 @@ class CampaignRow:
     """Per target benchmark, the final-tier score of the last version it had accepted."""
 
 
-def campaign_rows(store: Store) -> list[CampaignRow]:
+def campaign_rows(store: StoreReader) -> list[CampaignRow]:
     """Every campaign of the lab, newest first, with its counts and best scores."""
     rows = []
     for c in sorted(store.query_as(Campaign), key=lambda c: c.created_at, reverse=True):

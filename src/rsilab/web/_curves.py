@@ -1,11 +1,12 @@
 """Best-so-far curves of a campaign, per benchmark, from the controller's dev scores.
 
-An experiment's dev score on a benchmark is the mean of the controller's dev evaluations of
-it, as synced into the experiment's metrics (source ``controller``, split ``dev``: one per
-evaluation, each the mean over its samples). The curve is the best such score among the
-experiments so far, in the direction the benchmark prefers, by experiments used and by time
-since the campaign started (when the score was recorded). Accepted versions are marked at the
-experiment their candidate came from, and at the moment the controller accepted them.
+An experiment's dev score on a benchmark is its last controller dev value
+(:meth:`~rsilab.records.Experiment.last_metric`: the controller's dev evaluations are synced
+into the experiment's metrics, one per evaluation, each the mean over its samples), the same
+number the agents are shown. The curve is the best such score among the experiments so far,
+in the direction the benchmark prefers, by experiments used and by time since the campaign
+started (when the score was recorded). Accepted versions are marked at the experiment their
+candidate came from, and at the moment the controller accepted them.
 """
 
 from __future__ import annotations
@@ -58,11 +59,12 @@ def seconds_between(start: str, end: str) -> float:
 
 @dataclass(frozen=True)
 class DevScore:
-    """An experiment's dev score on one benchmark and when its first evaluation landed."""
+    """An experiment's dev score on one benchmark and when it was recorded."""
 
     mean: float
+    """The score: the mean over the samples of the experiment's last controller evaluation."""
     seconds: float
-    """Seconds from the campaign's start to the first dev evaluation."""
+    """Seconds from the campaign's start to that evaluation."""
 
 
 DevCache = dict[str, tuple[int, dict[str, DevScore]]]
@@ -87,15 +89,12 @@ def dev_scores(
 
 
 def _scores_of(exp: Experiment, started_at: str) -> dict[str, DevScore]:
-    values: dict[str, list[float]] = {}
-    first: dict[str, str] = {}
-    for m in exp.metrics:
-        if m.source is MetricSource.CONTROLLER and m.split == "dev":
-            values.setdefault(m.name, []).append(m.value)
-            first[m.name] = min(first.get(m.name, m.at), m.at)
+    names = sorted({m.name for m in exp.metrics if m.source is MetricSource.CONTROLLER})
+    last = {name: exp.last_metric(name) for name in names}
     return {
-        name: DevScore(sum(v) / len(v), seconds_between(started_at, first[name]))
-        for name, v in sorted(values.items())
+        name: DevScore(m.value, seconds_between(started_at, m.at))
+        for name, m in last.items()
+        if m is not None
     }
 
 

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rsilab.controller.stats import paired_gain
 from rsilab.errors import NotFoundError
 from rsilab.records import DataTier, Evaluation, Event, Experiment, Interval, Job
-from rsilab.store import Store
+from rsilab.stats import paired_gain
+from rsilab.store import StoreReader
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.web._diff import tree_changes
 from rsilab.web._html import (
@@ -52,7 +52,7 @@ class ExperimentRecords:
     events: list[Event]
 
 
-def read_experiment(store: Store, experiment_id: str) -> ExperimentRecords:
+def read_experiment(store: StoreReader, experiment_id: str) -> ExperimentRecords:
     """The experiment, its jobs (controller jobs included), its dev and fold evaluations and
     every ledger event that wrote it or one of its jobs. Raises NotFoundError."""
     exp = store.get_as(experiment_id, Experiment)

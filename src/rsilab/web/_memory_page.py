@@ -4,11 +4,11 @@ orientations at their latest revision."""
 from __future__ import annotations
 
 from rsilab.memory import adoption_counts, lab_findings, latest_orientations, latest_skills
-from rsilab.store import Store
+from rsilab.store import StoreReader
 from rsilab.web._html import DASH, Html, badge, esc, join, num, pre, section, table, tag
 
 
-def memory_body(store: Store, task: str | None = None) -> Html:
+def memory_body(store: StoreReader, task: str | None = None) -> Html:
     """Findings (of ``task`` only, when given), skills and orientations."""
     counts = adoption_counts(store)
     findings = [

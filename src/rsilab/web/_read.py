@@ -45,7 +45,7 @@ from rsilab.records import (
     ProtocolFlag,
     SystemVersion,
 )
-from rsilab.store import Store
+from rsilab.store import StoreReader
 from rsilab.web._curves import BenchmarkCurve, DevCache, DevScore, campaign_curves, dev_scores
 
 T = TypeVar("T")
@@ -132,7 +132,9 @@ class ReadCache:
     """Experiments' dev scores by revision."""
 
 
-def read_campaign(store: Store, campaign_id: str, cache: ReadCache | None = None) -> CampaignView:
+def read_campaign(
+    store: StoreReader, campaign_id: str, cache: ReadCache | None = None
+) -> CampaignView:
     """Everything the campaign pages show. Raises NotFoundError for an unknown campaign.
 
     ``cache`` carries what earlier reads found that cannot have changed since.
@@ -175,7 +177,7 @@ def read_campaign(store: Store, campaign_id: str, cache: ReadCache | None = None
 
 
 def _accepted(
-    store: Store,
+    store: StoreReader,
     candidates: list[Candidate],
     baseline: SystemVersion | None,
     cache: dict[str, AcceptedReport],

@@ -1,11 +1,11 @@
-"""The built-in Reviewer: paired verdicts on constructed score matrices, and the noise floor."""
+"""The built-in Reviewer: paired verdicts on constructed score matrices."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rsilab.agents.builtin import noise_floor_from, review_pair
+from rsilab.agents.builtin import review_pair
 from rsilab.records import Recommendation, Verdict
 
 N = 400
@@ -67,13 +67,3 @@ def test_a_gain_inside_its_own_interval_is_inconclusive() -> None:
     with pytest.raises(ValueError, match="noise_floor"):
         review_pair(a, b, noise_floor=-0.1)
 
-
-def test_noise_floor_from_repeated_runs_of_one_config() -> None:
-    rng = np.random.default_rng(0)
-    sd = 0.02
-    matrices = [0.5 + rng.normal(0.0, sd, size=(8, 1)) + np.zeros((8, 50)) for _ in range(20)]
-    floor = noise_floor_from(matrices)
-    assert floor == pytest.approx(1.96 * np.sqrt(2.0) * sd, rel=0.15)
-    assert noise_floor_from([np.full((3, 10), 0.5)]) == 0.0
-    with pytest.raises(ValueError, match="two or more seeds"):
-        noise_floor_from([np.zeros((1, 10))])

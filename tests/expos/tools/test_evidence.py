@@ -5,6 +5,8 @@ from __future__ import annotations
 from rsilab.records import (
     Evaluation,
     ExperimentState,
+    Metric,
+    MetricSource,
     ProtocolFlag,
     Role,
     SystemVersion,
@@ -180,15 +182,39 @@ def test_compare_lists_only_differing_config_keys(any_bench: Bench) -> None:
     assert rows[a]["config"] == {"extra": None, "lr": 0.1}
     assert rows[c]["config"] == {"extra": True, "lr": 0.1}
     assert rows[a]["metrics"] == {"dev/accuracy": 0.6, "train/loss": 1.5}
+    assert rows[a]["sources"] == {"dev/accuracy": "agent-reported", "train/loss": "agent-reported"}
+    assert rows[c]["metrics"] == rows[c]["sources"] == {}
     assert rows[b]["state"] == str(ExperimentState.SUCCEEDED)
-    assert all(
-        r["source"] == "agent-reported" and r["direction_id"] == direction for r in rows.values()
-    )
+    assert all(r["direction_id"] == direction for r in rows.values())
     only = bench.ok(
         Role.WORKER, "compare_experiments", {"experiment_ids": [a, b], "metric": "loss"}
     )
     assert only["differing_config_keys"] == ["lr"]
     assert [r["metrics"] for r in only["experiments"]] == [{"train/loss": 1.5}, {}]
+
+
+def test_compare_shows_the_controllers_value_over_a_later_logged_one(any_bench: Bench) -> None:
+    bench = any_bench
+    direction = bench.direction()
+    a, b = bench.experiment(direction), bench.experiment(direction)
+    exp = bench.get_experiment(a)
+    measured = [
+        Metric(name="accuracy", value=0.71, source=MetricSource.CONTROLLER),
+        Metric(name="accuracy", value=0.74, source=MetricSource.CONTROLLER),
+    ]
+    bench.put(exp.model_copy(update={"metrics": measured}))
+    bench.log(a, 0.99)  # the worker's later number
+    bench.log(b, 0.5)
+    rows = bench.ok(Role.REVIEWER, "compare_experiments", {"experiment_ids": [a, b]})
+    [row_a, row_b] = rows["experiments"]
+    assert (row_a["metrics"], row_a["sources"]) == (
+        {"dev/accuracy": 0.74},
+        {"dev/accuracy": "controller"},
+    )
+    assert (row_b["metrics"], row_b["sources"]) == (
+        {"dev/accuracy": 0.5},
+        {"dev/accuracy": "agent-reported"},
+    )
 
 
 def test_compare_needs_two_readable_experiments(any_bench: Bench) -> None:

@@ -8,7 +8,7 @@ import statistics
 import pytest
 from scipy.stats import t as student_t
 
-from rsilab.records import Review, Role
+from rsilab.records import Metric, MetricSource, Review, Role
 from tests.expos.helpers import Bench
 
 
@@ -78,6 +78,64 @@ def test_identical_values_give_a_zero_width_interval(any_bench: Bench) -> None:
     )
     effect = value["comparisons"][0]["effect"]
     assert effect["low"] == effect["high"] == effect["value"] == pytest.approx(0.1)
+
+
+def _measured(bench: Bench, experiment_id: str, value: float) -> None:
+    """A controller dev value of accuracy, written as the job records write it."""
+    exp = bench.get_experiment(experiment_id)
+    metric = Metric(name="accuracy", value=value, source=MetricSource.CONTROLLER)
+    bench.put(exp.model_copy(update={"metrics": [*exp.metrics, metric]}))
+
+
+def test_a_comparison_reads_the_controllers_value_over_a_later_logged_one(
+    any_bench: Bench,
+) -> None:
+    bench = any_bench
+    direction = bench.direction()
+    a1, a2, b1, b2 = (bench.experiment(direction) for _ in range(4))
+    for exp, value in ((a1, 0.9), (a2, 0.8), (b1, 0.5), (b2, 0.6)):
+        _measured(bench, exp, value)
+        bench.log(exp, 0.99)  # logged after the controller's value: it does not displace it
+    out = bench.ok(
+        Role.REVIEWER,
+        "submit_review",
+        {
+            "experiment_ids": [a1, a2],
+            "baseline_ids": [b1, b2],
+            "metric": "accuracy",
+            "rationale": "0.85 against 0.55: a gain of 0.30",
+        },
+    )
+    [comparison] = out["comparisons"]
+    assert comparison["a_mean"] == pytest.approx(0.85)
+    assert comparison["b_mean"] == pytest.approx(0.55)
+    assert comparison["effect"]["value"] == pytest.approx(0.30)
+    assert "flagged_numbers" not in out  # computed wholly from controller values: they count
+
+
+def test_a_workers_number_stands_in_only_where_the_controller_has_none(
+    any_bench: Bench,
+) -> None:
+    bench = any_bench
+    direction = bench.direction()
+    a1, a2, b1, b2 = (bench.experiment(direction) for _ in range(4))
+    for exp, value in ((a1, 0.9), (b1, 0.5), (b2, 0.6)):
+        _measured(bench, exp, value)
+    bench.log(a2, 0.7)
+    out = bench.ok(
+        Role.REVIEWER,
+        "submit_review",
+        {
+            "experiment_ids": [a1, a2],
+            "baseline_ids": [b1, b2],
+            "metric": "accuracy",
+            "rationale": "a gain of 0.25",
+        },
+    )
+    [comparison] = out["comparisons"]
+    assert comparison["a_mean"] == pytest.approx(0.8)
+    assert comparison["effect"]["value"] == pytest.approx(0.25)
+    assert out["flagged_numbers"] == ["0.25"]  # a2's value is the worker's: it never counts
 
 
 def test_groups_with_fewer_than_two_values_are_refused(any_bench: Bench) -> None:

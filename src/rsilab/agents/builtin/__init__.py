@@ -9,7 +9,8 @@ drives an LLM agent, so the same roles, guards and ledger apply.
   never repeating a tried config; :func:`propose_variant` picks an untried code variant.
 - **Reviewer** (:mod:`~rsilab.agents.builtin.review`): :func:`review_pair` compares two
   experiments' per-sample dev scores with a paired interval and flags gains inside the noise
-  floor, which :func:`noise_floor_from` estimates from repeated runs of one config.
+  floor, which :func:`~rsilab.stats.noise_floor_from` estimates from repeated runs of one
+  config.
 - **Main** (:mod:`~rsilab.agents.builtin.select`): :func:`choose_direction` picks the next
   direction by UCB1 over reviewed gains (:func:`gain_reward`), and :func:`next_move` says
   continue, verify, branch, revise or stop.
@@ -21,7 +22,7 @@ Defaults are tuned on the synthetic task family only, never on another task's de
 tiers.
 """
 
-from rsilab.agents.builtin.review import ReviewFinding, noise_floor_from, review_pair
+from rsilab.agents.builtin.review import ReviewFinding, review_pair
 from rsilab.agents.builtin.search import (
     DEFAULT_SETTINGS,
     Config,
@@ -53,7 +54,6 @@ __all__ = [
     "gain_reward",
     "is_valid",
     "next_move",
-    "noise_floor_from",
     "propose_configs",
     "propose_variant",
     "review_pair",

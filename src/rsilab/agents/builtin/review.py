@@ -1,19 +1,18 @@
 """The built-in Reviewer: a paired comparison of two experiments' per-sample dev scores.
 
-Score matrices are ``scores[seed][sample]`` as in :mod:`rsilab.controller.stats`, higher is
-better, the same samples in the same column order in both. The *noise floor* is how far two
-runs of the same config drift apart by training-seed chance alone: a gain below it is not
-evidence even when its sample interval clears zero (one-seed runs carry no seed term).
+Score matrices are ``scores[seed][sample]`` as in :mod:`rsilab.stats`, higher is better, the
+same samples in the same column order in both. The *noise floor* is how far two runs of the
+same config drift apart by training-seed chance alone (:func:`~rsilab.stats.noise_floor_from`):
+a gain below it is not evidence even when its sample interval clears zero (one-seed runs carry
+no seed term).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rsilab.controller.stats import ScoreMatrix, paired_gain, seed_spread, t_quantile
 from rsilab.records import Interval, Recommendation, Verdict
+from rsilab.stats import ScoreMatrix, paired_gain
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ def review_pair(
 ) -> ReviewFinding:
     """Compare candidate ``a`` with reference ``b`` (its parent or the baseline).
 
-    The effect is :func:`~rsilab.controller.stats.paired_gain` ``(a, b, level)``; the threshold
+    The effect is :func:`~rsilab.stats.paired_gain` ``(a, b, level)``; the threshold
     is ``max(noise_floor, half-width of its interval)``.
 
     - ``|effect| < threshold``: inconclusive, within noise. Verified (``a`` is the fresh-seed
@@ -85,24 +84,3 @@ def review_pair(
         False,
         f"Loss: {numbers}; revise the hypothesis.",
     )
-
-
-def noise_floor_from(seed_matrices: Sequence[ScoreMatrix], level: float = 0.95) -> float:
-    """The noise floor from repeated runs of unchanged configs: ``z * sqrt(2) * s_pooled``.
-
-    Each matrix holds ``k >= 2`` seeds of one config; ``s_pooled`` pools their
-    :func:`~rsilab.controller.stats.seed_spread` (variances weighted by ``k - 1``), ``sqrt(2)``
-    makes it the sd of a difference of two single-seed runs, and ``z`` is the two-sided normal
-    quantile at ``level`` (1.96 at 0.95). Matrices with one seed are skipped; ``ValueError``
-    when none has two. Errs high for comparisons of runs averaged over several seeds.
-    """
-    pooled, df = 0.0, 0
-    for matrix in seed_matrices:
-        k = len(matrix)
-        if k >= 2:
-            pooled += (k - 1) * seed_spread(matrix) ** 2
-            df += k - 1
-    if df == 0:
-        raise ValueError("the noise floor needs at least one config run with two or more seeds")
-    z = t_quantile(0.5 + level / 2.0, math.inf)
-    return z * math.sqrt(2.0) * math.sqrt(pooled / df)

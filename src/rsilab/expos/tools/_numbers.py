@@ -20,6 +20,11 @@ from rsilab.records import (
     ProtocolFlag,
 )
 
+COMPARED_SOURCES = frozenset(MetricSource)
+"""The sources a comparison of experiments reads their dev values from, by the rule of
+:meth:`~rsilab.records.Experiment.last_metric`: the controller's value where there is one, a
+worker's own number only where there is none."""
+
 
 def recorded_numbers(
     env: ToolEnv,
@@ -45,8 +50,10 @@ def recorded_numbers(
             known += [interval.value, interval.low, interval.high]
     by_id = {e.id: e for e in exps}
     for c in comparisons:
-        sources = [_last_dev_source(by_id[i], c.metric) for i in (*c.a_ids, *c.b_ids)]
-        if all(s in (MetricSource.CONTROLLER, None) for s in sources):
+        used = [
+            by_id[i].last_metric(c.metric, sources=COMPARED_SOURCES) for i in (*c.a_ids, *c.b_ids)
+        ]
+        if all(m is None or m.source is MetricSource.CONTROLLER for m in used):
             known += [c.a_mean, c.b_mean, c.effect.value, c.effect.low, c.effect.high]
     return known
 
@@ -78,10 +85,3 @@ def stage_reporting_flag(
             blocked=False,
         )
     )
-
-
-def _last_dev_source(exp: Experiment, metric: str) -> MetricSource | None:
-    """Who produced the last dev value of ``metric`` in ``exp``, the one a comparison uses
-    (None: it has none, so the comparison did not use it)."""
-    sources = [m.source for m in exp.metrics if m.name == metric and m.split == "dev"]
-    return sources[-1] if sources else None

@@ -12,7 +12,8 @@ from rsilab.expos import policy
 from rsilab.expos.context import ToolEnv
 from rsilab.expos.registry import Category
 from rsilab.expos.tools._base import Limit, Name, RecordId, brief, tool
-from rsilab.records import Direction, Experiment, Record, SystemVersion
+from rsilab.expos.tools._numbers import COMPARED_SOURCES
+from rsilab.records import Direction, Experiment, Metric, Record, SystemVersion
 
 R = TypeVar("R", bound=Record)
 
@@ -128,11 +129,14 @@ def get_lineage(env: ToolEnv, record_id: RecordId) -> dict[str, Any]:
     return out
 
 
-def _last_values(exp: Experiment) -> dict[str, float]:
-    values: dict[str, float] = {}
-    for metric in exp.metrics:
-        values[f"{metric.split}/{metric.name}"] = metric.value
-    return values
+def _last_values(exp: Experiment) -> dict[str, Metric]:
+    """``split/name`` -> the value a comparison reads (:data:`COMPARED_SOURCES`), per metric."""
+    keys = dict.fromkeys((m.split, m.name) for m in exp.metrics)
+    found = {
+        f"{split}/{name}": exp.last_metric(name, split=split, sources=COMPARED_SOURCES)
+        for split, name in keys
+    }
+    return {key: m for key, m in found.items() if m is not None}
 
 
 @tool(Category.EVIDENCE)
@@ -143,7 +147,8 @@ def compare_experiments(
 ) -> dict[str, Any]:
     """Put experiments side by side: configs (and which keys differ) and their last metrics.
 
-    Numbers shown are as recorded, with their source; agent-reported numbers never count.
+    Numbers shown are as recorded, with their source; agent-reported numbers never count. Each
+    metric shows the controller's last value where it has one, else the last value logged.
 
     Args:
         experiment_ids: two to twenty experiment ids.
@@ -159,15 +164,15 @@ def compare_experiments(
     for exp in exps:
         values = _last_values(exp)
         if metric is not None:
-            values = {k: v for k, v in values.items() if k.split("/", 1)[1] == metric}
+            values = {k: m for k, m in values.items() if m.name == metric}
         rows.append(
             {
                 "id": exp.id,
                 "state": str(exp.state),
                 "direction_id": exp.direction_id,
                 "config": {k: exp.config.get(k) for k in differing},
-                "metrics": values,
-                "source": "agent-reported",
+                "metrics": {k: m.value for k, m in values.items()},
+                "sources": {k: str(m.source) for k, m in values.items()},
             }
         )
     return {"differing_config_keys": differing, "experiments": rows}

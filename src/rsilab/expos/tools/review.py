@@ -12,40 +12,23 @@ from rsilab.errors import ToolError
 from rsilab.expos.context import ToolEnv
 from rsilab.expos.registry import Category
 from rsilab.expos.tools._base import Name, RecordId, Text, brief, tool
-from rsilab.expos.tools._numbers import stage_reporting_flag, unreconciled
+from rsilab.expos.tools._numbers import COMPARED_SOURCES, stage_reporting_flag, unreconciled
 from rsilab.records import (
     Comparison,
     Direction,
     Experiment,
-    Interval,
     Recommendation,
     Review,
     Verdict,
 )
+from rsilab.stats import welch_interval
 
 
 def _values(exps: list[Experiment], metric: str) -> list[float]:
-    """The last dev value of ``metric`` in each experiment that logged it."""
-    out = []
-    for exp in exps:
-        vals = [m.value for m in exp.metrics if m.name == metric and m.split == "dev"]
-        if vals:
-            out.append(vals[-1])
-    return out
-
-
-def welch_interval(a: list[float], b: list[float], level: float = 0.95) -> Interval:
-    """Difference of means ``mean(a) - mean(b)`` with a Welch t interval."""
-    from scipy.stats import t as student_t
-
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
-    se = math.sqrt(va + vb)
-    if se == 0.0:
-        return Interval(value=diff, low=diff, high=diff, level=level)
-    dof = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = float(student_t.ppf(0.5 + level / 2, dof)) * se
-    return Interval(value=diff, low=diff - half, high=diff + half, level=level)
+    """The dev value of ``metric`` in each experiment that has one (the controller's where it
+    logged one, else the worker's own: :data:`COMPARED_SOURCES`)."""
+    used = (e.last_metric(metric, sources=COMPARED_SOURCES) for e in exps)
+    return [m.value for m in used if m is not None]
 
 
 def compute_comparison(

@@ -25,14 +25,14 @@ from rsilab.records import (
     Job,
     Orientation,
 )
-from rsilab.store import Store
+from rsilab.store import StoreReader
 
 UNNAMED = "(unnamed)"
 """The row of records that name no actor (older jobs, for one)."""
 
 
 def actor_uses(
-    store: Store, campaign_id: str, jobs: Sequence[Job], events: Sequence[Event]
+    store: StoreReader, campaign_id: str, jobs: Sequence[Job], events: Sequence[Event]
 ) -> list[ActorUse]:
     """One row per actor of the campaign, sorted by name."""
     rows: dict[str, ActorUse] = {}
@@ -82,7 +82,7 @@ def totals(rows: Sequence[ActorUse]) -> ActorUse:
     return total
 
 
-def team_items(store: Store, campaign_id: str) -> list[AssignmentItem]:
+def team_items(store: StoreReader, campaign_id: str) -> list[AssignmentItem]:
     """The campaign's assignments, oldest first, with the orientation version each used."""
     out = []
     for a in assignments_of(store, campaign_id):

@@ -40,7 +40,7 @@ from rsilab.records import (
     Review,
     utc_now,
 )
-from rsilab.store import Store
+from rsilab.store import Store, StoreReader
 from rsilab.tasks import get_task
 
 _EXPERIMENTS = re.compile(r"(?:^|,)\s*experiments\s*=\s*(\d+)\s*(?:,|$)")
@@ -98,7 +98,7 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
 
 
 def campaign_resources(
-    store: Store, campaign_id: str, events: list[Event] | None = None
+    store: StoreReader, campaign_id: str, events: list[Event] | None = None
 ) -> ResourcesReport:
     """Resources by job kind and in total, and per actor (the rows add up to the totals).
 
@@ -138,7 +138,7 @@ def task_benchmarks(task_name: str) -> list[BenchmarkInfo]:
 
 
 def direction_reports(
-    store: Store,
+    store: StoreReader,
     dag: ResearchDag,
     higher: dict[str, bool] | None = None,
     dev: dict[str, dict[str, float]] | None = None,
@@ -193,7 +193,7 @@ def _best_dev(
     return dict(sorted(best.items()))
 
 
-def dev_means(store: Store, campaign_id: str) -> dict[str, dict[str, float]]:
+def dev_means(store: StoreReader, campaign_id: str) -> dict[str, dict[str, float]]:
     """experiment id -> benchmark -> mean dev score over every dev evaluation of it (the
     controller's scores; the mean over all their samples and epochs)."""
     sums: dict[tuple[str, str], list[float]] = {}

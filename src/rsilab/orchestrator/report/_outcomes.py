@@ -2,14 +2,13 @@
 
 Gains against the baseline are recomputed here from the stored final-tier evaluations (the
 same per-sample, per-seed scores the controller wrote), paired by sample, with the
-controller's own interval (:func:`~rsilab.controller.stats.paired_gain`), so seed spread
+controller's own interval (:func:`~rsilab.stats.paired_gain`), so seed spread
 counts as well as sample noise.
 """
 
 from __future__ import annotations
 
 from rsilab.controller.lineage import find_lineage, lineage_versions, matrix_of, version_evaluations
-from rsilab.controller.stats import paired_gain
 from rsilab.orchestrator.report._model import (
     AcceptedReport,
     CandidateDecision,
@@ -25,7 +24,8 @@ from rsilab.records import (
     Interval,
     SystemVersion,
 )
-from rsilab.store import Store
+from rsilab.stats import paired_gain
+from rsilab.store import StoreReader
 
 DEFAULT_LINEAGE = "main"
 
@@ -40,7 +40,7 @@ def lineage_name(campaign: Campaign, candidates: list[Candidate]) -> str:
 
 
 def baseline_and_start(
-    store: Store, campaign: Campaign, lineage: str
+    store: StoreReader, campaign: Campaign, lineage: str
 ) -> tuple[SystemVersion | None, SystemVersion | None]:
     """The lineage's first version, and its head when the campaign started.
 
@@ -66,7 +66,7 @@ def version_scores(version: SystemVersion | None) -> VersionScores | None:
 
 
 def accepted_reports(
-    store: Store, candidates: list[Candidate], baseline: SystemVersion | None
+    store: StoreReader, candidates: list[Candidate], baseline: SystemVersion | None
 ) -> list[AcceptedReport]:
     """Every accepted candidate's version, with its gains over ``baseline``."""
     out = []
@@ -91,7 +91,7 @@ def accepted_reports(
 
 
 def gains_over(
-    store: Store, version: SystemVersion, baseline: SystemVersion | None
+    store: StoreReader, version: SystemVersion, baseline: SystemVersion | None
 ) -> dict[str, Interval | None]:
     """Per benchmark, ``version`` minus ``baseline`` on the final tier, with a 95% interval.
 

@@ -6,19 +6,19 @@ the work is re-run as a new job, a new attempt); experiments it left open are cl
 ``cancelled`` with the reason in their summary, so none stays "running" forever, except those
 the caller will continue (``keep_open``: the built-in runner runs a pending experiment's new
 attempt under the same record); intents it left pending are listed for the runner to carry out
-again under the same keys (see :mod:`rsilab.orchestrator.intents`).
+again under the same keys (see :mod:`rsilab.orchestrator.campaign._intents`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from pydantic import Field
 
-from rsilab.orchestrator.intents import ACTOR, pending_intents
-from rsilab.orchestrator.lease import Lease
+from rsilab.orchestrator.campaign.result import ACTOR
+from rsilab.orchestrator.campaign.writer import write
 from rsilab.records import (
-    EventDraft,
     Experiment,
     ExperimentState,
     Intent,
@@ -27,7 +27,6 @@ from rsilab.records import (
     JobStatus,
     Model,
     Record,
-    Role,
     utc_now,
 )
 from rsilab.store import Store
@@ -37,6 +36,16 @@ INTERRUPTED_SUMMARY = (
     "interrupted: the campaign runner stopped while this experiment was open; its work is "
     "re-run as a new attempt"
 )
+
+
+class Renewable(Protocol):
+    """What recovery needs of a lease: the campaign it holds, and a renewal that raises
+    when another process has taken it."""
+
+    @property
+    def campaign_id(self) -> str: ...
+
+    def heartbeat(self) -> None: ...
 
 
 class RecoveryReport(Model):
@@ -65,16 +74,17 @@ class RecoveryReport(Model):
 
 def recover_campaign(
     store: Store,
-    lease: Lease,
+    lease: Renewable,
     *,
+    pending: Sequence[Intent] = (),
     actor: str = ACTOR,
     keep_open: Callable[[Experiment], bool] | None = None,
 ) -> RecoveryReport:
     """Mark the unfinished jobs of ``lease``'s campaign interrupted, close its open
-    experiments, and list pending intents.
+    experiments, and report them with the ``pending`` intents (the caller's listing).
 
     ``lease`` proves this process runs the campaign: it is renewed first (raising
-    :class:`~rsilab.orchestrator.lease.LeaseLost` if taken), so a live runner's jobs are never
+    :class:`~rsilab.orchestrator.campaign.LeaseLost` if taken), so a live runner's jobs are never
     marked. All jobs change in one commit with one ``jobs_interrupted`` event, all experiments
     (but those ``keep_open`` accepts) in one with one ``experiments_interrupted`` event (none
     when there is nothing to change). Running it again changes nothing.
@@ -100,7 +110,7 @@ def recover_campaign(
         campaign_id=campaign_id,
         interrupted_job_ids=[j.id for j in marked],
         closed_experiment_ids=closed,
-        pending=pending_intents(store, campaign_id),
+        pending=list(pending),
         done_intents=len(done),
     )
 
@@ -137,11 +147,5 @@ def _commit_all(
 ) -> None:
     """Commit ``records`` in one event ``action`` naming them (nothing when there are none)."""
     if records:
-        draft = EventDraft(
-            actor=actor,
-            role=str(Role.CONTROLLER),
-            action=action,
-            campaign_id=campaign_id,
-            detail=", ".join(r.id for r in records),
-        )
-        store.commit(draft, list(records))
+        detail = ", ".join(r.id for r in records)
+        write(store, action, records, campaign_id=campaign_id, detail=detail, actor=actor)

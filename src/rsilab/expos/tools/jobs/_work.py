@@ -3,7 +3,8 @@
 Nothing here is a tool. A :class:`JobRun` holds everything a job needs once the tool call
 that planned it has returned (``run_job(wait=False)`` runs it on the services' background
 pool), so it carries the store and the caller's name instead of a :class:`ToolEnv`. Every
-write here is committed directly with its own ledger event (see :mod:`.jobs`).
+write here goes through the caller's :class:`~rsilab.controller.jobs.JobRecorder`, with its
+own ledger event (see :mod:`._run`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from rsilab.controller.evaluation import public_data
 from rsilab.controller.jobs import data_hashes, run_recorded_job
 from rsilab.errors import ConflictError, ToolError
 from rsilab.expos.services import LabServices, snapshot_workspace
-from rsilab.expos.tools._jobrecords import (
+from rsilab.expos.tools.jobs._records import (
     Caller,
     DevTiers,
     job_view,

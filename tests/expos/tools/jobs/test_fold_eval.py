@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rsilab.expos.services import LabServices
-from rsilab.expos.tools._foldwork import discard
+from rsilab.expos.tools.jobs._foldwork import discard
 from rsilab.records import (
     Campaign,
     DataTier,
@@ -24,7 +24,7 @@ from rsilab.records import (
 )
 from rsilab.store import verify_store
 from rsilab.tasks import Setting, Task, get_task
-from tests.expos.tools.test_jobs import SLEEPER, Door, wait_until
+from tests.expos.tools.jobs.test_jobs import SLEEPER, Door, wait_until
 
 PROBE_TRAIN = """
 import argparse, json, pathlib

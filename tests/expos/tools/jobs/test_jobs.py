@@ -354,3 +354,17 @@ def test_without_services_or_a_harness_the_tools_say_so(door: Door, tmp_path: Pa
     assert "not a harness" in error.message
     door.ok("finish_experiment", experiment_id=exp, status="succeeded")
     door.refused("run_job", "conflict", experiment_id=exp, kind="train")
+
+
+def test_the_job_tools_are_listed_in_their_order() -> None:
+    # The listing order is what agents see; the subpackage registers its modules in it.
+    names = default_registry().names()
+    start = names.index("run_job")
+    assert names[start : start + 6] == [
+        "run_job",
+        "job_status",
+        "job_logs",
+        "cancel_job",
+        "state_sync_results",
+        "compare_eval_samples",
+    ]

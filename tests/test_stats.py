@@ -1,22 +1,25 @@
-"""The controller's statistics: closed forms, table values, error control and power."""
+"""The pure statistics: closed forms, table values, error control and power."""
 
 from __future__ import annotations
 
 import itertools
 import math
+import statistics
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 
-from rsilab.controller.stats import (
+from rsilab.stats import (
     alpha_for_proposal,
     avg_at_k,
     interval_level_for,
+    noise_floor_from,
     paired_gain,
     pass_at_k,
     seed_spread,
     t_quantile,
+    welch_interval,
 )
 
 # --- t quantiles against printed tables ------------------------------------------------------
@@ -170,6 +173,51 @@ def test_paired_gain_rejects_mismatched_and_empty_input() -> None:
         paired_gain([[1.0, 2.0]], [[]])
     with pytest.raises(ValueError, match="candidate: empty"):
         paired_gain(np.empty((0, 2)), [[1.0, 2.0]])
+
+
+# --- Welch interval of two groups and the noise floor ----------------------------------------
+
+
+def test_welch_interval_hand_example() -> None:
+    # means 2.5 and 1.5; variances of the means 5/12 and 1/12; df = 0.25 / (26 / 432) = 4.1538
+    effect = welch_interval([1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 2.0, 2.0])
+    assert (effect.value, effect.level) == (1.0, 0.95)
+    assert effect.low == pytest.approx(-0.934897, abs=1e-6)
+    assert effect.high == pytest.approx(2.934897, abs=1e-6)
+    narrower = welch_interval([1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 2.0, 2.0], level=0.9)
+    assert narrower.high == pytest.approx(2.491544, abs=1e-6)
+
+
+def test_welch_interval_of_constant_groups_has_zero_width() -> None:
+    effect = welch_interval([0.7, 0.7], [0.5, 0.5, 0.5])
+    assert (effect.low, effect.high) == (effect.value, effect.value)
+    assert effect.value == pytest.approx(0.2)
+
+
+def test_welch_interval_needs_two_values_a_group() -> None:
+    with pytest.raises(statistics.StatisticsError):
+        welch_interval([1.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="level"):
+        welch_interval([1.0, 2.0], [1.0, 2.0], level=1.0)
+
+
+def test_noise_floor_pools_seed_variances_weighted_by_k_minus_1() -> None:
+    # seed-mean variances 0.02 (k=2) and 0.03 (k=3): pooled (1 * 0.02 + 2 * 0.03) / 3
+    two = [[0.4, 0.4], [0.6, 0.6]]
+    three = [[0.1, 0.1], [0.1, 0.1], [0.4, 0.4]]
+    assert noise_floor_from([two]) == pytest.approx(0.391993, abs=1e-6)
+    assert noise_floor_from([two, three, [[0.9, 0.0]]]) == pytest.approx(0.452634, abs=1e-6)
+
+
+def test_noise_floor_from_repeated_runs_of_one_config() -> None:
+    rng = np.random.default_rng(0)
+    sd = 0.02
+    matrices = [0.5 + rng.normal(0.0, sd, size=(8, 1)) + np.zeros((8, 50)) for _ in range(20)]
+    floor = noise_floor_from(matrices)
+    assert floor == pytest.approx(1.96 * np.sqrt(2.0) * sd, rel=0.15)
+    assert noise_floor_from([np.full((3, 10), 0.5)]) == 0.0
+    with pytest.raises(ValueError, match="two or more seeds"):
+        noise_floor_from([np.zeros((1, 10))])
 
 
 # --- input checks shared by all ------------------------------------------------------------

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError
-from rsilab.records import Campaign, CampaignLease, EventDraft, LeaseHolder, Role, lease_id
+from rsilab.orchestrator.campaign.writer import write
+from rsilab.records import Campaign, CampaignLease, LeaseHolder, lease_id
 from rsilab.store import Store
 
 ACTOR = "orchestrator"
@@ -178,23 +179,18 @@ def acquire_lease(
         if reason is None:
             raise LeaseHeld(current)
         record = current.model_copy(update={**taken, "takeover": reason})
-    draft = _draft(record, actor, "lease_acquired", record.takeover or "new lease")
     try:
-        store.commit(draft, [record])
+        _write(store, record, actor, "lease_acquired", record.takeover or "new lease")
     except ConflictError as exc:
         raise LeaseHeld(store.get_as(record.id, CampaignLease)) from exc
     return Lease(store, record, actor=actor, now=now)
 
 
-def _draft(record: CampaignLease, actor: str, action: str, detail: str) -> EventDraft:
+def _write(store: Store, record: CampaignLease, actor: str, action: str, detail: str) -> None:
+    """Write ``record`` with its event; the detail names the holder's host and process."""
     holder = record.holder
-    return EventDraft(
-        actor=actor,
-        role=str(Role.CONTROLLER),
-        action=action,
-        campaign_id=record.campaign_id,
-        detail=f"{holder.host}:{holder.pid} {detail}",
-    )
+    where = f"{holder.host}:{holder.pid} {detail}"
+    write(store, action, [record], campaign_id=record.campaign_id, detail=where, actor=actor)
 
 
 class Lease:
@@ -281,7 +277,7 @@ class Lease:
             raise LeaseLost(self._record, self._record)
         new = self._record.model_copy(update=update)
         try:
-            self._store.commit(_draft(new, self._actor, action, detail), [new])
+            _write(self._store, new, self._actor, action, detail)
         except ConflictError as exc:
             current = self._store.get_as(new.id, CampaignLease)
             self._lost = LeaseLost(self._record, current)

@@ -29,18 +29,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from rsilab.errors import ConflictError, NotFoundError
+from rsilab.orchestrator.campaign.result import ACTOR
+from rsilab.orchestrator.campaign.writer import write
 from rsilab.records import (
-    EventDraft,
     Intent,
     IntentState,
     Record,
-    Role,
     intent_id,
     utc_now,
 )
 from rsilab.store import Store
-
-ACTOR = "orchestrator"
 
 
 @dataclass(frozen=True)
@@ -131,11 +129,40 @@ def pending_intents(store: Store, campaign_id: str) -> list[Intent]:
 def _commit(
     store: Store, intent: Intent, actor: str, action: str, writes: Sequence[Record] = ()
 ) -> None:
-    draft = EventDraft(
-        actor=actor,
-        role=str(Role.CONTROLLER),
-        action=action,
-        campaign_id=intent.campaign_id,
-        detail=f"{intent.key} ({intent.action}, attempt {intent.attempts})",
+    detail = f"{intent.key} ({intent.action}, attempt {intent.attempts})"
+    write(
+        store, action, [intent, *writes], campaign_id=intent.campaign_id, detail=detail, actor=actor
     )
-    store.commit(draft, [intent, *writes])
+
+
+class Intents:
+    """The intents of one campaign, for the policy that runs it (the module's functions,
+    bound to the campaign). The lifecycle makes one per run and hands it to the policy."""
+
+    def __init__(self, store: Store, campaign_id: str) -> None:
+        self.store, self.campaign_id = store, campaign_id
+
+    def begin(
+        self, key: str, action: str, payload: dict[str, Any] | None = None, *, actor: str = ACTOR
+    ) -> Intent | DoneIntent:
+        """:func:`begin` on this campaign."""
+        return begin(self.store, self.campaign_id, key, action, payload, actor=actor)
+
+    def complete(
+        self,
+        intent: Intent,
+        result: dict[str, Any],
+        *,
+        writes: Sequence[Record] = (),
+        actor: str = ACTOR,
+    ) -> Intent:
+        """:func:`complete`."""
+        return complete(self.store, intent, result, writes=writes, actor=actor)
+
+    def abandon(self, intent: Intent, reason: str, *, actor: str = ACTOR) -> Intent:
+        """:func:`abandon`."""
+        return abandon(self.store, intent, reason, actor=actor)
+
+    def pending(self) -> list[Intent]:
+        """:func:`pending_intents` of this campaign."""
+        return pending_intents(self.store, self.campaign_id)

@@ -3,7 +3,7 @@
 For each fold (see :mod:`._folds`), a ``fold-train`` job trains the workspace's harness from
 scratch on the other folds, then a ``fold-eval`` job predicts the held-out fold's inputs with
 the model it wrote (the stored blob, placed in the predict job's own folder). Once every fold
-is scored with each benchmark's scorer, the per-sample scores are committed as one train-tier
+is scored with each benchmark's scorer, the per-sample scores are recorded as one train-tier
 :class:`~rsilab.records.Evaluation` per benchmark of the experiment: each train sample scored
 once, by a model that never saw it. A harness without a train step gets one predict job over
 the whole train tier.
@@ -29,11 +29,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rsilab.controller.jobs import commit_job, data_hashes, finish_job, run_recorded_job
+from rsilab.controller.jobs import data_hashes, finish_job, run_recorded_job
 from rsilab.errors import ConflictError
 from rsilab.expos.services import LabServices, snapshot_workspace
-from rsilab.expos.tools._folds import Fold, make_folds, whole_train_tier, write_fold_data
-from rsilab.expos.tools._jobrecords import (
+from rsilab.expos.tools.jobs._folds import Fold, make_folds, whole_train_tier, write_fold_data
+from rsilab.expos.tools.jobs._records import (
     Caller,
     ScoredTiers,
     Subject,
@@ -42,7 +42,7 @@ from rsilab.expos.tools._jobrecords import (
     sync_experiment,
     total,
 )
-from rsilab.expos.tools._jobwork import (
+from rsilab.expos.tools.jobs._work import (
     RUNS_DIR,
     Plan,
     job_folder,
@@ -204,9 +204,9 @@ def _plan_predict(
 def queue(run: FoldRun) -> None:
     """Write every planned job as queued (for ``wait=False``: each can be followed and
     cancelled before it starts)."""
-    caller = run.caller
+    recorder = run.caller.recorder(run.store)
     for job in run.jobs:
-        commit_job(run.store, job, actor=caller.actor, role=caller.role, action="job_queued")
+        recorder.queued(job)
     run.queued = True
 
 
@@ -343,13 +343,7 @@ def _close_unrun(run: FoldRun, stop: _Stop | None) -> None:
         if stop is not None and stop.cancelled:
             closed = closed.model_copy(update={"status": JobStatus.CANCELLED})
         try:
-            commit_job(
-                run.store,
-                closed,
-                actor=run.caller.actor,
-                role=run.caller.role,
-                action="job_finished",
-            )
+            run.caller.recorder(run.store).finished(closed)
         except ConflictError:  # cancelled meanwhile: it is closed either way
             continue
 

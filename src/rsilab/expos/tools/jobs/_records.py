@@ -1,7 +1,8 @@
 """Records of the agents' jobs: their view, dev evaluations, experiment sync, comparisons.
 
-Pure functions over the store (and direct commits where a job's results are recorded); the
-job tools and the background work of ``run_job`` share them, so an experiment's resources,
+Functions over the store; what they compute is written through the controller's
+:class:`~rsilab.controller.jobs.JobRecorder` (:meth:`Caller.recorder`), never committed here.
+The job tools and the background work of ``run_job`` share them, so an experiment's resources,
 logs and controller metrics are computed in one place: :func:`synced`.
 """
 
@@ -14,13 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from rsilab.controller.jobs import CONTROLLER_ACTOR
-from rsilab.controller.stats import avg_at_k, paired_gain
+from rsilab.controller.jobs import CONTROLLER_ACTOR, JobRecorder
 from rsilab.errors import ConflictError, ToolError
 from rsilab.records import (
     DataTier,
     Evaluation,
-    EventDraft,
     Experiment,
     ExperimentState,
     Job,
@@ -31,6 +30,7 @@ from rsilab.records import (
     Role,
     SampleScore,
 )
+from rsilab.stats import avg_at_k, paired_gain
 from rsilab.store.base import Store
 from rsilab.tasks import (
     Benchmark,
@@ -43,7 +43,7 @@ from rsilab.tasks import (
 )
 
 SYNC_ATTEMPTS = 5
-"""How often a direct experiment update is retried when another writer got there first."""
+"""How often an experiment's sync is retried when another writer got there first."""
 LARGEST = 10
 """How many of the most different samples a comparison lists."""
 
@@ -59,6 +59,10 @@ class Caller:
 
     actor: str
     role: Role
+
+    def recorder(self, store: Store) -> JobRecorder:
+        """The writer of what this caller's jobs produce, into ``store``."""
+        return JobRecorder(store, self.actor, self.role)
 
 
 def job_view(job: Job) -> dict[str, Any]:
@@ -118,7 +122,7 @@ def score_tiers(tiers: DevTiers, stdout: bytes) -> ScoredTiers:
 def score_dev(
     store: Store, caller: Caller, dev: DevTiers, done: Job, stdout: bytes
 ) -> dict[str, Any]:
-    """Score predict's output per benchmark and commit one dev Evaluation for each.
+    """Score predict's output per benchmark and record one dev Evaluation for each.
 
     ``stdout`` answers the dev samples of ``dev`` in order. A broken output contract, or
     scores that cannot be stored, come back as ``error`` text: the job's fault, not the call's.
@@ -149,7 +153,7 @@ def record_scores(
     scored: ScoredTiers,
     detail: str,
 ) -> dict[str, Any]:
-    """Commit one Evaluation of ``subject`` on ``tier`` per benchmark of ``scored``.
+    """Record one Evaluation of ``subject`` on ``tier`` per benchmark of ``scored``.
 
     Each is the experiment's next epoch on that benchmark and tier. A benchmark with scores
     that cannot be stored (not finite) gets no evaluation and is named in ``error``. Returns
@@ -185,14 +189,7 @@ def record_scores(
             )
         )
     if evaluations:
-        draft = EventDraft(
-            actor=caller.actor,
-            role=str(caller.role),
-            action="dev_evaluated" if tier is DataTier.DEV else "fold_evaluated",
-            campaign_id=subject.campaign_id,
-            detail=f"{detail}: {', '.join(e.benchmark for e in evaluations)}",
-        )
-        store.commit(draft, list(evaluations))
+        caller.recorder(store).evaluated(evaluations, detail)
     out: dict[str, Any] = {
         "scores": {e.benchmark: mean_score(e) for e in evaluations},
         "samples": {e.benchmark: len(e.samples) for e in evaluations},
@@ -277,7 +274,7 @@ def synced(store: Store, exp: Experiment) -> Experiment:
 
 
 def sync_experiment(store: Store, experiment_id: str, caller: Caller) -> Experiment:
-    """Commit :func:`synced` for one experiment unless it is finished or already current.
+    """Record :func:`synced` for one experiment unless it is finished or already current.
 
     Retried when another writer updated the experiment meanwhile (the result is recomputed
     from the records, so a retry loses nothing). Returns the experiment as stored.
@@ -289,32 +286,11 @@ def sync_experiment(store: Store, experiment_id: str, caller: Caller) -> Experim
         update = synced(store, exp)
         if update == exp:
             return exp
-        draft = EventDraft(
-            actor=caller.actor,
-            role=str(caller.role),
-            action="experiment_synced",
-            campaign_id=exp.campaign_id,
-            detail=update.summary(),
-        )
         try:
-            store.commit(draft, [update])
+            return caller.recorder(store).experiment_synced(update)
         except ConflictError:
             continue
-        return update
     return store.get_as(experiment_id, Experiment)
-
-
-def mark_running(store: Store, exp: Experiment, caller: Caller) -> None:
-    """Move a created experiment to running before its first job starts."""
-    if exp.state is ExperimentState.CREATED:
-        draft = EventDraft(
-            actor=caller.actor,
-            role=str(caller.role),
-            action="experiment_started",
-            campaign_id=exp.campaign_id,
-            detail=exp.summary(),
-        )
-        store.commit(draft, [exp.model_copy(update={"state": ExperimentState.RUNNING})])
 
 
 def total(resources: Sequence[Resources]) -> Resources:

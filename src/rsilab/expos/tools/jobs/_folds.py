@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rsilab.errors import ToolError
-from rsilab.expos.tools._jobrecords import DevTiers
+from rsilab.expos.tools.jobs._records import DevTiers
 from rsilab.records import DataTier
 from rsilab.tasks import Sample, Splits, Task, write_data_dir
 

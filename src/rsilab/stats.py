@@ -1,10 +1,12 @@
-"""The Host Controller's statistics: estimates with intervals that count every source of noise.
+"""Pure statistics: estimates with intervals that count every source of noise, and the
+campaign's alpha spending. The controller, the reviews and the findings all use these.
 
-Every function takes a score matrix ``scores[seed_index][sample_index]`` (a list of lists or a
-2-D array, shape ``k x n``): one row per training seed the controller chose (``k >= 1``), one
-column per private sample, the same samples in the same column order for every system compared.
-Inputs are converted to float64; NaN, inf, ragged rows or a wrong shape raise ``ValueError``
-naming the problem.
+Functions over numbers only (no store; no record but :class:`~rsilab.records.Interval`), so every
+layer above may import them. Most take a score matrix ``scores[seed_index][sample_index]`` (a
+list of lists or a 2-D array, shape ``k x n``): one row per training seed the controller chose
+(``k >= 1``), one column per private sample, the same samples in the same column order for
+every system compared. Inputs are converted to float64; NaN, inf, ragged rows or a wrong shape
+raise ``ValueError`` naming the problem.
 
 An interval must cover two kinds of noise. Re-training with another seed moves the whole row
 (*seed spread*); another draw of private samples moves the columns (*sample noise*). A
@@ -17,11 +19,15 @@ lower-is-better metric before calling (and negate the interval back if they repo
 
 Campaign-wide error control: proposal ``j`` is tested at :func:`alpha_for_proposal` and accepted
 when the lower bound of :func:`paired_gain` at level :func:`interval_level_for` clears zero.
+
+Two functions take other shapes: :func:`welch_interval` compares two groups of single numbers
+(one per experiment), and :func:`noise_floor_from` pools the seed spread of several matrices.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,10 +40,12 @@ __all__ = [
     "alpha_for_proposal",
     "avg_at_k",
     "interval_level_for",
+    "noise_floor_from",
     "paired_gain",
     "pass_at_k",
     "seed_spread",
     "t_quantile",
+    "welch_interval",
 ]
 
 ScoreMatrix = Sequence[Sequence[float]] | npt.NDArray[np.floating]
@@ -215,6 +223,44 @@ def paired_gain(candidate: ScoreMatrix, baseline: ScoreMatrix, level: float = 0.
     diffs = cand.mean(axis=0) - base.mean(axis=0)
     terms = [*_seed_term(cand), *_seed_term(base), _sample_term(diffs)]
     return _t_interval(float(cand.mean() - base.mean()), terms, level)
+
+
+def welch_interval(a: Sequence[float], b: Sequence[float], level: float = 0.95) -> Interval:
+    """Difference of means ``mean(a) - mean(b)`` of two independent groups, with a Welch t
+    interval: ``var = s_a^2 / n_a + s_b^2 / n_b`` and the Welch-Satterthwaite df of those terms.
+
+    A zero total variance gives a zero-width interval. ``statistics.StatisticsError`` when a
+    group has fewer than two values; ``OverflowError`` when the values are too large to square.
+    """
+    level = _check_level(level)
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    terms = [
+        (statistics.variance(a) / len(a), float(len(a) - 1)),
+        (statistics.variance(b) / len(b), float(len(b) - 1)),
+    ]
+    return _t_interval(diff, terms, level)
+
+
+def noise_floor_from(seed_matrices: Sequence[ScoreMatrix], level: float = 0.95) -> float:
+    """The noise floor from repeated runs of unchanged configs: ``z * sqrt(2) * s_pooled``.
+
+    How far two runs of the same config drift apart by training-seed chance alone. Each matrix
+    holds ``k >= 2`` seeds of one config; ``s_pooled`` pools their :func:`seed_spread`
+    (variances weighted by ``k - 1``), ``sqrt(2)`` makes it the sd of a difference of two
+    single-seed runs, and ``z`` is the two-sided normal quantile at ``level`` (1.96 at 0.95).
+    Matrices with one seed are skipped; ``ValueError`` when none has two. Errs high for
+    comparisons of runs averaged over several seeds.
+    """
+    pooled, df = 0.0, 0
+    for matrix in seed_matrices:
+        k = len(matrix)
+        if k >= 2:
+            pooled += (k - 1) * seed_spread(matrix) ** 2
+            df += k - 1
+    if df == 0:
+        raise ValueError("the noise floor needs at least one config run with two or more seeds")
+    z = t_quantile(0.5 + level / 2.0, math.inf)
+    return z * math.sqrt(2.0) * math.sqrt(pooled / df)
 
 
 def alpha_for_proposal(j: int, alpha: float = 0.05) -> float:

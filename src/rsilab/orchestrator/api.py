@@ -1,0 +1,251 @@
+"""``rsilab.run`` and ``rsilab.resume``: a campaign from Python, as ``rsilab run`` starts one.
+
+Both check every argument before anything is written (a bad budget creates no campaign and no
+lab), choose the policy the arguments name (built-in or LLM agents, alone or as a team) and
+make one call into the lifecycle (:func:`rsilab.orchestrator.campaign.run_policy`). The CLI
+calls these too, so a run from Python and one from the shell are the same run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from rsilab.errors import UserError
+from rsilab.expos.campaigns import find_campaign
+from rsilab.memory import team_size
+from rsilab.orchestrator.campaign import (
+    CampaignPolicy,
+    CampaignResult,
+    ProgressFn,
+    StopRequest,
+    campaign_result,
+    run_policy,
+    task_of,
+)
+from rsilab.orchestrator.llm_runner import LlmPolicy
+from rsilab.orchestrator.llm_team import LlmTeamPolicy
+from rsilab.orchestrator.runner import BuiltinPolicy
+from rsilab.orchestrator.team import TeamPolicy
+from rsilab.store import Lab
+from rsilab.store.lab import DB_NAME, resolve_lab_path
+from rsilab.tasks import Budget, Task, load_task
+
+__all__ = ["BudgetLike", "LabLike", "resume", "run"]
+
+BudgetLike = Budget | Mapping[str, Any] | str | None
+"""A budget: a :class:`~rsilab.tasks.Budget`, a mapping of its fields (``experiments``,
+``wall`` or ``wall_s``, ``tokens``), a text such as ``"experiments=40,wall=20m"``, or None
+for the task's own. Fields given replace the task's (or the campaign's) and keep the rest."""
+LabLike = Lab | str | Path | None
+"""A lab: an opened :class:`~rsilab.store.Lab`, or its folder (created when it holds no lab
+yet), or None for ``$RSILAB_LAB`` or ``./.rsilab``."""
+
+
+def run(
+    task: str | Task,
+    *,
+    budget: BudgetLike = None,
+    agents: str = "builtin",
+    workers: int = 1,
+    team: int = 0,
+    seed: int = 0,
+    lab: LabLike = None,
+    on_progress: ProgressFn | None = None,
+    stop: StopRequest | None = None,
+) -> CampaignResult:
+    """Run a new campaign on ``task`` until its budget is spent, it is stopped, or it fails.
+
+    Args:
+        task: a built-in task's name, a ``task.toml`` path or folder, ``file.py[:NAME]``, or
+            a :class:`~rsilab.tasks.Task`.
+        budget: see :data:`BudgetLike` (default: the task's budget).
+        agents: ``builtin`` (no LLM), ``openai:MODEL`` or ``anthropic:MODEL``.
+        workers: experiments run at once, each by a Worker (not with ``team``).
+        team: with N > 0, a Leader and N researchers work at once, each on the whole task.
+        seed: the campaign's seed (the built-in policy's choices follow from it).
+        lab: see :data:`LabLike`.
+        on_progress: called with each :class:`~rsilab.orchestrator.campaign.Progress` line,
+            on the calling thread.
+        stop: a :class:`~rsilab.orchestrator.campaign.StopRequest`; its first request drains
+            (running experiments finish), its second cancels them. KeyboardInterrupt on the
+            calling thread stops the run too.
+
+    Returns:
+        The :class:`~rsilab.orchestrator.campaign.CampaignResult`: campaign id, state,
+        ``end_reason``, experiments, the versions the controller accepted with their scores.
+
+    Raises:
+        UserError: an argument is wrong (nothing is written), the LLM's API key is missing,
+            or a tool the policy needed failed (the campaign ends ``stopped``, ``error``).
+        LeaseHeld: another process runs the campaign.
+    """
+    _check_agents(agents)
+    workers, team, seed = _count("workers", workers, 1), _count("team", team, 0), _int("seed", seed)
+    if team and workers != 1:
+        raise UserError(
+            "team and workers do not go together: each researcher of a team runs one "
+            "experiment at a time, so team=N runs up to N at once",
+            "drop workers",
+        )
+    chosen = task if isinstance(task, Task) else load_task(task)
+    spent = to_budget(budget, chosen.budget)
+    with _opened(lab) as opened:
+        policy = _policy(opened, agents, team, workers, seed, spent, on_progress)
+        return run_policy(opened, chosen, policy, budget=spent, stop=stop)
+
+
+def resume(
+    campaign: str,
+    *,
+    budget: BudgetLike = None,
+    workers: int | None = None,
+    lab: LabLike = None,
+    on_progress: ProgressFn | None = None,
+    stop: StopRequest | None = None,
+) -> CampaignResult:
+    """Continue a stopped campaign (its id, or ``latest``) where it left off.
+
+    Nothing done is repeated and nothing begun is lost; the campaign keeps its agents, team,
+    seed and (unless ``budget`` changes some of its fields) its budget. A finished campaign is
+    final: nothing is written and the result's message says so. ``workers`` defaults to the
+    number it was started with. The other arguments are :func:`run`'s.
+
+    Raises:
+        UserError: no such campaign or lab, a bad argument (nothing is written), a campaign
+            that a system's own improve command ran (an evolution's round), or a task that
+            cannot be loaded here.
+        LeaseHeld: another process runs the campaign.
+    """
+    if workers is not None:
+        workers = _count("workers", workers, 1)
+    with _opened(lab, create=False) as opened:
+        found = find_campaign(opened.store, campaign)
+        if found.is_finished():
+            message = (
+                f"nothing to do: campaign {found.id} is {found.state} (the records of a "
+                f"finished campaign are final); start a new one with `rsilab run "
+                f"{found.task.name}`"
+            )
+            return campaign_result(opened, found.id, message)
+        agents = str(found.settings.get("agents", "builtin"))
+        if agents == "harness":
+            raise UserError(
+                f"campaign {found.id} was round {found.settings.get('round')} of evolution "
+                f"{found.settings.get('evolution_id')}, run by a system's own improve command; "
+                "resuming runs rsilab's agents, not that",
+                "start a new evolution with `rsilab evolve`",
+            )
+        task = task_of(found)
+        spent = to_budget(budget, found.settings.get("budget", task.budget))
+        team = team_size(found.settings)
+        if team and workers is not None:
+            raise UserError("a team campaign takes no workers: each researcher runs its own")
+        chosen = workers or team or int(found.settings.get("workers", 1))
+        seed = int(found.settings.get("seed", 0))
+        policy = _policy(opened, agents, team, chosen, seed, spent, on_progress)
+        return run_policy(opened, task, policy, budget=spent, campaign_id=found.id, stop=stop)
+
+
+def _policy(
+    lab: Lab,
+    agents: str,
+    team: int,
+    workers: int,
+    seed: int,
+    budget: Budget,
+    on_progress: ProgressFn | None,
+) -> CampaignPolicy:
+    """The policy ``agents`` and ``team`` name (an LLM's key is checked here)."""
+    if agents == "builtin":
+        if team:
+            return TeamPolicy(team=team, budget=budget, seed=seed, on_progress=on_progress)
+        return BuiltinPolicy(budget=budget, workers=workers, seed=seed, on_progress=on_progress)
+    if team:
+        return LlmTeamPolicy(
+            lab, agents=agents, team=team, budget=budget, seed=seed, on_progress=on_progress
+        )
+    return LlmPolicy(
+        lab, agents=agents, budget=budget, workers=workers, seed=seed, on_progress=on_progress
+    )
+
+
+def to_budget(value: BudgetLike, base: object) -> Budget:
+    """``value`` (see :data:`BudgetLike`) over ``base`` (a Budget, its text or its mapping);
+    UserError naming what is wrong."""
+    try:
+        start = Budget.model_validate(base)
+        if value is None:
+            return start
+        if isinstance(value, Budget):
+            return value
+        if not isinstance(value, str | Mapping):
+            raise UserError(
+                f"budget {value!r}: expected a Budget, a mapping or a text",
+                'e.g. budget={"experiments": 40, "wall": "20m"} or "experiments=40,wall=20m"',
+            )
+        given = Budget.model_validate(value)  # refuses unknown fields and bad values
+        named = given.model_dump(include=_fields_named(value))
+        return Budget.model_validate(start.model_dump() | named)
+    except (ValidationError, ValueError) as exc:
+        raise UserError(
+            f"bad budget {value!r}: {_first_error(exc)}",
+            'e.g. budget={"experiments": 40, "wall": "20m", "tokens": "2M"}',
+        ) from None
+
+
+def _fields_named(value: Mapping[str, Any] | str) -> set[str]:
+    """The Budget fields ``value`` sets (``wall`` names ``wall_s``)."""
+    if isinstance(value, str):
+        from rsilab.tasks._budget import parse_budget
+
+        return set(parse_budget(value))
+    return {"wall_s" if k == "wall" else k for k in value}
+
+
+def _first_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "budget"
+        return f"{where}: {err['msg']}"
+    return str(exc)
+
+
+def _check_agents(agents: object) -> None:
+    if not isinstance(agents, str) or (
+        agents != "builtin" and not agents.startswith(("openai:", "anthropic:"))
+    ):
+        raise UserError(
+            f"agents {agents!r}: not a policy rsilab has",
+            "use builtin, openai:MODEL or anthropic:MODEL",
+        )
+
+
+def _int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UserError(f"{name} {value!r}: expected a whole number")
+    return value
+
+
+def _count(name: str, value: object, least: int) -> int:
+    number = _int(name, value)
+    if number < least:
+        raise UserError(f"{name} {number}: at least {least} is needed")
+    return number
+
+
+@contextlib.contextmanager
+def _opened(lab: LabLike, *, create: bool = True) -> Iterator[Lab]:
+    """``lab`` opened (and closed at the end unless the caller passed it opened); a folder
+    with no lab yet gets a new one when ``create``."""
+    if isinstance(lab, Lab):
+        yield lab
+        return
+    folder = resolve_lab_path(lab)
+    made = Lab.init(folder) if create and not (folder / DB_NAME).exists() else Lab.open(folder)
+    with made:
+        yield made

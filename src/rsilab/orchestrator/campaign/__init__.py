@@ -1,0 +1,48 @@
+"""A campaign's lifecycle, its records and its result: the ground every kind of run stands on.
+
+:func:`run_policy` (:mod:`~rsilab.orchestrator.campaign.lifecycle`) is the one place a
+campaign starts, resumes, stops and ends; a :class:`CampaignPolicy` says who decides.
+"""
+
+from rsilab.orchestrator.campaign.lifecycle import (
+    CampaignPolicy,
+    CampaignSession,
+    DoneIntent,
+    Ending,
+    Intents,
+    LeaseHeld,
+    LeaseLost,
+    budget_of,
+    run_policy,
+)
+from rsilab.orchestrator.campaign.result import (
+    ACTOR,
+    AcceptedVersion,
+    CampaignResult,
+    Progress,
+    ProgressFn,
+    campaign_result,
+    task_of,
+)
+from rsilab.orchestrator.campaign.stop import EvolutionStop, StopRequest
+
+__all__ = [
+    "ACTOR",
+    "AcceptedVersion",
+    "CampaignPolicy",
+    "CampaignResult",
+    "CampaignSession",
+    "DoneIntent",
+    "Ending",
+    "EvolutionStop",
+    "Intents",
+    "LeaseHeld",
+    "LeaseLost",
+    "Progress",
+    "ProgressFn",
+    "StopRequest",
+    "budget_of",
+    "campaign_result",
+    "run_policy",
+    "task_of",
+]

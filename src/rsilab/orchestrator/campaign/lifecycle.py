@@ -1,0 +1,259 @@
+"""The campaign lifecycle: the one place that starts, resumes, stops and ends a campaign.
+
+Every kind of run (the built-in policy, LLM agents, a research team of either, a round of an
+evolution, a search benchmark's peer) goes through :func:`run_policy`; what differs between
+them is a :class:`CampaignPolicy`. The sequence, for all of them:
+
+1. the lineage's baseline, when it has none (the Host Controller evaluates the task's system);
+2. :meth:`CampaignPolicy.prepare` (records the policy needs in the lab, e.g. orientations);
+3. a new campaign opened with :meth:`CampaignPolicy.settings`, or the one named found (a
+   finished campaign is final: nothing is written and the result says so);
+4. the campaign's lease (no second process runs it), kept alive on a thread;
+5. recovery of what a dead run left (jobs interrupted, open experiments closed, pending
+   intents listed) and the run's budget recorded where it changed;
+6. :meth:`CampaignPolicy.run` with a :class:`CampaignSession`: the campaign, its services,
+   its budget, the stop request, the lease check and its intents;
+7. :meth:`CampaignPolicy.conclude` when the run finished the campaign (its tools still answer);
+8. :func:`_end_campaign`: the final state and *why* (:class:`~rsilab.records.EndReason`) on
+   the campaign and in its last event's detail.
+
+Ending: a policy returns an :class:`Ending`. A KeyboardInterrupt that reaches here ends the
+run ``stopped`` (``stopped_by_user``) and returns; any other error ends it ``stopped``
+(``error``, with the error's kind) and is raised again, except a lost lease (another process
+runs the campaign now: nothing more is written). Either way the lease is released and the
+campaign is resumable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rsilab.controller.lineage import find_lineage
+from rsilab.errors import UserError
+from rsilab.expos.campaigns import open_campaign
+from rsilab.expos.services import LabServices
+from rsilab.orchestrator.campaign._budget import budget_of, record_budget
+from rsilab.orchestrator.campaign._intents import DoneIntent, Intents
+from rsilab.orchestrator.campaign._lease import Lease, LeaseHeld, LeaseLost, acquire_lease
+from rsilab.orchestrator.campaign._recovery import recover_campaign
+from rsilab.orchestrator.campaign.result import ACTOR, CampaignResult, campaign_result
+from rsilab.orchestrator.campaign.stop import StopRequest
+from rsilab.orchestrator.campaign.writer import write
+from rsilab.records import Campaign, CampaignState, EndReason, Experiment
+from rsilab.store import Lab, Store
+from rsilab.tasks import Budget, Task
+
+__all__ = [
+    "CampaignPolicy",
+    "CampaignSession",
+    "DoneIntent",
+    "Ending",
+    "Intents",
+    "LeaseHeld",
+    "LeaseLost",
+    "budget_of",
+    "run_policy",
+]
+
+FINISHED_MESSAGE = (
+    "nothing to do: the campaign is finished (records of a finished campaign are final; "
+    "start a new one with `rsilab run`)"
+)
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How a run ended: the campaign's state, why, and the reason in words."""
+
+    state: CampaignState
+    reason: EndReason
+    message: str
+
+
+@dataclass(frozen=True)
+class CampaignSession:
+    """What a policy runs a campaign with; made by :func:`run_policy` once the lease is held."""
+
+    lab: Lab
+    task: Task
+    campaign: Campaign
+    """The campaign as it was when the run began (its settings hold what a resume keeps)."""
+    services: LabServices
+    budget: Budget
+    stop: StopRequest
+    check: Callable[[], None]
+    """Raises LeaseLost once another process has taken the campaign; call it each turn."""
+    intents: Intents
+    recover: Callable[[], None]
+    """Recovery again, for a policy whose agent ran outside rsilab's loop (an improver's
+    own command): its unfinished jobs interrupted, its open experiments closed."""
+
+    @property
+    def campaign_id(self) -> str:
+        return self.campaign.id
+
+
+class CampaignPolicy:
+    """Who decides in a campaign. Subclasses give :meth:`settings` and :meth:`run`; the other
+    hooks default to doing nothing. One object serves one :func:`run_policy` call."""
+
+    slots: int | None = 2
+    """Jobs the run's own services run at once (when the caller passes none; None: as many
+    as the machine has cores)."""
+
+    def settings(self) -> dict[str, Any]:
+        """What a new campaign records in its settings (agents, budget, seed, ...)."""
+        raise NotImplementedError
+
+    def run(self, session: CampaignSession) -> Ending:
+        """Run the campaign until it ends; how it ended. May raise (see the module)."""
+        raise NotImplementedError
+
+    def prepare(self, lab: Lab, services: LabServices) -> None:
+        """Before the campaign is opened or found: records the policy needs in the lab."""
+
+    def admit(self, campaign: Campaign) -> None:
+        """Refuse (UserError) a campaign found to resume that this policy cannot run."""
+
+    def keep_open(self, store: Store, campaign_id: str) -> Callable[[Experiment], bool] | None:
+        """Open experiments recovery must not close (the policy continues them)."""
+        return None
+
+    def conclude(self, session: CampaignSession) -> None:
+        """After a run that finished the campaign, before it is marked so."""
+
+    def settle(self, ending: Ending) -> Ending:
+        """The ending to record for the one the run returned (an evolution's round maps a
+        stop on its wall budget to a finished round)."""
+        return ending
+
+    def close(self) -> None:
+        """Release what the policy holds (a chat model's connection); called once, last."""
+
+
+def run_policy(
+    lab: Lab,
+    task: Task,
+    policy: CampaignPolicy,
+    *,
+    budget: Budget,
+    campaign_id: str | None = None,
+    services: LabServices | None = None,
+    stop: StopRequest | None = None,
+) -> CampaignResult:
+    """Run a new campaign of ``policy`` on ``task`` (or resume ``campaign_id``); see the module.
+
+    ``budget`` is this run's (one that differs from the recorded one is recorded). Without
+    ``services`` the run makes its own and closes them at the end; ``policy`` is closed at the
+    end in every case.
+
+    Raises:
+        UserError: ``campaign_id`` names no campaign, or one the policy does not admit.
+        LeaseHeld: another process runs the campaign.
+        LeaseLost: another process took the campaign over while this one ran.
+        RsilabError: what the policy raised (the campaign is ended ``stopped``, resumable).
+    """
+    own = services is None
+    if services is None:
+        services = LabServices(lab, judge_in_background=False, slots=policy.slots)
+    try:
+        if find_lineage(lab.store, task.name, services.lineage) is None:
+            services.controller(task).baseline(actor=ACTOR)
+        policy.prepare(lab, services)
+        campaign = _start_or_find(lab, task, policy.settings(), campaign_id)
+        if campaign is None:
+            assert campaign_id is not None
+            return campaign_result(lab, campaign_id, FINISHED_MESSAGE)
+        policy.admit(campaign)
+        with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
+            session = _open(lab, task, policy, campaign, services, budget, stop, lease)
+            ending = policy.settle(_run(policy, session, lease))
+            _end_campaign(lab.store, campaign.id, ending)
+        return campaign_result(lab, campaign.id, ending.message)
+    finally:
+        policy.close()
+        if own:
+            services.close()
+
+
+def _start_or_find(
+    lab: Lab, task: Task, settings: dict[str, Any], campaign_id: str | None
+) -> Campaign | None:
+    """A new campaign with ``settings`` (``campaign_id`` None), or the one to resume; None
+    when that one is finished. UserError when no such campaign exists."""
+    if campaign_id is None:
+        return open_campaign(lab.store, task.ref(), actor=ACTOR, settings=settings)
+    try:
+        campaign = lab.store.get_as(campaign_id, Campaign)
+    except Exception as exc:
+        raise UserError(f"no campaign {campaign_id!r} in this lab") from exc
+    return None if campaign.is_finished() else campaign
+
+
+def _open(
+    lab: Lab,
+    task: Task,
+    policy: CampaignPolicy,
+    campaign: Campaign,
+    services: LabServices,
+    budget: Budget,
+    stop: StopRequest | None,
+    lease: Lease,
+) -> CampaignSession:
+    """Recover what a dead run left, record the budget, and make the run's session."""
+    intents = Intents(lab.store, campaign.id)
+    keep = policy.keep_open(lab.store, campaign.id)
+
+    def recover() -> None:
+        recover_campaign(lab.store, lease, pending=intents.pending(), keep_open=keep)
+
+    recover()
+    record_budget(lab.store, campaign, budget)
+    return CampaignSession(
+        lab, task, campaign, services, budget, stop or StopRequest(), lease.check, intents,
+        recover,
+    )  # fmt: skip
+
+
+def _run(policy: CampaignPolicy, session: CampaignSession, lease: Lease) -> Ending:
+    """The policy's run and conclusion; an interrupt or error turned into an ending (an
+    error is recorded, then raised again; a lost lease records nothing)."""
+    try:
+        ending = policy.run(session)
+        if ending.state is CampaignState.FINISHED:
+            policy.conclude(session)
+        return ending
+    except KeyboardInterrupt:
+        return Ending(CampaignState.STOPPED, EndReason.STOPPED_BY_USER, "interrupted")
+    except LeaseLost:
+        raise
+    except Exception as exc:
+        try:
+            lease.check()
+        except LeaseLost:
+            raise exc from None
+        message = f"{type(exc).__name__}: {exc}"
+        _end_campaign(
+            session.lab.store, session.campaign_id,
+            Ending(CampaignState.STOPPED, EndReason.ERROR, message),
+        )  # fmt: skip
+        raise
+
+
+def _end_campaign(store: Store, campaign_id: str, ending: Ending) -> None:
+    """Record ``ending`` on the campaign, with an event ``campaign_<state>`` whose detail says
+    why; nothing when the campaign already records exactly this ending."""
+    campaign = store.get_as(campaign_id, Campaign)
+    now = (campaign.state, campaign.end_reason, campaign.end_detail)
+    if now == (ending.state, ending.reason, ending.message):
+        return
+    update = {"state": ending.state, "end_reason": ending.reason, "end_detail": ending.message}
+    write(
+        store,
+        f"campaign_{ending.state}",
+        [campaign.model_copy(update=update)],
+        campaign_id=campaign_id,
+        detail=f"{campaign.state} -> {ending.state}: {ending.reason}: {ending.message}",
+    )
