@@ -4,11 +4,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # Where `make docs` (and the docs build of `make test` and `make check`) writes the site.
 SITE := site
-# Test files `make check` leaves out: whole campaigns, benchmarks, evolutions, the encoder's
-# training and the browser. `make test` runs them all.
+# Test files `make check` leaves out: the benchmarks, digits campaigns, evolutions, the
+# encoder's training, the hacking suite over every built-in task, and the browser.
+# `make test` runs them all.
 SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
 	tests/orchestrator/test_rounds.py tests/cli/test_evolve.py \
-	tests/tasks/builtin/test_textcls.py tests/web/test_browser.py
+	tests/tasks/builtin/test_textcls.py tests/controller/test_traps.py tests/web/test_browser.py
 
 .PHONY: install system-deps browser-deps runtime test check docs demo bench bench-quick lint typecheck clean
 

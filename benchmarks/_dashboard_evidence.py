@@ -16,7 +16,7 @@ from typing import Any
 
 from benchmarks._dashboard_writer import _Writer
 from rsilab.expos.tools.review import compute_comparison
-from rsilab.orchestrator.measures import DEFAULT_RULE_NOTE
+from rsilab.orchestrator.research.measures import DEFAULT_RULE_NOTE
 from rsilab.records import (
     Direction,
     DirectionChange,

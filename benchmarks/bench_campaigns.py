@@ -48,7 +48,7 @@ from benchmarks.bench_controller import (
 from benchmarks.kept import RESULTS, JsonLines
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.services import LabServices
-from rsilab.orchestrator.runner import run_campaign
+from rsilab.orchestrator.builtin.runner import run_campaign
 from rsilab.records import (
     Candidate,
     CandidateState,

@@ -32,7 +32,7 @@ from benchmarks.search.protocol import (
 from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
 from benchmarks.search.results import RunLog, log_for
 from rsilab.executors.local import available_cores
-from rsilab.orchestrator.ablation import Ablation
+from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.tasks import Task, get_task
 
 FIGURES = Path(__file__).parent / "figures"
@@ -40,7 +40,7 @@ ABLATED: dict[str, frozenset[Ablation]] = {
     f"{BUILTIN} without Reviewers": frozenset({Ablation.REVIEWERS}),
     f"{BUILTIN} without Workers": frozenset({Ablation.WORKERS}),
 }
-"""The built-in policy with a part removed (:mod:`rsilab.orchestrator.ablation`)."""
+"""The built-in policy with a part removed (:mod:`rsilab.orchestrator.builtin.ablation`)."""
 POLICIES = (BUILTIN, *ASK_TELL_POLICIES, *ABLATED)
 """rsilab first, then optuna-tpe, hill-climb, random, then rsilab's ablations."""
 
@@ -243,7 +243,8 @@ def run_search_synthetic(quick: bool) -> list[dict[str, Any]]:
     kept only if feasible and strictly better on dev. Random: uniform (log-uniform on log
     knobs). Ablations, as the research did them: *without Reviewers* Main verifies and
     proposes on its own rule; *without Workers* Main runs every experiment itself in one line
-    of work over all knobs (see `rsilab.orchestrator.ablation`). Without the Experiment OS the
+    of work over all knobs (see `rsilab.orchestrator.builtin.ablation`). Without the Experiment OS
+    the
     built-in policy cannot run (it keeps its state in the records); the hacking suite runs the
     same Worker without it. *reviews that changed Main's move*: followed reviews whose advice
     differed from what Main's own rule would have done without them (each built-in review

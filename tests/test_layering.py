@@ -1,4 +1,5 @@
-"""The layering rule of DESIGN.md: a module imports only from its own package or lower layers."""
+"""The layering rule of docs/architecture.md: a module imports only from its own package or
+lower layers."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def test_no_module_imports_upwards() -> None:
         if rel.parts[0] == "__init__.py" or "harness" in rel.parts:
             continue  # the package root re-exports; harness folders run in the sandbox
         own = rel.parts[0].removesuffix(".py")
-        assert own in LAYERS, f"{rel}: package {own!r} has no layer; add it to DESIGN.md"
+        assert own in LAYERS, f"{rel}: package {own!r} has no layer; add it to docs/architecture.md"
         for name in _imports(path):
             other = _package(name)
             if other == own or LAYERS[own] == LAYERS[other] == 1:
@@ -51,4 +52,34 @@ def test_no_module_imports_upwards() -> None:
                 problems.append(
                     f"{rel} (layer {LAYERS[own]}) imports {name} (layer {LAYERS[other]})"
                 )
+    assert not problems, "\n".join(problems)
+
+
+ORCHESTRATOR = {
+    "writer": 0, "door": 0,  # its one way to write, its agents' one way to act
+    "research": 1,  # the DAG, measures, guidance, a team's campaign review
+    "campaign": 2,  # the lifecycle every run goes through
+    "builtin": 3, "llm": 3,  # the policies: who decides (neither imports the other)
+    "rounds": 4, "report": 4,
+    "api": 5,  # rsilab.run and rsilab.resume
+}  # fmt: skip
+"""The orchestrator's subpackages, bottom up: each imports only lower ones and its own."""
+
+
+def test_the_orchestrator_subpackages_import_only_downwards() -> None:
+    root = SRC / "orchestrator"
+    problems = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts == ("__init__.py",):
+            continue  # the package's face re-exports
+        own = rel.parts[0].removesuffix(".py")
+        assert own in ORCHESTRATOR, f"orchestrator/{rel}: {own!r} has no place; add it here"
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[:2] != ["rsilab", "orchestrator"] or len(parts) < 3:
+                continue
+            other = parts[2]
+            if other != own and ORCHESTRATOR[other] >= ORCHESTRATOR[own]:
+                problems.append(f"orchestrator/{rel} imports {name}")
     assert not problems, "\n".join(problems)

@@ -9,13 +9,14 @@ core) serves every run's jobs and the controller's.
 
 A run (:func:`run_policy` or :func:`run_builtin`) opens its own campaign with an experiment
 budget. Each experiment is one Experiment OS experiment made through the tools, as the built-in
-Workers make it (:mod:`rsilab.orchestrator._workers`): ``prepare_workspace`` (lineage head),
+Workers make it (:mod:`rsilab.orchestrator.builtin._workers`): ``prepare_workspace`` (lineage head),
 ``read_file``/``write_file`` config.json, ``create_experiment``, ``run_job`` train and
 ``dev_eval``, ``finish_experiment``; the tools refuse an experiment past the budget. The
 ask/tell policies propose once, at the end of the budget: their best-dev config among the
 feasible ones (:class:`Feasibility`; none when that is the starting config), through
 ``propose_candidate`` (judged before the call returns) and ``candidate_status``. The built-in
-policy (:func:`rsilab.orchestrator.runner.run_campaign`) proposes as it does (after verifying).
+policy (:func:`rsilab.orchestrator.builtin.runner.run_campaign`) proposes as it does (after
+verifying).
 
 What a run yields (:class:`RunResult`): the dev target score of each experiment in the order the
 experiments were created (read back from the records, the same way for every policy), the
@@ -44,10 +45,10 @@ from rsilab.controller.lineage import copy_version, find_lineage, require_lineag
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator import campaign as lifecycle
-from rsilab.orchestrator._door import Door
-from rsilab.orchestrator.ablation import Ablation
-from rsilab.orchestrator.runner import run_campaign
-from rsilab.orchestrator.team import TeamSettings, run_team_campaign
+from rsilab.orchestrator.builtin.ablation import Ablation
+from rsilab.orchestrator.builtin.runner import run_campaign
+from rsilab.orchestrator.builtin.team import TeamSettings, run_team_campaign
+from rsilab.orchestrator.door import Door
 from rsilab.records import (
     CampaignState,
     Candidate,

@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 _FENCE = re.compile(r"^(```|~~~)(\w*).*?^\1[ \t]*$", re.M | re.S)
 _SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 _DOTTED = re.compile(r"^rsilab(\.[A-Za-z_]\w*)+(\(\))?$")
-_PATH = re.compile(r"^(?:(?:src/rsilab|tests|benchmarks|docs)(?:/[\w.*-]+)*|rsilab(?:/[\w.*-]+)+)/?$")
+_PATH = re.compile(
+    r"^(?:(?:src/rsilab|tests|benchmarks|docs)(?:/[\w.*-]+)*|rsilab(?:/[\w.*-]+)+)/?$"
+)
 _OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 _FILE_SUFFIXES = {"toml", "md", "py", "db", "json", "key", "txt"}
 _SHELL_FENCES = {"sh", "bash", "console", "shell"}

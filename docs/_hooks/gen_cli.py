@@ -2,8 +2,7 @@
 
 Every command and sub-command registered on ``rsilab.cli.app``, with its usage line, its help
 text (Markdown, as ``--help`` shows it) and each argument and option as ``--help`` prints it.
-:func:`commands` is also what the reference check and the README test use to know which
-commands exist.
+:func:`commands` is also what the stale-reference check uses to know which commands exist.
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
+from _cells import cell
 
 from rsilab.cli import app
 
@@ -52,10 +52,6 @@ def option_names(name: str) -> set[str]:
     return names
 
 
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def _section(name: str, command: Any) -> list[str]:
     ctx = command.context_class(command, info_name=f"rsilab {name}")
     usage = command.get_usage(ctx).strip().removeprefix("Usage: ")
@@ -68,7 +64,7 @@ def _section(name: str, command: Any) -> list[str]:
     rows = [row for row in rows if row is not None]
     if rows:
         lines += ["| argument or option | meaning |", "|---|---|"]
-        lines += [f"| `{_cell(spec)}` | {_cell(text)} |" for spec, text in rows]
+        lines += [f"| {cell(f'`{spec}`')} | {cell(text)} |" for spec, text in rows]
     return lines
 
 
@@ -88,7 +84,7 @@ def render() -> str:
     for name, command in found.items():
         anchor = "rsilab-" + name.replace(" ", "-")
         summary = (command.help or "").split("\n\n", 1)[0]
-        lines.append(f"| [`rsilab {name}`](#{anchor}) | {_cell(summary)} |")
+        lines.append(f"| [`rsilab {name}`](#{anchor}) | {cell(summary)} |")
     for name, command in found.items():
         lines += _section(name, command)
     return "\n".join(lines) + "\n"

@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import inspect
 import re
-import typing
 from enum import Enum
 from typing import Any
 
+from _cells import cell
 from pydantic import BaseModel
 
 from rsilab.records import RECORD_TYPES, SCHEMA_VERSION, Record
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def type_of(annotation: Any) -> str:
@@ -38,7 +34,9 @@ def _fields(model: type[BaseModel], skip: set[str]) -> list[str]:
     for name, info in model.model_fields.items():
         if name in skip or info.exclude:
             continue
-        lines.append(f"| `{name}` | {_cell(type_of(info.annotation))} | {_cell(info.description or '')} |")
+        lines.append(
+            f"| `{name}` | {cell(type_of(info.annotation))} | {cell(info.description or '')} |"
+        )
     return lines
 
 
@@ -64,13 +62,14 @@ def render() -> str:
     ]
     for kind, model in RECORD_TYPES.items():
         summary = inspect.cleandoc(model.__doc__ or "").split("\n\n", 1)[0]
-        lines.append(f"| [`{kind}`](#{kind}) | `{model.__name__}` | {_cell(summary)} |")
+        lines.append(f"| [`{kind}`](#{kind}) | `{model.__name__}` | {cell(summary)} |")
     for kind, model in RECORD_TYPES.items():
         lines += [
             "",
             f"## {kind}",
             "",
-            f"`{model.__name__}`, id prefix `{model.PREFIX}-`. {inspect.cleandoc(model.__doc__ or '')}",
+            f"`{model.__name__}`, id prefix `{model.PREFIX}-`. "
+            + inspect.cleandoc(model.__doc__ or ""),
             "",
             *_fields(model, common),
         ]

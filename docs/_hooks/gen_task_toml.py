@@ -16,6 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from _cells import cell
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
@@ -38,10 +39,6 @@ from rsilab.tasks import _toml as toml_loader
 _SECTIONS: dict[Any, str] = {Benchmark: "benchmarks", Knob: "search_space", Trap: "traps"}
 """Models that are arrays of tables in task.toml, and the section of this page on each."""
 _SAMPLE_KINDS: dict[str, type[BaseModel]] = {"files": FileSplits, "pool": PoolSplits}
-
-
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def type_of(annotation: Any) -> str:
@@ -83,7 +80,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, dict):
-        inner = ", ".join(f"{_toml_value(k).strip(chr(34))} = {_toml_value(v)}" for k, v in value.items())
+        inner = ", ".join(
+            f"{_toml_value(k).strip(chr(34))} = {_toml_value(v)}" for k, v in value.items()
+        )
         return "{ " + inner + " }"
     if isinstance(value, list):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
@@ -115,8 +114,8 @@ def _rows(fields: list[tuple[str, FieldInfo]]) -> list[str]:
     lines = ["| key | type | default | description |", "|---|---|---|---|"]
     for name, info in fields:
         lines.append(
-            f"| `{name}` | {_cell(type_of(info.annotation) + _constraints(info))} "
-            f"| {_default(info)} | {_cell(info.description or '')} |"
+            f"| `{name}` | {cell(type_of(info.annotation) + _constraints(info))} "
+            f"| {_default(info)} | {cell(info.description or '')} |"
         )
     return lines
 
@@ -153,7 +152,9 @@ def _scorers() -> list[str]:
     for name in scorer_names():
         info = get_scorer(name)
         better = "higher" if info.higher_is_better else "lower"
-        lines.append(f"| `{name}` | {better} | `{info.invalid_score:g}` | {_cell(info.description)} |")
+        lines.append(
+            f"| `{name}` | {better} | `{info.invalid_score:g}` | {cell(info.description)} |"
+        )
     return lines
 
 
@@ -182,9 +183,9 @@ def render() -> str:
             "",
             "## budget",
             "",
-            "Either a string such as `budget = \"experiments=40,wall=20m,tokens=2M\"` (any subset,",
-            "any order; `wall` takes `90s`, `20m` or `1.5h`, counts take `500k` or `2M`) or a table",
-            "with these keys (`wall = \"20m\"` may stand for `wall_s`):",
+            'Either a string such as `budget = "experiments=40,wall=20m,tokens=2M"` (any subset,',
+            "any order; `wall` takes `90s`, `20m` or `1.5h`, counts take `500k` or `2M`) or a",
+            'table with these keys (`wall = "20m"` may stand for `wall_s`):',
             "",
             *_rows(_own_fields(Budget)),
             "",
@@ -194,7 +195,9 @@ def render() -> str:
             "",
             *_rows(benchmark_fields),
             "",
-            "Its samples, in one of two ways (each sample a JSON line `{\"id\", \"input\", \"target\"}`):",
+            "Its samples come from `splits` (a file per tier) or from `pool` (one file, split",
+            "by the lab's secret in the given `fractions`); each sample is a JSON line",
+            '`{"id", "input", "target"}`. "required" below means required for that way.',
             "",
             *_rows(_sample_keys()),
             "",

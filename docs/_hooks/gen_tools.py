@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from _cells import cell
+
 from rsilab.expos import default_registry, policy
 from rsilab.expos.registry import Category, Tool
 from rsilab.records import Role
 
 _RECORD_ID = r"^[a-z]+-[0-9a-f]{6,}$"
-
-
-def _cell(text: str) -> str:
-    """Text safe inside a Markdown table cell."""
-    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _literal(value: Any) -> str:
@@ -88,16 +85,16 @@ def _arguments(tool: Tool) -> list[str]:
     for name, prop in props.items():
         default = "required" if name in required else _literal(prop.get("default"))
         lines.append(
-            f"| `{name}` | {_cell(type_of(prop, defs))} | {default} "
-            f"| {_cell(prop.get('description') or '')} |"
+            f"| `{name}` | {cell(type_of(prop, defs))} | {default} "
+            f"| {cell(prop.get('description') or '')} |"
         )
     for name, target in defs.items():
         if "properties" not in target:
             continue
         fields = ", ".join(
-            f"`{key}` ({_cell(type_of(value, defs))})" for key, value in target["properties"].items()
+            f"`{key}` ({cell(type_of(value, defs))})" for key, value in target["properties"].items()
         )
-        lines += ["", f"`{name}`: {_cell(target.get('description', ''))} Fields: {fields}."]
+        lines += ["", f"`{name}`: {cell(target.get('description', ''))} Fields: {fields}."]
     return lines
 
 
@@ -130,7 +127,7 @@ def render() -> str:
     for tool in tools:
         lines.append(
             f"| [`{tool.name}`](#{tool.name}) | {tool.category.value} | {roles_of(tool.name)} "
-            f"| {_cell(tool.summary)} |"
+            f"| {cell(tool.summary)} |"
         )
     for category in Category:
         members = [t for t in tools if t.category is category]

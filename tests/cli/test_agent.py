@@ -180,7 +180,7 @@ def test_a_workspace_holding_the_lab_does_not_show_it(
 @pytest.mark.usefixtures("needs_bwrap")
 def test_a_command_the_sandbox_cannot_find_is_a_user_error(lab: Path, campaign_id: str) -> None:
     result = rsilab("agent", "--lab", lab, "--campaign", "latest", "--", "no-such-agent-x")
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert "not a program the sandbox can run" in result.stderr
     assert "hint:" in result.stderr
 
@@ -192,7 +192,7 @@ def test_the_process_sandbox_is_refused(
     with Lab.open(lab) as opened:
         head = opened.store.head()
     result = rsilab("agent", "--lab", lab, "--campaign", "latest", "--", "python", "-V")
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert "RSILAB_SANDBOX=process" in result.stderr and "bubblewrap" in result.stderr
     assert "rsilab mcp" in result.stderr  # the hint names the unconfined alternative
     with Lab.open(lab) as opened:
@@ -228,7 +228,7 @@ def test_bad_input_is_a_user_error(
     lab: Path, campaign_id: str, args: list[str], message: str
 ) -> None:
     result = rsilab("agent", "--lab", lab, *args)
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert message in result.stderr, explain(result)
     assert "hint:" in result.stderr
 
@@ -239,7 +239,7 @@ def test_workspace_inside_the_lab_or_missing_is_refused(
     for folder, message in [(lab / "blobs", "inside the lab"), (tmp_path / "no", "not a folder")]:
         args = ["--campaign", "latest", "--workspace", str(folder), "--", "python"]
         result = rsilab("agent", "--lab", lab, *args)
-        assert result.exit_code == 1, explain(result)
+        assert result.exit_code == 2, explain(result)
         assert message in result.stderr, explain(result)
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rsilab.agents.llm.scripted import Reply, ScriptedServer, ServerError, Step
 from rsilab.records import Evolution, SystemVersion
 from rsilab.store import Lab
 from tests.cli.helpers import explain, rsilab
@@ -72,15 +73,39 @@ def test_a_builtin_teacher_round_from_the_shell(
     assert "it has no score of its own here" in result.stdout
 
 
+def test_a_round_that_stopped_on_an_error_makes_the_exit_status_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    # Round 1's Main gets an error its client does not retry; round 2's opens no direction.
+    script: list[Step] = [ServerError(400, "no such model"), Reply("Nothing is worth opening.")]
+    with ScriptedServer(script) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "k")
+        result = rsilab(
+            "evolve", "synthetic", "--rounds", "2", "--improver", "teacher:openai:gpt-test",
+            "--budget", "experiments=1", "--lab", lab,
+        )  # fmt: skip
+    assert result.exit_code == 1, explain(result)
+    evolution = _evolution(lab)
+    assert evolution.state == "finished" and len(evolution.rounds) == 2  # it went on
+    first, second = evolution.rounds
+    assert (first.state, second.state) == ("stopped", "finished")
+    assert f"error: round 1's campaign {first.campaign_id} stopped on an error" in result.stderr
+    assert "round 2's" not in result.stderr
+
+
 def test_self_without_an_improve_entry_point_is_a_user_error(tmp_path: Path) -> None:
     lab = tmp_path / "lab"
     assert rsilab("init", "--lab", lab).exit_code == 0
     result = rsilab("evolve", "synthetic", "--improver", "self", "--lab", lab)
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert "declares no improve entry point" in result.stderr
     assert "--improver teacher" in result.stderr
     bad = rsilab("evolve", "synthetic", "--improver", "mentor", "--lab", lab)
-    assert bad.exit_code == 1 and "not an improver rsilab knows" in bad.stderr
+    assert bad.exit_code == 2 and "not an improver rsilab knows" in bad.stderr
     with Lab.open(lab) as opened:
         assert not opened.store.query_as(Evolution)
 

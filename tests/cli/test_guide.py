@@ -30,13 +30,13 @@ def test_guide_refuses_empty_text_unknown_and_finished_campaigns(
     lab: Path, campaign_id: str
 ) -> None:
     empty = rsilab("guide", campaign_id, "  ", "--lab", lab)
-    assert empty.exit_code == 1 and "empty" in empty.stderr and "hint:" in empty.stderr
+    assert empty.exit_code == 2 and "empty" in empty.stderr and "hint:" in empty.stderr
     unknown = rsilab("guide", "cmp-000000000000", "Try adam.", "--lab", lab)
-    assert unknown.exit_code == 1 and "no campaign" in unknown.stderr, explain(unknown)
+    assert unknown.exit_code == 2 and "no campaign" in unknown.stderr, explain(unknown)
     with Lab.open(lab) as opened:
         force_campaign_state(opened, campaign_id, CampaignState.FINISHED)
     finished = rsilab("guide", campaign_id, "Try adam.", "--lab", lab)
-    assert finished.exit_code == 1 and "finished" in finished.stderr, explain(finished)
+    assert finished.exit_code == 2 and "finished" in finished.stderr, explain(finished)
 
 
 def test_guiding_a_stopped_campaign_says_how_to_resume_it(lab: Path, campaign_id: str) -> None:

@@ -75,7 +75,7 @@ def test_show_event_by_number(lab: Path, campaign_id: str) -> None:
 def test_show_unknown_is_a_user_error(lab: Path) -> None:
     for ref in ("exp-000000000000", "nonsense", "99"):
         result = rsilab("show", ref, "--lab", lab)
-        assert result.exit_code == 1, explain(result)
+        assert result.exit_code == 2, explain(result)
         assert result.stderr.startswith("error: ")
         assert "hint:" in result.stderr
 
@@ -115,7 +115,7 @@ def test_log_of_an_unparseable_event_points_to_verify(lab: Path, campaign_id: st
         conn.execute("UPDATE events SET body = '{not json' WHERE seq = 2")
     conn.close()
     result = rsilab("log", "--lab", lab)
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert "does not parse" in result.stderr
     assert "rsilab verify" in result.stderr
     assert rsilab("verify", "--lab", lab).exit_code == 3

@@ -9,7 +9,7 @@ from rich.console import Console
 
 from rsilab.cli._live import LiveView
 from rsilab.controller.lineage import find_lineage, lineage_versions
-from rsilab.orchestrator.runner import Progress, run_campaign
+from rsilab.orchestrator.builtin.runner import Progress, run_campaign
 from rsilab.store import Lab
 from rsilab.tasks import Budget, get_task
 

@@ -118,10 +118,10 @@ def test_memory_history_of_a_skill_and_an_orientation(lab: Path, campaign_id: st
 
 def test_memory_refuses_a_history_it_cannot_show(lab: Path) -> None:
     result = rsilab("memory", "--history", "sweep", "--lab", lab)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "rsilab memory skills --history NAME" in result.stderr
     result = rsilab("memory", "skills", "--history", "nope", "--lab", lab)
-    assert result.exit_code == 1 and "no skill named 'nope'" in result.stderr
+    assert result.exit_code == 2 and "no skill named 'nope'" in result.stderr
 
 
 def _head(lab: Path) -> tuple[int, str]:

@@ -54,7 +54,7 @@ def test_report_of_a_finished_campaign(tmp_path: Path, monkeypatch: pytest.Monke
     assert rsilab("report", cid, "--out", by_suffix, "--lab", lab).exit_code == 0
     assert by_suffix.read_text().startswith("<!doctype html>")
     clash = rsilab("report", cid, "--html", page, "--format", "json", "--lab", lab)
-    assert clash.exit_code == 1 and "--html writes HTML" in clash.stderr
+    assert clash.exit_code == 2 and "--html writes HTML" in clash.stderr
     assert not list(tmp_path.glob(".*partial"))
 
     # A large campaign's report holds in full only the experiments that matter, and every
@@ -87,12 +87,12 @@ def test_report_of_a_finished_campaign(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_report_refuses_bad_input(lab: Path, tmp_path: Path) -> None:
     none_yet = rsilab("report", "latest", "--lab", lab)
-    assert none_yet.exit_code == 1 and "no campaign yet" in none_yet.stderr
+    assert none_yet.exit_code == 2 and "no campaign yet" in none_yet.stderr
     unknown = rsilab("report", "cmp-000000000000", "--lab", lab)
-    assert unknown.exit_code == 1 and "rsilab campaign list" in unknown.stderr
+    assert unknown.exit_code == 2 and "rsilab campaign list" in unknown.stderr
     missing = tmp_path / "nowhere" / "r.md"
     bad_out = rsilab("report", "latest", "--out", missing, "--lab", lab)
-    assert bad_out.exit_code == 1 and "does not exist" in bad_out.stderr
+    assert bad_out.exit_code == 2 and "does not exist" in bad_out.stderr
     assert "mkdir -p" in bad_out.stderr
     bad_format = rsilab("report", "latest", "--format", "xml", "--lab", lab)
     assert bad_format.exit_code == 2

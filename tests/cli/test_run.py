@@ -34,7 +34,7 @@ def test_run_prints_progress_lineage_and_measures(tmp_path: Path) -> None:
     assert f"report: {report}" in " ".join(ran.stdout.split())
     assert report.read_text().startswith(f"# Campaign report: {campaign.id}")
     other = rsilab("run", "synthetic", "--agents", "llm", "--lab", lab)
-    assert other.exit_code == 1 and "not available yet" in other.stderr
+    assert other.exit_code == 2 and "not available yet" in other.stderr
 
 
 def test_run_uses_the_labs_llm_table_unless_agents_says_otherwise(
@@ -45,7 +45,7 @@ def test_run_uses_the_labs_llm_table_unless_agents_says_otherwise(
     (lab / "rsilab.toml").write_text('[llm]\nprovider = "anthropic"\nmodel = "m-test"\n')
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     configured = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
-    assert configured.exit_code == 1 and "ANTHROPIC_API_KEY" in configured.stderr
+    assert configured.exit_code == 2 and "ANTHROPIC_API_KEY" in configured.stderr
     builtin = rsilab(
         "run", "synthetic", "--agents", "builtin", "--budget", "experiments=1", "--lab", lab
     )
@@ -84,7 +84,8 @@ def test_ctrl_c_stops_the_campaign_cleanly_and_says_how_to_resume(tmp_path: Path
         [campaign] = opened.store.query_as(Campaign)
         lease = opened.store.get_as(lease_id(campaign.id), CampaignLease)
     text = out.decode()
-    assert child.returncode == 0, text
+    assert child.returncode == 130, text  # interrupted, stopped cleanly
     assert "finish first" in text and f"rsilab resume {campaign.id}" in text
     assert campaign.state == "stopped" and lease.released_at is not None
+    assert campaign.end_reason == "stopped_by_user"
     assert "experiment 20/20" not in text

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from rsilab.agents.llm.scripted import Respond, ScriptedServer
-from rsilab.orchestrator.runner import Progress, StopRequest
-from rsilab.orchestrator.team import run_team_campaign
+from rsilab.orchestrator.builtin.runner import Progress, StopRequest
+from rsilab.orchestrator.builtin.team import run_team_campaign
 from rsilab.records import Campaign, Experiment
 from rsilab.store import Lab
 from rsilab.tasks import Budget, get_task
@@ -44,9 +44,9 @@ def test_team_refuses_workers_and_an_llm_without_its_key(
     lab = tmp_path / "lab"
     assert rsilab("init", "--lab", lab).exit_code == 0
     both = rsilab("run", "synthetic", "--team", "2", "--workers", "2", "--lab", lab)
-    assert both.exit_code == 1 and "--team and --workers" in both.stderr
+    assert both.exit_code == 2 and "--team and --workers" in both.stderr
     llm = rsilab("run", "synthetic", "--team", "2", "--agents", "openai:m", "--lab", lab)
-    assert llm.exit_code == 1 and "OPENAI_API_KEY" in llm.stderr
+    assert llm.exit_code == 2 and "OPENAI_API_KEY" in llm.stderr
     zero = rsilab("run", "synthetic", "--team", "0", "--lab", lab)
     assert zero.exit_code == 2
     with Lab.open(lab) as opened:
@@ -73,7 +73,7 @@ def test_resume_continues_a_team_campaign_with_its_team(tmp_path: Path) -> None:
         )
     assert first.state == "stopped"
     refused = rsilab("resume", first.campaign_id, "--workers", "3", "--lab", lab_path)
-    assert refused.exit_code == 1 and "--team and --workers" in refused.stderr
+    assert refused.exit_code == 2 and "--team and --workers" in refused.stderr
     resumed = rsilab("resume", first.campaign_id, "--lab", lab_path)
     assert resumed.exit_code == 0, explain(resumed)
     assert "experiment 5/5 researcher-" in " ".join(resumed.stdout.split())

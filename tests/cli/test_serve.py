@@ -33,6 +33,6 @@ def test_mcp_passes_its_options_to_the_server(
 def test_mcp_refusal_before_serving_is_a_user_error(lab: Path) -> None:
     pytest.importorskip("rsilab.mcp.server")
     result = rsilab("mcp", "--role", "worker", "--lab", lab)
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert result.stderr.startswith("error: ")
     assert "--campaign" in result.stderr

@@ -23,12 +23,12 @@ def test_check_a_sound_task_exits_0(tmp_path: Path) -> None:
     assert "no sandbox given: leak search skipped" in result.stdout
 
 
-def test_check_prints_every_problem_and_exits_1(tmp_path: Path) -> None:
+def test_check_prints_every_problem_and_exits_2(tmp_path: Path) -> None:
     path = write_small_task(tmp_path / "t")
     (path.parent / "data" / "dev.jsonl").write_text("")
     (path.parent / "harness" / "predict.py").unlink()
     result = rsilab("task", "check", path, "--no-probe")
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert "split dev is missing or empty" in result.stdout
     assert "entry script predict.py not found" in result.stdout
     assert "2 error(s) found" in result.stdout
@@ -38,7 +38,7 @@ def test_check_a_malformed_file_lists_field_errors(tmp_path: Path) -> None:
     path = tmp_path / "task.toml"
     path.write_text('name = "x"\nharness = 5\nbudget = "wall=later"\n')
     result = rsilab("task", "check", path, "--no-probe")
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert "task.toml: harness:" in result.stderr
     assert "'later' is not a duration" in result.stderr
     assert "task.toml: benchmarks: Field required" in result.stderr

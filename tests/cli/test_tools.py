@@ -66,20 +66,20 @@ def test_call_creates_and_lists_a_direction(lab: Path, campaign_id: str, tmp_pat
     assert [(d["id"], d["title"]) for d in listed] == [(direction_id, "wider net")]
 
 
-def test_call_tool_error_exits_4_with_error_json(lab: Path, campaign_id: str) -> None:
+def test_call_tool_error_exits_1_with_error_json(lab: Path, campaign_id: str) -> None:
     args = json.dumps({"title": "t", "hypothesis": "h"})
     code, out, _ = _call(lab, "create_direction", "worker", args, "--campaign", campaign_id)
-    assert code == 4
+    assert code == 1  # a tool's error, not a usage error: the call was made and recorded
     payload = json.loads(out)
     assert payload["error"] == "permission_denied"
     code, out, _ = _call(lab, "list_directions", "main", "{}")  # no campaign given
-    assert code == 4
+    assert code == 1
     assert "error" in json.loads(out)
 
 
 def test_call_malformed_args_is_a_user_error(lab: Path) -> None:
     code, out, err = _call(lab, "list_directions", "main", '{"state": ')
-    assert code == 1
+    assert code == 2
     assert out == ""
     first, hint = err.splitlines()[:2]
     assert first.startswith("error: --args is not valid JSON")
@@ -90,5 +90,5 @@ def test_call_malformed_args_is_a_user_error(lab: Path) -> None:
 
 def test_call_unknown_campaign_is_a_user_error(lab: Path) -> None:
     code, _, err = _call(lab, "list_directions", "main", "{}", "--campaign", "cmp-000000000000")
-    assert code == 1
+    assert code == 2
     assert "rsilab campaign list" in err

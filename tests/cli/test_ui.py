@@ -42,10 +42,10 @@ def test_a_busy_port_or_a_missing_lab_is_refused_with_a_hint(lab: Path, tmp_path
         holder.listen()
         port = holder.getsockname()[1]
         busy = rsilab("ui", "--port", str(port), "--lab", lab)
-    assert busy.exit_code == 1, explain(busy)
+    assert busy.exit_code == 2, explain(busy)
     assert "already in use" in busy.stderr and "--port" in busy.stderr
     missing = rsilab("ui", "--port", str(free_port()), "--lab", tmp_path / "none")
-    assert missing.exit_code == 1 and "rsilab init" in missing.stderr
+    assert missing.exit_code == 2 and "rsilab init" in missing.stderr
 
 
 def _fetch(url: str) -> str:

@@ -86,7 +86,7 @@ def test_baseline_then_versions_as_text_and_json(lab: Path) -> None:
 def test_a_second_baseline_is_a_user_error_with_a_hint(lab: Path) -> None:
     _baseline(lab)
     again = rsilab("baseline", "synthetic", "--lab", lab)
-    assert again.exit_code == 1, explain(again)
+    assert again.exit_code == 2, explain(again)
     assert "error: synthetic/main already has a baseline" in again.stderr
     assert "hint: see it with: rsilab versions synthetic --lineage main" in again.stderr
     assert "Traceback" not in again.stderr + again.stdout
@@ -94,7 +94,7 @@ def test_a_second_baseline_is_a_user_error_with_a_hint(lab: Path) -> None:
 
 def test_versions_of_a_missing_lineage_is_a_user_error(lab: Path) -> None:
     result = rsilab("versions", "synthetic", "--lineage", "nope", "--lab", lab)
-    assert result.exit_code == 1, explain(result)
+    assert result.exit_code == 2, explain(result)
     assert "has no lineage 'nope'" in result.stderr
     assert "rsilab baseline synthetic --lineage nope" in result.stderr
 
@@ -134,9 +134,9 @@ def test_rollback_appends_a_version_and_the_ledger_verifies(lab: Path, tmp_path:
     assert verified.exit_code == 0, explain(verified)
 
     head_again = rsilab("rollback", "synthetic", restored["id"], "--lab", lab)
-    assert head_again.exit_code == 1 and "already the head" in head_again.stderr
+    assert head_again.exit_code == 2 and "already the head" in head_again.stderr
     unknown = rsilab("rollback", "synthetic", "ver-000000000000", "--lab", lab)
-    assert unknown.exit_code == 1 and "is not a version of synthetic/main" in unknown.stderr
+    assert unknown.exit_code == 2 and "is not a version of synthetic/main" in unknown.stderr
     assert "rsilab versions synthetic" in unknown.stderr
 
 

@@ -16,10 +16,10 @@ import pytest
 from rsilab.agents.llm import OpenAIChat, RetryPolicy
 from rsilab.agents.llm.scripted import ScriptedServer
 from rsilab.expos.services import LabServices
-from rsilab.orchestrator.dag import ResearchDag
-from rsilab.orchestrator.llm_runner import run_llm_campaign
+from rsilab.orchestrator.builtin.runner import run_campaign
+from rsilab.orchestrator.llm.runner import run_llm_campaign
 from rsilab.orchestrator.report import build_report
-from rsilab.orchestrator.runner import run_campaign
+from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Candidate, CandidateState, Experiment, Review
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task

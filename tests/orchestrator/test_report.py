@@ -9,10 +9,10 @@ import pytest
 
 from rsilab.errors import NotFoundError
 from rsilab.expos import open_campaign
-from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.report import CampaignReport, build_report, render_markdown
 from rsilab.orchestrator.report._build import direction_reports, experiment_budget
 from rsilab.orchestrator.report._usage import active_wall
+from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import (
     BenchmarkDecision,
     Candidate,

@@ -387,7 +387,7 @@ def test_ctrl_c_or_an_error_in_a_harness_round_leaves_it_and_the_evolution_stopp
     assert entry.state == "stopped" and entry.note == "interrupted" and not entry.accepted
     assert lab.store.get_as(entry.campaign_id, Campaign).state == "stopped"
     resumed = rsilab("resume", entry.campaign_id, "--lab", lab.path)  # not rsilab's to run
-    assert resumed.exit_code == 1, explain(resumed)
+    assert resumed.exit_code == 2, explain(resumed)
     assert f"round 1 of evolution {result.evolution_id}" in resumed.stderr
 
     with pytest.raises(UserError, match="bubblewrap"):

@@ -26,12 +26,19 @@ from rsilab.cli import (
     ui,
     versions,
 )
-from rsilab.cli._common import EXIT_CODES_HELP, EXIT_USAGE, MARKUP, report_user_error
+from rsilab.cli._common import (
+    EXIT_CODES_HELP,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    MARKUP,
+    report_user_error,
+)
 from rsilab.errors import ConflictError, NotFoundError, UserError
 
 
 class _RsilabGroup(TyperGroup):
-    """A group that turns a person's mistakes into ``error:``/``hint:`` lines and exit code 2."""
+    """A group that turns a person's mistakes into ``error:``/``hint:`` lines and exit code 2,
+    and a Ctrl-C that no command handled into exit code 130 (plain click answers 1)."""
 
     def invoke(self, ctx: Any) -> Any:  # typer does not export the Context type it passes
         try:
@@ -42,6 +49,8 @@ class _RsilabGroup(TyperGroup):
         except (NotFoundError, ConflictError) as exc:  # store errors read as user errors here
             report_user_error(UserError(str(exc)))
             raise typer.Exit(EXIT_USAGE) from exc
+        except KeyboardInterrupt:
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 app = typer.Typer(

@@ -21,7 +21,7 @@ from rich.text import Text
 
 from rsilab.controller.lineage import find_lineage, lineage_versions
 from rsilab.orchestrator.campaign import Progress
-from rsilab.orchestrator.dag import ResearchDag
+from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Campaign, Candidate, CandidateState
 from rsilab.store import Store
 from rsilab.tasks import Budget, Task

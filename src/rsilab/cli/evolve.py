@@ -16,11 +16,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.text import Text
 
-from rsilab.cli._common import EXIT_INTERRUPTED, LabOption, ctrl_c_requests, stdout_console
-from rsilab.store import Lab
+from rsilab.cli._common import (
+    EXIT_INTERRUPTED,
+    EXIT_RUNTIME_FAILURE,
+    LabOption,
+    ctrl_c_requests,
+    stderr_console,
+    stdout_console,
+)
+from rsilab.records import Campaign, EndReason
+from rsilab.store import Lab, Store
 
 if TYPE_CHECKING:
     from rsilab.orchestrator.campaign import Progress
+    from rsilab.orchestrator.rounds import EvolutionResult
 
 IMPROVER_HELP = (
     "Who improves: self (the accepted system, through its harness's improve command), "
@@ -48,7 +57,8 @@ def evolve(
     Under self the accepted system is the next round's improver; under teacher a fixed one
     is. At the end the round report (per round: version, per-benchmark final-tier scores and
     change against the start, tool calls, hours; and the improver's own score) is printed and
-    written to LAB/reports/EVOLUTION.md. Ctrl-C leaves the evolution stopped.
+    written to LAB/reports/EVOLUTION.md. Ctrl-C leaves the evolution stopped (exit 130); a
+    round whose campaign stopped on an error makes the exit status 1.
     """
     from rsilab.cli.agent import _relay
     from rsilab.cli.run import _budget
@@ -81,11 +91,27 @@ def evolve(
                 stop=stop,
             )
         text, out = _write_report(opened, result.evolution_id)
+        failed = _failed_rounds(opened.store, result)
     sys.stdout.write("\n" + text)
     sys.stdout.flush()
     console.print(Text(f"report: {out}"), soft_wrap=True)
     if result.state == "stopped" and stop.asked:
         raise typer.Exit(EXIT_INTERRUPTED)
+    for said in failed:
+        stderr_console().print(Text(f"error: {said}", style="bold red"), soft_wrap=True)
+    if failed:
+        raise typer.Exit(EXIT_RUNTIME_FAILURE)
+
+
+def _failed_rounds(store: Store, result: EvolutionResult) -> list[str]:
+    """A line for each round whose campaign stopped on an error (an LLM that kept failing):
+    the evolution goes on past such a round, but its exit status says so."""
+    ended = [(r.round, store.get_as(r.campaign_id, Campaign)) for r in result.rounds]
+    return [
+        f"round {number}'s campaign {c.id} stopped on an error: {c.end_detail}"
+        for number, c in ended
+        if c.end_reason is EndReason.ERROR
+    ]
 
 
 def _write_report(lab: Lab, evolution_id: str) -> tuple[str, Path]:

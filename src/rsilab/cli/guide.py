@@ -34,7 +34,7 @@ def guide(
     none (it plans no more); a stopped one reads it when resumed.
     """
     from rsilab.expos.campaigns import find_campaign
-    from rsilab.orchestrator.guidance import give_guidance
+    from rsilab.orchestrator.research.guidance import give_guidance
     from rsilab.records import CampaignState
 
     with Lab.open(lab) as opened:

@@ -50,7 +50,7 @@ def check(
     ] = 30.0,
     lab: LabOption = None,
 ) -> None:
-    """Validate a task and print every problem found; exit 1 when there is an error.
+    """Validate a task and print every problem found; exit 2 when there is an error.
 
     Checks the spec (types, scorers, budget), the harness folder and its harness.toml, every
     benchmark's splits (present, non-empty, private tiers disjoint from train and dev), and,

@@ -105,7 +105,7 @@ def call(
 ) -> None:
     """Call one tool through the Experiment OS and print its result as JSON.
 
-    The call is checked, run and recorded exactly like an agent's. Exit 4 if the tool
+    The call is checked, run and recorded exactly like an agent's. Exit 1 if the tool
     returned an error (the error JSON is still printed).
     """
     parsed = parse_args_json(args)

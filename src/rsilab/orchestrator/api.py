@@ -18,6 +18,8 @@ from pydantic import ValidationError
 from rsilab.errors import UserError
 from rsilab.expos.campaigns import find_campaign
 from rsilab.memory import team_size
+from rsilab.orchestrator.builtin.runner import BuiltinPolicy
+from rsilab.orchestrator.builtin.team import TeamPolicy
 from rsilab.orchestrator.campaign import (
     CampaignPolicy,
     CampaignResult,
@@ -27,10 +29,8 @@ from rsilab.orchestrator.campaign import (
     run_policy,
     task_of,
 )
-from rsilab.orchestrator.llm_runner import LlmPolicy
-from rsilab.orchestrator.llm_team import LlmTeamPolicy
-from rsilab.orchestrator.runner import BuiltinPolicy
-from rsilab.orchestrator.team import TeamPolicy
+from rsilab.orchestrator.llm.runner import LlmPolicy
+from rsilab.orchestrator.llm.team import LlmTeamPolicy
 from rsilab.store import Lab
 from rsilab.store.lab import DB_NAME, resolve_lab_path
 from rsilab.tasks import Budget, Task, load_task

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rsilab.orchestrator.campaign.result import ACTOR
 from rsilab.records import Event, EventDraft, Record, Role
 from rsilab.store import Store
+
+ACTOR = "orchestrator"
+"""The ledger actor of what the orchestrator itself records (campaign, intents, recovery)."""
 
 
 def write(

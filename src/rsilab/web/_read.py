@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rsilab.controller.lineage import find_lineage, lineage_versions
-from rsilab.orchestrator.campaign_review import campaign_review_of
-from rsilab.orchestrator.dag import ResearchDag
 from rsilab.orchestrator.report import (
     AcceptedReport,
     AssignmentItem,
@@ -36,6 +34,8 @@ from rsilab.orchestrator.report import (
     team_items,
     version_scores,
 )
+from rsilab.orchestrator.research.campaign_review import campaign_review_of
+from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import (
     Campaign,
     CampaignReview,

@@ -1,7 +1,7 @@
 """The dashboard's web server: a FastAPI app over one lab, serving server-rendered pages.
 
 Every page only reads the store, except the guidance form, which records guidance through
-the same function as ``rsilab guide`` (:func:`rsilab.orchestrator.guidance.give_guidance`).
+the same function as ``rsilab guide`` (:func:`rsilab.orchestrator.research.guidance.give_guidance`).
 A form post must carry the token the server put in its own page, so another web page open
 in the same browser cannot post guidance to the lab. Pages are read once per ledger position
 (:class:`~rsilab.web._read.ViewCache`) and poll ``/api/head`` to redraw when it moves.
@@ -20,10 +20,10 @@ from fastapi import FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from rsilab.errors import NotFoundError, UserError
-from rsilab.orchestrator.guidance import give_guidance
 from rsilab.orchestrator.report import (
     campaign_resources,
 )
+from rsilab.orchestrator.research.guidance import give_guidance
 from rsilab.records import Campaign
 from rsilab.store import Lab
 from rsilab.store.mirror import StoreMirror

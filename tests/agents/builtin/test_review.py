@@ -66,4 +66,3 @@ def test_a_gain_inside_its_own_interval_is_inconclusive() -> None:
     assert finding.within_noise
     with pytest.raises(ValueError, match="noise_floor"):
         review_pair(a, b, noise_floor=-0.1)
-

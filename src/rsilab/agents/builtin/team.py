@@ -1,6 +1,7 @@
 """The built-in team's search behaviours: pure functions over a search space and its runs.
 
-Each researcher orientation of a team (:mod:`rsilab.orchestrator.team`) is a different use of
+Each researcher orientation of a team (:mod:`rsilab.orchestrator.builtin.team`) is a different use
+of
 these moves; every random choice comes from the ``random.Random`` the caller passes.
 
 - explorer: :func:`least_explored` knobs (those the team changed least from the reference)

@@ -3,7 +3,7 @@
 Each text seeds version 1 of the Orientation ``orientation:<name>``; the Leader assigns the
 version in force (:class:`~rsilab.records.Assignment` records its id), and a later campaign
 review may revise the texts (a revision is a new version). The built-in policy carries each
-orientation out as a search behaviour (:mod:`rsilab.orchestrator.team`); an LLM researcher
+orientation out as a search behaviour (:mod:`rsilab.orchestrator.builtin.team`); an LLM researcher
 would read the text.
 """
 

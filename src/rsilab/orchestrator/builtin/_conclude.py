@@ -1,6 +1,7 @@
 """Concluding a verification: review the re-runs, propose when the review says so, act on it.
 
-Once a verify direction's re-runs (:attr:`~rsilab.orchestrator._context.RunContext.verify_seeds`)
+Once a verify direction's re-runs
+(:attr:`~rsilab.orchestrator.builtin._context.RunContext.verify_seeds`)
 are done, the Reviewer compares them with the reference (a review of the parent direction,
 ``verified``) and the Main agent follows its advice:
 
@@ -10,8 +11,8 @@ are done, the Reviewer compares them with the reference (a review of the parent 
 - ``stop`` (the gain did not hold on fresh seeds): close the parent;
 - ``revise`` (the re-runs are worse): grow a ``revise`` child and close the parent as refuted.
 
-Without Reviewers (:attr:`~rsilab.orchestrator.ablation.Ablation.REVIEWERS`) Main's own
-rule stands in for the review (:func:`~rsilab.orchestrator._review.default_verdict`). The
+Without Reviewers (:attr:`~rsilab.orchestrator.builtin.ablation.Ablation.REVIEWERS`) Main's own
+rule stands in for the review (:func:`~rsilab.orchestrator.builtin._review.default_verdict`). The
 verify direction is closed last. The decision is the intent ``conclude:<verify id>``; its
 result (advice, acceptance, new reference) is written before the DAG changes, and the DAG
 changes are idempotent, so a conclusion cut short is finished on resume from that result.
@@ -31,11 +32,11 @@ from typing import Any
 from pydantic import JsonValue
 
 from rsilab.agents.builtin import config_key
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._moves import Moves
-from rsilab.orchestrator._review import Reviewer, default_verdict
-from rsilab.orchestrator._state import CONCLUDE_PREFIX, CampaignView, Run
-from rsilab.orchestrator.ablation import Ablation
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._moves import Moves
+from rsilab.orchestrator.builtin._review import Reviewer, default_verdict
+from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX, CampaignView, Run
+from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.campaign import DoneIntent
 from rsilab.records import (
     Candidate,

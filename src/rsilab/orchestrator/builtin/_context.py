@@ -2,7 +2,8 @@
 
 One :class:`RunContext` is made per run of the built-in policy and
 handed to the Main policy, the Reviewer, the Workers and the loop. It holds no campaign state
-(that is rebuilt from the records, see :mod:`rsilab.orchestrator._state`), only what does not
+(that is rebuilt from the records, see :mod:`rsilab.orchestrator.builtin._state`), only what does
+not
 change while the campaign runs.
 """
 
@@ -12,10 +13,10 @@ from dataclasses import dataclass, field
 
 from rsilab.controller.settings import rules_for
 from rsilab.memory.builtin_skills import DEFAULT_FRESH_SEEDS
-from rsilab.orchestrator._door import Door
-from rsilab.orchestrator._state import CampaignView, NonTarget
-from rsilab.orchestrator.ablation import Ablation
+from rsilab.orchestrator.builtin._state import CampaignView, NonTarget
+from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.campaign import Intents, Progress, ProgressFn
+from rsilab.orchestrator.door import Door
 from rsilab.records import DataTier
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
@@ -65,7 +66,8 @@ class RunContext:
     intents: Intents
     """The campaign's intents (the lifecycle's: :mod:`rsilab.orchestrator.campaign`)."""
     ablations: frozenset[Ablation] = field(default_factory=frozenset)
-    """Parts of the policy this campaign runs without (:mod:`rsilab.orchestrator.ablation`)."""
+    """Parts of the policy this campaign runs without
+    (:mod:`rsilab.orchestrator.builtin.ablation`)."""
     verify_seeds: int = VERIFY_SEEDS
     """Fresh-seed re-runs before a gain is proposed: the lab's ``builtin:verify-gain`` skill
     as the campaign's run started (:mod:`rsilab.memory.builtin_skills`)."""

@@ -1,7 +1,7 @@
 """The campaign loop: Main decides on the main thread, up to ``workers`` experiments run at once.
 
 Each turn: collect the experiments that ended, reload the campaign from the records, then ask
-the Main policy for its next step (:mod:`rsilab.orchestrator._main`) and carry it out: a DAG
+the Main policy for its next step (:mod:`rsilab.orchestrator.builtin._main`) and carry it out: a DAG
 action is done there and then; an experiment gets its intent ``exp:<n>`` begun here (so
 numbers are unique and in the records before anything runs), goes to a free Worker thread, and
 Main waits until the experiment is recorded before deciding again (so its next move sees it).
@@ -28,13 +28,13 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._door import RunnerError
-from rsilab.orchestrator._main import ACTED, WAIT, MainAgent
-from rsilab.orchestrator._state import CampaignView, Run
-from rsilab.orchestrator._threaded import TICK_S, ThreadedLoop
-from rsilab.orchestrator._workers import ACTION, Order, Worker, adopt
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._main import ACTED, WAIT, MainAgent
+from rsilab.orchestrator.builtin._state import CampaignView, Run
+from rsilab.orchestrator.builtin._threaded import TICK_S, ThreadedLoop
+from rsilab.orchestrator.builtin._workers import ACTION, Order, Worker, adopt
 from rsilab.orchestrator.campaign import DoneIntent, StopRequest
+from rsilab.orchestrator.door import RunnerError
 from rsilab.records import CampaignState, Intent
 
 

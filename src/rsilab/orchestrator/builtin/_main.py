@@ -2,7 +2,7 @@
 
 :meth:`MainAgent.step` looks at the campaign (rebuilt from the records) and at the orders in
 flight, and either acts on the DAG itself (returns :data:`ACTED`), asks for an experiment
-(returns an :class:`~rsilab.orchestrator._workers.Order`), or has nothing to do until a
+(returns an :class:`~rsilab.orchestrator.builtin._workers.Order`), or has nothing to do until a
 running experiment ends (returns :data:`WAIT`). The first rule that applies wins:
 
 0. guidance a person gave (``rsilab guide``) and no planning step read yet: read it and open
@@ -15,7 +15,7 @@ running experiment ends (returns :data:`WAIT`). The first rule that applies wins
    grow that child and close the direction; ``stop``: close it);
 4. a verification: conclude it when its re-runs are done, else re-run the parent's best config
    on a fresh seed;
-5. a search direction due a review (:func:`~rsilab.orchestrator._review.review_due`) with
+5. a search direction due a review (:func:`~rsilab.orchestrator.builtin._review.review_due`) with
    nothing running, while the budget left could still pay for a verification: the Reviewer
    reviews it (rule 3 answers at the next step, before anything else can happen);
 6. Main's own rules (:func:`~rsilab.agents.builtin.next_move`, verification left to the
@@ -25,7 +25,7 @@ running experiment ends (returns :data:`WAIT`). The first rule that applies wins
    experiment counts as one more pull at the direction's mean), with a config proposed from
    the reference and the direction's best runs, never one tried or running.
 
-Without Reviewers (:attr:`~rsilab.orchestrator.ablation.Ablation.REVIEWERS`) rules 3 and 5
+Without Reviewers (:attr:`~rsilab.orchestrator.builtin.ablation.Ablation.REVIEWERS`) rules 3 and 5
 are gone and rule 6 verifies too (Main's own rule for a gain that clears the noise floor).
 
 ``can_dispatch`` False (no free Worker or no budget) skips the rules that need one. A
@@ -50,14 +50,14 @@ from rsilab.agents.builtin import (
     next_move,
     propose_configs,
 )
-from rsilab.orchestrator._conclude import Concluder
-from rsilab.orchestrator._context import RunContext, direction_share
-from rsilab.orchestrator._moves import Moves
-from rsilab.orchestrator._review import Reviewer, review_due
-from rsilab.orchestrator._state import CampaignView, knobs_of
-from rsilab.orchestrator._workers import Order
-from rsilab.orchestrator.ablation import Ablation
-from rsilab.orchestrator.guidance import mark_guidance_read, unread_guidance
+from rsilab.orchestrator.builtin._conclude import Concluder
+from rsilab.orchestrator.builtin._context import RunContext, direction_share
+from rsilab.orchestrator.builtin._moves import Moves
+from rsilab.orchestrator.builtin._review import Reviewer, review_due
+from rsilab.orchestrator.builtin._state import CampaignView, knobs_of
+from rsilab.orchestrator.builtin._workers import Order
+from rsilab.orchestrator.builtin.ablation import Ablation
+from rsilab.orchestrator.research.guidance import mark_guidance_read, unread_guidance
 from rsilab.records import Direction, DirectionState
 
 ACTED: Literal["acted"] = "acted"

@@ -3,16 +3,16 @@
 Each move is idempotent on the records (a child already grown is not grown again, a closed
 direction is not closed again), so a move cut short by a crash is simply made again. Where a
 move grows a child and closes the parent, the child comes first: the move's first action is
-the answer to the review it follows (see :mod:`rsilab.orchestrator.measures`).
+the answer to the review it follows (see :mod:`rsilab.orchestrator.research.measures`).
 """
 
 from __future__ import annotations
 
 import random
 
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._state import CampaignView, knobs_of, knobs_plan
-from rsilab.orchestrator.ablation import Ablation
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._state import CampaignView, knobs_of, knobs_plan
+from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.records import Direction, DirectionState
 
 KNOBS_PER_GROUP = 3

@@ -5,7 +5,7 @@ one against the reference, the runs that stand for the lineage head); a verifica
 reviewed once its fresh-seed re-runs are done (all of them against the reference). The
 verdict and recommendation come from :func:`~rsilab.agents.builtin.review_pair`; the Main
 policy reads them from the Review record and acts on them (see
-:mod:`rsilab.orchestrator._main`). Every review names the direction it is about, so it is
+:mod:`rsilab.orchestrator.builtin._main`). Every review names the direction it is about, so it is
 that direction's review in the DAG and in the lock-in measures.
 
 Each rationale ends with what Main's own rule would do without the review
@@ -17,9 +17,9 @@ that changed the next action, not only those that were followed.
 from __future__ import annotations
 
 from rsilab.agents.builtin import next_move, review_pair
-from rsilab.orchestrator._context import RunContext, direction_share
-from rsilab.orchestrator._state import CampaignView, Run, dev_matrix
-from rsilab.orchestrator.measures import DEFAULT_RULE_NOTE
+from rsilab.orchestrator.builtin._context import RunContext, direction_share
+from rsilab.orchestrator.builtin._state import CampaignView, Run, dev_matrix
+from rsilab.orchestrator.research.measures import DEFAULT_RULE_NOTE
 from rsilab.records import DataTier, Direction, Recommendation
 from rsilab.stats import noise_floor_from
 

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from rsilab.agents.builtin import DirectionStats, gain_reward
-from rsilab.orchestrator.dag import ResearchDag
+from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import (
     DataTier,
     Direction,

@@ -1,7 +1,8 @@
 """What the built-in runners that run work on threads share: waiting, stopping, settling.
 
-The single runner (:class:`~rsilab.orchestrator._loop.CampaignLoop`) and the team runner
-(:class:`~rsilab.orchestrator._team_loop.TeamLoop`) both keep their running work as futures in
+The single runner (:class:`~rsilab.orchestrator.builtin._loop.CampaignLoop`) and the team runner
+(:class:`~rsilab.orchestrator.builtin.team._loop.TeamLoop`) both keep their running work as futures
+in
 ``inflight`` and stop in two steps (a first request drains, a second cancels the running jobs);
 :class:`ThreadedLoop` is that part, once.
 """
@@ -14,9 +15,9 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._door import RunnerError
+from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.campaign import StopRequest
+from rsilab.orchestrator.door import RunnerError
 from rsilab.records import Job
 
 TICK_S = 0.25

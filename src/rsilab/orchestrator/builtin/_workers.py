@@ -29,8 +29,8 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._state import EXP_PREFIX, Run, exp_index
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._state import EXP_PREFIX, Run, exp_index
 from rsilab.orchestrator.campaign import Intents, StopRequest
 from rsilab.records import DataTier, Evaluation, Experiment, ExperimentState, Intent
 from rsilab.store import Store

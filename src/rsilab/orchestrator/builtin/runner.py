@@ -1,19 +1,20 @@
 """The built-in (no-LLM) policy: Main, parallel Workers, a Reviewer.
 
 :class:`BuiltinPolicy` runs a campaign through the lifecycle
-(:mod:`rsilab.orchestrator.campaign`) with the loop (:mod:`rsilab.orchestrator._loop`) until
+(:mod:`rsilab.orchestrator.campaign`) with the loop (:mod:`rsilab.orchestrator.builtin._loop`) until
 the budget is spent or it is asked to stop. Every action goes through the Experiment OS tools
-with its role (:mod:`rsilab.orchestrator._door`): Main with no workspace, each Worker in its
+with its role (:mod:`rsilab.orchestrator.door`): Main with no workspace, each Worker in its
 own folder under ``<lab>/workspaces/<campaign>/<worker>``, the Reviewer. The parts, one job
 each:
 
-- :mod:`~rsilab.orchestrator._main`: Main's next step, from the records (reviews decide when
+- :mod:`~rsilab.orchestrator.builtin._main`: Main's next step, from the records (reviews decide when
   they speak; UCB over directions otherwise);
-- :mod:`~rsilab.orchestrator._moves`: Main's changes to the research DAG;
-- :mod:`~rsilab.orchestrator._review` and :mod:`~rsilab.orchestrator._conclude`: the Reviewer,
+- :mod:`~rsilab.orchestrator.builtin._moves`: Main's changes to the research DAG;
+- :mod:`~rsilab.orchestrator.builtin._review` and :mod:`~rsilab.orchestrator.builtin._conclude`:
+the Reviewer,
   and the verdict on a verification (proposal to the Host Controller);
-- :mod:`~rsilab.orchestrator._workers`: one experiment in a Worker's workspace;
-- :mod:`~rsilab.orchestrator._state`: the campaign as the records hold it.
+- :mod:`~rsilab.orchestrator.builtin._workers`: one experiment in a Worker's workspace;
+- :mod:`~rsilab.orchestrator.builtin._state`: the campaign as the records hold it.
 
 Each experiment is an intent ``exp:<n>``, each conclusion ``conclude:<direction>``: a resumed
 campaign repeats nothing done and loses nothing begun (a pending experiment runs again as a new
@@ -28,11 +29,10 @@ from typing import Any
 from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
 from rsilab.memory import ensure_builtin_skills, fresh_seeds
-from rsilab.orchestrator._context import RunContext, Voice
-from rsilab.orchestrator._door import Door, RunnerError
-from rsilab.orchestrator._loop import CampaignLoop
-from rsilab.orchestrator._workers import kept_for_resume
-from rsilab.orchestrator.ablation import Ablation, ablations_from, ablations_setting
+from rsilab.orchestrator.builtin._context import VERIFY_SEEDS, RunContext, Voice
+from rsilab.orchestrator.builtin._loop import CampaignLoop
+from rsilab.orchestrator.builtin._workers import kept_for_resume
+from rsilab.orchestrator.builtin.ablation import Ablation, ablations_from, ablations_setting
 from rsilab.orchestrator.campaign import (
     ACTOR,
     AcceptedVersion,
@@ -46,6 +46,7 @@ from rsilab.orchestrator.campaign import (
     run_policy,
     task_of,
 )
+from rsilab.orchestrator.door import Door, RunnerError
 from rsilab.records import CampaignState, EndReason, Experiment
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
@@ -87,6 +88,7 @@ class BuiltinPolicy(CampaignPolicy):
         self.workers = 1 if Ablation.WORKERS in self.ablate else workers
         self.extra = dict(extra_settings or {})
         self.slots = min(max(2, workers), max(2, available_cores()))
+        self.verify_seeds = VERIFY_SEEDS
 
     def settings(self) -> dict[str, Any]:
         own: dict[str, Any] = {
@@ -99,6 +101,10 @@ class BuiltinPolicy(CampaignPolicy):
             own["ablate"] = ablations_setting(self.ablate)
         return {**self.extra, **own}
 
+    def prepare(self, lab: Lab, services: LabServices) -> None:
+        """The lab's built-in skills (seeded once); their fresh-seed count is this run's."""
+        self.verify_seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
+
     def keep_open(self, store: Store, campaign_id: str) -> Callable[[Experiment], bool]:
         return kept_for_resume(store, campaign_id)
 
@@ -109,10 +115,9 @@ class BuiltinPolicy(CampaignPolicy):
         workers = 1 if Ablation.WORKERS in ablations else self.workers  # and so on resume
         door = Door(lab, session.services, campaign.id, lab.path / "workspaces" / campaign.id)
         voice = Voice(self.on_progress, session.budget)
-        seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
         ctx = RunContext(
             lab, session.task, campaign.id, session.budget, seed, door, voice,
-            session.intents, ablations, seeds,
+            session.intents, ablations, self.verify_seeds,
         )  # fmt: skip
         state = CampaignLoop(ctx, workers, session.stop).run(session.check)
         return stopped_ending(state, session.stop)
@@ -122,9 +127,10 @@ def stopped_ending(state: CampaignState, stop: StopRequest) -> Ending:
     """The ending of a built-in loop that returned ``state``: finished when its experiment
     budget is spent; stopped by a person's request, or else by its wall budget."""
     if state is CampaignState.FINISHED:
-        return Ending(state, EndReason.BUDGET_SPENT, f"campaign {state}")
-    reason = EndReason.STOPPED_BY_USER if stop.requested else EndReason.WALL_BUDGET
-    return Ending(state, reason, f"campaign {state}")
+        return Ending(state, EndReason.BUDGET_SPENT, "experiment budget spent")
+    if stop.requested:
+        return Ending(state, EndReason.STOPPED_BY_USER, "stopped by a person; resume to continue")
+    return Ending(state, EndReason.WALL_BUDGET, "wall budget spent; resume to continue")
 
 
 def run_campaign(

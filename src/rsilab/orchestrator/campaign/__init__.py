@@ -16,7 +16,6 @@ from rsilab.orchestrator.campaign.lifecycle import (
     run_policy,
 )
 from rsilab.orchestrator.campaign.result import (
-    ACTOR,
     AcceptedVersion,
     CampaignResult,
     Progress,
@@ -25,6 +24,7 @@ from rsilab.orchestrator.campaign.result import (
     task_of,
 )
 from rsilab.orchestrator.campaign.stop import EvolutionStop, StopRequest
+from rsilab.orchestrator.writer import ACTOR
 
 __all__ = [
     "ACTOR",

@@ -3,7 +3,7 @@ resume (a stopped campaign may be given more)."""
 
 from __future__ import annotations
 
-from rsilab.orchestrator.campaign.writer import write
+from rsilab.orchestrator.writer import write
 from rsilab.records import Campaign
 from rsilab.store import Store
 from rsilab.tasks import Budget

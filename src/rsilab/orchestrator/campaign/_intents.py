@@ -29,8 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rsilab.errors import ConflictError, NotFoundError
-from rsilab.orchestrator.campaign.result import ACTOR
-from rsilab.orchestrator.campaign.writer import write
+from rsilab.orchestrator.writer import ACTOR, write
 from rsilab.records import (
     Intent,
     IntentState,

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError
-from rsilab.orchestrator.campaign.writer import write
+from rsilab.orchestrator.writer import write
 from rsilab.records import Campaign, CampaignLease, LeaseHolder, lease_id
 from rsilab.store import Store
 

@@ -16,8 +16,7 @@ from typing import Protocol
 
 from pydantic import Field
 
-from rsilab.orchestrator.campaign.result import ACTOR
-from rsilab.orchestrator.campaign.writer import write
+from rsilab.orchestrator.writer import ACTOR, write
 from rsilab.records import (
     Experiment,
     ExperimentState,

@@ -38,9 +38,9 @@ from rsilab.orchestrator.campaign._budget import budget_of, record_budget
 from rsilab.orchestrator.campaign._intents import DoneIntent, Intents
 from rsilab.orchestrator.campaign._lease import Lease, LeaseHeld, LeaseLost, acquire_lease
 from rsilab.orchestrator.campaign._recovery import recover_campaign
-from rsilab.orchestrator.campaign.result import ACTOR, CampaignResult, campaign_result
+from rsilab.orchestrator.campaign.result import CampaignResult, campaign_result
 from rsilab.orchestrator.campaign.stop import StopRequest
-from rsilab.orchestrator.campaign.writer import write
+from rsilab.orchestrator.writer import ACTOR, write
 from rsilab.records import Campaign, CampaignState, EndReason, Experiment
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
@@ -70,6 +70,10 @@ class Ending:
     state: CampaignState
     reason: EndReason
     message: str
+
+    def __post_init__(self) -> None:  # a policy may name them by value; records keep enums
+        object.__setattr__(self, "state", CampaignState(self.state))
+        object.__setattr__(self, "reason", EndReason(self.reason))
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,7 @@ def _run(policy: CampaignPolicy, session: CampaignSession, lease: Lease) -> Endi
         raise
     except Exception as exc:
         try:
-            lease.check()
+            lease.heartbeat()  # a store read: is the campaign still ours to end?
         except LeaseLost:
             raise exc from None
         message = f"{type(exc).__name__}: {exc}"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rsilab.errors import UserError
-from rsilab.orchestrator.measures import LockInMeasures, lock_in_measures
+from rsilab.orchestrator.research.measures import LockInMeasures, lock_in_measures
 from rsilab.records import (
     Campaign,
     Candidate,
@@ -21,9 +21,6 @@ from rsilab.records import (
 )
 from rsilab.store import Lab
 from rsilab.tasks import Task, get_task
-
-ACTOR = "orchestrator"
-"""The ledger actor of what the orchestrator itself records (campaign, intents, recovery)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rsilab.orchestrator.dag import ResearchDag
+from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Candidate, Direction, Experiment, Guidance, Review, SystemVersion
 from rsilab.store import Store
 from rsilab.tasks import Setting, Task

@@ -1,6 +1,6 @@
 """One agent step of an LLM campaign: an intent, a conversation, the budgets around it.
 
-:class:`StepRunner` is what the LLM runner's rounds (:mod:`rsilab.orchestrator.llm_runner`)
+:class:`StepRunner` is what the LLM runner's rounds (:mod:`rsilab.orchestrator.llm.runner`)
 use to run a role: :meth:`~StepRunner.begin` checks the lease and the campaign's token and
 wall budgets and writes the step's intent; :meth:`~StepRunner.converse` runs the agent loop
 with the role's stored orientation as system prompt and the campaign's budgets as the step's
@@ -20,9 +20,6 @@ from rsilab.agents.roles import ROLES, ensure_role_orientations
 from rsilab.errors import NotFoundError
 from rsilab.expos import CallContext
 from rsilab.expos.services import LabServices
-from rsilab.orchestrator._door import Door
-from rsilab.orchestrator._llm_prompts import Left
-from rsilab.orchestrator._llm_state import TokenMeter, experiment_count
 from rsilab.orchestrator.campaign import (
     ACTOR,
     DoneIntent,
@@ -32,6 +29,9 @@ from rsilab.orchestrator.campaign import (
     ProgressFn,
     StopRequest,
 )
+from rsilab.orchestrator.door import Door
+from rsilab.orchestrator.llm._prompts import Left
+from rsilab.orchestrator.llm._state import TokenMeter, experiment_count
 from rsilab.records import CampaignState, EndReason, Intent, Role, intent_id
 from rsilab.store import Lab
 from rsilab.tasks import Budget

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rsilab.memory import latest_orientations, latest_skills, relevant_findings
 from rsilab.memory.assignments import ORIENTATION_PREFIX, current_assignments
-from rsilab.orchestrator._llm_prompts import (
+from rsilab.orchestrator.llm._prompts import (
     Left,
     candidates_block,
     reviews_block,

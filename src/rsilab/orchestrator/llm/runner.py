@@ -1,6 +1,6 @@
 """The campaign runner with LLM agents: a Main, Workers and a Reviewer, each an agent step.
 
-:func:`run_llm_campaign` has :func:`~rsilab.orchestrator.runner.run_campaign`'s contract
+:func:`run_llm_campaign` has :func:`~rsilab.orchestrator.builtin.runner.run_campaign`'s contract
 (baseline if missing, lease, recovery, resume, final finished campaigns); what differs is who
 decides: each role is a chat model driven by :func:`~rsilab.agents.loop.run_agent_step`
 through the Experiment OS tools its role may call. A campaign runs in rounds:
@@ -32,17 +32,11 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from rsilab.agents.llm import ChatModel, resolve_chat_model
+from rsilab.agents.roles import ensure_role_orientations
 from rsilab.errors import UserError
 from rsilab.expos.services import LabServices
-from rsilab.orchestrator._llm_prompts import Left, main_prompt, reviewer_prompt, worker_prompt
-from rsilab.orchestrator._llm_state import (
-    assign_workers,
-    last_round,
-    step_key,
-    unreviewed,
-)
-from rsilab.orchestrator._llm_step import MAX_TURNS, Halt, StepRunner
 from rsilab.orchestrator.campaign import (
+    ACTOR,
     CampaignPolicy,
     CampaignResult,
     CampaignSession,
@@ -52,8 +46,16 @@ from rsilab.orchestrator.campaign import (
     StopRequest,
     run_policy,
 )
-from rsilab.orchestrator.dag import ResearchDag
-from rsilab.orchestrator.guidance import mark_guidance_read, unread_guidance
+from rsilab.orchestrator.llm._prompts import Left, main_prompt, reviewer_prompt, worker_prompt
+from rsilab.orchestrator.llm._state import (
+    assign_workers,
+    last_round,
+    step_key,
+    unreviewed,
+)
+from rsilab.orchestrator.llm._step import MAX_TURNS, Halt, StepRunner
+from rsilab.orchestrator.research.dag import ResearchDag
+from rsilab.orchestrator.research.guidance import mark_guidance_read, unread_guidance
 from rsilab.records import CampaignState, Candidate, Direction, EndReason, Experiment, Intent, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
@@ -104,6 +106,10 @@ class LlmPolicy(CampaignPolicy):
     def settings(self) -> dict[str, Any]:
         own = {"agents": self.spec, "budget": str(self.budget), "workers": self.workers}
         return {**self.extra, **own, "seed": self.seed}
+
+    def prepare(self, lab: Lab, services: LabServices) -> None:
+        """The roles' orientations, the agents' system prompts (seeded once)."""
+        ensure_role_orientations(lab.store, actor=ACTOR)
 
     def rounds(self, session: CampaignSession) -> _Rounds:
         """The round loop of this run."""

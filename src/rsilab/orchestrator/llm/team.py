@@ -1,8 +1,9 @@
 """Research teams with LLM agents: a Leader and N researchers, each an agent step.
 
-:func:`run_llm_team_campaign` is :func:`~rsilab.orchestrator.team.run_team_campaign` with chat
+:func:`run_llm_team_campaign` is :func:`~rsilab.orchestrator.builtin.team.run_team_campaign` with
+chat
 models deciding (``rsilab run TASK --team N --agents openai:MODEL``). A campaign runs in rounds,
-on the LLM runner's machinery (:mod:`rsilab.orchestrator.llm_runner`: intents per step, token,
+on the LLM runner's machinery (:mod:`rsilab.orchestrator.llm.runner`: intents per step, token,
 experiment and wall budgets, resume):
 
 1. the **Leader** (actor ``leader``, role leader) reads the team roster, the orientations the
@@ -16,7 +17,7 @@ experiment and wall budgets, resume):
 3. a **Reviewer** step reviews the finished experiments no review has read.
 
 When the experiment budget is spent the campaign review
-(:mod:`~rsilab.orchestrator.campaign_review`) runs on the records, as for a built-in team.
+(:mod:`~rsilab.orchestrator.research.campaign_review`) runs on the records, as for a built-in team.
 A researcher the Leader has not oriented yet waits for the next round.
 """
 
@@ -30,8 +31,6 @@ from rsilab.agents.roles import ensure_team_orientations
 from rsilab.expos.services import LabServices
 from rsilab.memory import current_assignments, ensure_builtin_skills, require_team, team_members
 from rsilab.memory.assignments import ORIENTATION_PREFIX
-from rsilab.orchestrator._llm_state import step_key
-from rsilab.orchestrator._llm_team_prompts import leader_prompt, researcher_prompt
 from rsilab.orchestrator.campaign import (
     ACTOR,
     CampaignResult,
@@ -41,8 +40,10 @@ from rsilab.orchestrator.campaign import (
     StopRequest,
     run_policy,
 )
-from rsilab.orchestrator.campaign_review import review_team_campaign
-from rsilab.orchestrator.llm_runner import LlmPolicy, _Rounds, run_at_once
+from rsilab.orchestrator.llm._state import step_key
+from rsilab.orchestrator.llm._team_prompts import leader_prompt, researcher_prompt
+from rsilab.orchestrator.llm.runner import LlmPolicy, _Rounds, run_at_once
+from rsilab.orchestrator.research.campaign_review import review_team_campaign
 from rsilab.records import Direction, Orientation, Role
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
@@ -57,7 +58,7 @@ LINE_TITLE = "line of work"
 class LlmTeamPolicy(LlmPolicy):
     """An LLM research team: a Leader step, researcher steps, a Reviewer step per round.
 
-    ``agents`` and ``model`` are :class:`~rsilab.orchestrator.llm_runner.LlmPolicy`'s (all
+    ``agents`` and ``model`` are :class:`~rsilab.orchestrator.llm.runner.LlmPolicy`'s (all
     agents share one model). A resumed campaign keeps its team.
 
     Raises:
@@ -94,8 +95,11 @@ class LlmTeamPolicy(LlmPolicy):
         }
 
     def prepare(self, lab: Lab, services: LabServices) -> None:
+        """The roles' and the team's orientations, and the lab's skills (researchers see
+        them), each seeded once."""
+        super().prepare(lab, services)
         ensure_team_orientations(lab.store, actor=ACTOR)
-        ensure_builtin_skills(lab.store, actor=ACTOR)  # researchers see the lab's skills
+        ensure_builtin_skills(lab.store, actor=ACTOR)
 
     def rounds(self, session: CampaignSession) -> _Rounds:
         names = team_members(session.campaign.settings)  # a resumed campaign keeps its team

@@ -5,9 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rsilab.orchestrator.campaign_review import campaign_review_of
-from rsilab.orchestrator.dag import ResearchDag
-from rsilab.orchestrator.measures import lock_in_measures
 from rsilab.orchestrator.report._actors import actor_uses, team_items, totals
 from rsilab.orchestrator.report._model import (
     BenchmarkInfo,
@@ -27,6 +24,9 @@ from rsilab.orchestrator.report._outcomes import (
     version_scores,
 )
 from rsilab.orchestrator.report._usage import flags_report, resources_report
+from rsilab.orchestrator.research.campaign_review import campaign_review_of
+from rsilab.orchestrator.research.dag import ResearchDag
+from rsilab.orchestrator.research.measures import lock_in_measures
 from rsilab.records import (
     Campaign,
     Candidate,

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from rsilab.orchestrator.measures import LockInMeasures
+from rsilab.orchestrator.research.measures import LockInMeasures
 from rsilab.records import CampaignReview, Interval, Model
 
 REPORT_VERSION = 1

@@ -13,7 +13,7 @@ new weight is the old one times the square root of the ratio of the two (smoothe
 kept in [:data:`MIN_WEIGHT`, :data:`MAX_WEIGHT`]. A revision is proposed when the weight
 moves by :data:`MIN_CHANGE` or more, and made only when the orientation ran at least
 :data:`MIN_EXPERIMENTS` experiments (the others are recorded, not made). The built-in Leader
-orders its start plan by weight (:func:`~rsilab.orchestrator._team_leader.initial_plan`), so
+orders its start plan by weight (:func:`~rsilab.orchestrator.builtin.team._leader.initial_plan`), so
 the next team starts with more of what paid. When nothing paid, no weight moves: the records
 hold no evidence for one orientation over another.
 
@@ -51,8 +51,8 @@ from rsilab.memory import (
     verify_code,
 )
 from rsilab.memory.assignments import ORIENTATION_PREFIX, assignments_of
-from rsilab.orchestrator._door import Door
-from rsilab.orchestrator.campaign.writer import write
+from rsilab.orchestrator.door import Door
+from rsilab.orchestrator.writer import write
 from rsilab.records import (
     Adoption,
     Assignment,

@@ -10,7 +10,7 @@ and which step saw it, which is what an account of "guidance unstuck a plateau" 
 from __future__ import annotations
 
 from rsilab.errors import ConflictError, NotFoundError, UserError
-from rsilab.orchestrator.campaign.writer import write
+from rsilab.orchestrator.writer import write
 from rsilab.records import Campaign, Guidance, Role, utc_now
 from rsilab.store import Store
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from rsilab.orchestrator.dag import ResearchDag, review_directions
+from rsilab.orchestrator.research.dag import ResearchDag, review_directions
 from rsilab.records import (
     Candidate,
     CandidateState,
@@ -130,7 +130,7 @@ def lock_in_measures(store: Store, campaign_id: str) -> LockInMeasures:
 
 DEFAULT_RULE_NOTE = "Without a review, Main's own rule: {}."
 """The last sentence of a built-in review's rationale: Main's move had no review spoken
-(:mod:`rsilab.orchestrator._review`)."""
+(:mod:`rsilab.orchestrator.builtin._review`)."""
 _DEFAULT_RULE = re.compile(r"Without a review, Main's own rule: ([a-z]+)\.$")
 
 

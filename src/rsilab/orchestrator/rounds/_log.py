@@ -8,7 +8,7 @@ from typing import Any
 
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator.campaign import CampaignPolicy, CampaignSession, Ending
-from rsilab.orchestrator.campaign.writer import write
+from rsilab.orchestrator.writer import write
 from rsilab.records import (
     Campaign,
     CampaignState,

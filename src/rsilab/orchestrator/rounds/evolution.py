@@ -4,7 +4,7 @@
 budget. The Host Controller accepts a round's proposals or keeps the old version; the next
 round starts from the lineage head as the round left it, with the research state (records,
 findings, skills) carried over because every round works in the same lab. Who improves is
-the ``improver`` spec (:mod:`rsilab.orchestrator._improvers`): under ``self`` the head each
+the ``improver`` spec (:mod:`rsilab.orchestrator.rounds._improvers`): under ``self`` the head each
 round starts from acts as its own improver (its harness's ``improve`` command, run in the
 sandbox by the :class:`ImproverRunner` the caller passes: that mechanism lives in a layer
 above this one); under ``teacher`` the starting system's harness does, frozen, every round;
@@ -28,29 +28,7 @@ from rsilab.agents.llm import resolve_chat_model
 from rsilab.controller.lineage import find_lineage
 from rsilab.errors import RsilabError, UserError
 from rsilab.expos.services import LabServices
-from rsilab.orchestrator._evolution_log import (
-    RoundPolicy,
-    agent_tool_calls,
-    append_round,
-    commit_evolution,
-    end_evolution,
-    round_campaigns,
-)
-from rsilab.orchestrator._harness_round import (
-    IMPROVER_ACTOR,
-    HarnessRoundPolicy,
-    ImproverEnd,
-    ImproverJob,
-    ImproverRunner,
-)
-from rsilab.orchestrator._improvers import (
-    ImproverKind,
-    ImproverSpec,
-    parse_improver,
-    require_improve,
-    starting_manifest,
-    version_manifest,
-)
+from rsilab.orchestrator.builtin.runner import BuiltinPolicy
 from rsilab.orchestrator.campaign import (
     ACTOR,
     CampaignPolicy,
@@ -59,8 +37,30 @@ from rsilab.orchestrator.campaign import (
     ProgressFn,
     run_policy,
 )
-from rsilab.orchestrator.llm_runner import LlmPolicy
-from rsilab.orchestrator.runner import BuiltinPolicy
+from rsilab.orchestrator.llm.runner import LlmPolicy
+from rsilab.orchestrator.rounds._harness import (
+    IMPROVER_ACTOR,
+    HarnessRoundPolicy,
+    ImproverEnd,
+    ImproverJob,
+    ImproverRunner,
+)
+from rsilab.orchestrator.rounds._improvers import (
+    ImproverKind,
+    ImproverSpec,
+    parse_improver,
+    require_improve,
+    starting_manifest,
+    version_manifest,
+)
+from rsilab.orchestrator.rounds._log import (
+    RoundPolicy,
+    agent_tool_calls,
+    append_round,
+    commit_evolution,
+    end_evolution,
+    round_campaigns,
+)
 from rsilab.records import (
     EndReason,
     Evolution,

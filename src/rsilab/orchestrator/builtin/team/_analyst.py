@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rsilab.agents.builtin.team import KnobGroups, effect_tag, knob_groups
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._team_state import TeamView
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin.team._state import TeamView
 from rsilab.records import DataTier, Finding, FindingStatus, Interval
 from rsilab.stats import welch_interval
 

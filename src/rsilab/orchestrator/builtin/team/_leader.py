@@ -11,7 +11,8 @@ Every decision is an ``assign_orientation`` call (role leader, actor ``leader``)
   way to an exploiter where the setting returns no dev scores (its findings could not be
   checked).
 - **At each checkpoint** (every :attr:`TeamSettings.checkpoint_every` experiments): a gain over
-  the reference worth verifying (:meth:`~rsilab.orchestrator._team_state.TeamView.unverified`),
+  the reference worth verifying
+  (:meth:`~rsilab.orchestrator.builtin.team._state.TeamView.unverified`),
   with nobody verifying, makes a verifier of the researcher that can best be spared (a
   stalled one first, then an explorer, an analyst, an exploiter); then each explorer,
   exploiter or analyst whose orientation stopped paying (its last
@@ -34,11 +35,11 @@ from dataclasses import dataclass
 
 from rsilab.memory import latest_orientation
 from rsilab.memory.assignments import ORIENTATION_PREFIX
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._team_analyst import settled_knobs
-from rsilab.orchestrator._team_researcher import ANALYST, EXPLOITER, EXPLORER, VERIFIER
-from rsilab.orchestrator._team_state import TeamView
-from rsilab.orchestrator._workers import Order
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._workers import Order
+from rsilab.orchestrator.builtin.team._analyst import settled_knobs
+from rsilab.orchestrator.builtin.team._researcher import ANALYST, EXPLOITER, EXPLORER, VERIFIER
+from rsilab.orchestrator.builtin.team._state import TeamView
 from rsilab.records import Assignment, DataTier, FindingStatus, Role
 
 LEADER = "leader"

@@ -3,7 +3,8 @@
 Each turn: collect what ended, reload the team's view from the records, let the Leader act
 (the first assignments once the reference runs are done; a checkpoint every few experiments),
 then ask each free researcher (none of its work in flight) for its next step, in turn
-(:meth:`~rsilab.orchestrator._team_researcher.Researcher.step`). An experiment gets its intent
+(:meth:`~rsilab.orchestrator.builtin.team._researcher.Researcher.step`). An experiment gets its
+intent
 ``exp:<n>`` begun here, so numbers are unique and every order is in the records before it
 runs, and goes to the researcher's own thread; other work (a conclusion) goes there too. A
 researcher runs one thing at a time; decisions stay sequential and read only the records and
@@ -15,7 +16,7 @@ more is redirected by the Leader. When the budget is spent and nothing runs, the
 verifications are concluded and the best unproposed run is put to the controller once
 (as the single runner does), and the campaign is ``finished``.
 
-Stopping is the single loop's (:mod:`rsilab.orchestrator._loop`): the wall budget or a first
+Stopping is the single loop's (:mod:`rsilab.orchestrator.builtin._loop`): the wall budget or a first
 request drains (nothing new starts; running work finishes; ``stopped``), a second cancels
 the running jobs (their intents stay pending for the resume). Pending ``exp:<n>`` intents a
 dead or stopped run left are run first, each by the researcher that began it.
@@ -29,16 +30,16 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._door import RunnerError
-from rsilab.orchestrator._state import Run
-from rsilab.orchestrator._team_leader import Leader, TeamSettings
-from rsilab.orchestrator._team_researcher import ACTED, VERIFIER, Researcher, Work
-from rsilab.orchestrator._team_state import TeamView
-from rsilab.orchestrator._team_voice import QueuedVoice
-from rsilab.orchestrator._threaded import ThreadedLoop
-from rsilab.orchestrator._workers import ACTION, Order, adopt
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._state import Run
+from rsilab.orchestrator.builtin._threaded import ThreadedLoop
+from rsilab.orchestrator.builtin._workers import ACTION, Order, adopt
+from rsilab.orchestrator.builtin.team._leader import Leader, TeamSettings
+from rsilab.orchestrator.builtin.team._researcher import ACTED, VERIFIER, Researcher, Work
+from rsilab.orchestrator.builtin.team._state import TeamView
+from rsilab.orchestrator.builtin.team._voice import QueuedVoice
 from rsilab.orchestrator.campaign import DoneIntent, StopRequest
+from rsilab.orchestrator.door import RunnerError
 from rsilab.records import CampaignState, DirectionState
 
 

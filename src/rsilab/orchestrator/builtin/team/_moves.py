@@ -26,9 +26,9 @@ from rsilab.agents.builtin.team import (
     parse_effect_tag,
     wide_move,
 )
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._team_state import TeamView
-from rsilab.orchestrator._workers import Order
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._workers import Order
+from rsilab.orchestrator.builtin.team._state import TeamView
 from rsilab.tasks import Knob
 
 TRIES = 40

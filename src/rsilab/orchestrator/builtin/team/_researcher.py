@@ -1,7 +1,7 @@
 """A team's researcher: its next step, decided from the records by its orientation.
 
 :meth:`Researcher.step` runs on the loop's thread and returns an experiment to run
-(an :class:`~rsilab.orchestrator._workers.Order`), other :class:`Work` for the researcher's
+(an :class:`~rsilab.orchestrator.builtin._workers.Order`), other :class:`Work` for the researcher's
 own thread (concluding a verification, which may wait on the Host Controller), :data:`ACTED`
 (it changed the records: decide again) or :data:`IDLE` (nothing to do now). In order:
 
@@ -11,8 +11,9 @@ own thread (concluding a verification, which may wait on the Host Controller), :
 2. tidying up after a redirect: its verifications whose re-runs are done are concluded, those
    not done are closed when it is no longer a verifier, and its directions of an earlier
    assignment are closed;
-3. its orientation's behaviour (:mod:`rsilab.orchestrator._team_moves`,
-   :mod:`rsilab.orchestrator._team_analyst`, :mod:`rsilab.orchestrator._team_verify`):
+3. its orientation's behaviour (:mod:`rsilab.orchestrator.builtin.team._moves`,
+   :mod:`rsilab.orchestrator.builtin.team._analyst`,
+   :mod:`rsilab.orchestrator.builtin.team._verify`):
    explorer, exploiter, verifier and analyst; an orientation the built-in policy has no
    behaviour for (one a person added) is carried out as an explorer's.
 
@@ -33,16 +34,16 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from rsilab.orchestrator._conclude import Concluder
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._moves import Moves
-from rsilab.orchestrator._review import Reviewer
-from rsilab.orchestrator._state import Run, knobs_plan
-from rsilab.orchestrator._team_analyst import due, publish, settled_knobs
-from rsilab.orchestrator._team_moves import Move, contrast, effects_from, exploit, explore
-from rsilab.orchestrator._team_state import REFERENCE_TITLE, TeamView, plan_mark
-from rsilab.orchestrator._team_verify import conclude_verification, open_verification
-from rsilab.orchestrator._workers import Order, Worker
+from rsilab.orchestrator.builtin._conclude import Concluder
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._moves import Moves
+from rsilab.orchestrator.builtin._review import Reviewer
+from rsilab.orchestrator.builtin._state import Run, knobs_plan
+from rsilab.orchestrator.builtin._workers import Order, Worker
+from rsilab.orchestrator.builtin.team._analyst import due, publish, settled_knobs
+from rsilab.orchestrator.builtin.team._moves import Move, contrast, effects_from, exploit, explore
+from rsilab.orchestrator.builtin.team._state import REFERENCE_TITLE, TeamView, plan_mark
+from rsilab.orchestrator.builtin.team._verify import conclude_verification, open_verification
 from rsilab.orchestrator.campaign import StopRequest
 from rsilab.records import Assignment, Direction, Intent
 

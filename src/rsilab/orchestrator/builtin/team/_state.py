@@ -1,6 +1,6 @@
 """What a research team knows, rebuilt from the records before every decision.
 
-:class:`TeamView` adds to the campaign's :class:`~rsilab.orchestrator._state.CampaignView`
+:class:`TeamView` adds to the campaign's :class:`~rsilab.orchestrator.builtin._state.CampaignView`
 who ran which experiment under which assignment (the ``exp:<n>`` intents' payloads name the
 researcher and its assignment), each researcher's current assignment, the team's best run,
 the noise floor (the pooled seed spread of every config the team ran more than once: the
@@ -19,10 +19,10 @@ from typing import Any
 
 from rsilab.agents.builtin import config_key
 from rsilab.memory import assignments_of
-from rsilab.orchestrator._context import RunContext
-from rsilab.orchestrator._review import DEFAULT_NOISE_FLOOR
-from rsilab.orchestrator._state import EXP_PREFIX, CampaignView, Run, dev_matrix, exp_index
-from rsilab.orchestrator._workers import Order
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._review import DEFAULT_NOISE_FLOOR
+from rsilab.orchestrator.builtin._state import EXP_PREFIX, CampaignView, Run, dev_matrix, exp_index
+from rsilab.orchestrator.builtin._workers import Order
 from rsilab.records import (
     Assignment,
     Candidate,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 
-from rsilab.orchestrator._context import Voice
+from rsilab.orchestrator.builtin._context import Voice
 
 _Said = tuple[str, str, float | None, float | None]
 

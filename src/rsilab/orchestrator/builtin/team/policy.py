@@ -21,14 +21,15 @@ The built-in orientations are search behaviours (texts: Orientation records
 - analyst: each knob's effect from the team's runs, published as findings the tool checks,
   and one-knob contrast experiments where the evidence is thin.
 
-The parts, one job each: :mod:`~rsilab.orchestrator._team_loop` (threads, budget, stop),
-:mod:`~rsilab.orchestrator._team_leader` (orientations; with one researcher, the alternation),
-:mod:`~rsilab.orchestrator._team_researcher` (a researcher's next step),
-:mod:`~rsilab.orchestrator._team_moves`, :mod:`~rsilab.orchestrator._team_analyst`,
-:mod:`~rsilab.orchestrator._team_verify` (the behaviours), and
-:mod:`~rsilab.orchestrator._team_state` (the team as the records hold it).
+The parts, one job each: :mod:`~rsilab.orchestrator.builtin.team._loop` (threads, budget, stop),
+:mod:`~rsilab.orchestrator.builtin.team._leader` (orientations; with one researcher, the
+alternation),
+:mod:`~rsilab.orchestrator.builtin.team._researcher` (a researcher's next step),
+:mod:`~rsilab.orchestrator.builtin.team._moves`, :mod:`~rsilab.orchestrator.builtin.team._analyst`,
+:mod:`~rsilab.orchestrator.builtin.team._verify` (the behaviours), and
+:mod:`~rsilab.orchestrator.builtin.team._state` (the team as the records hold it).
 
-When the budget is spent, the campaign review (:mod:`~rsilab.orchestrator.campaign_review`)
+When the budget is spent, the campaign review (:mod:`~rsilab.orchestrator.research.campaign_review`)
 weighs what each orientation and finding led to and revises orientation weights and findings;
 the next team campaign on the lab starts from those revisions.
 
@@ -50,13 +51,13 @@ from rsilab.errors import UserError
 from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
 from rsilab.memory import ensure_builtin_skills, fresh_seeds, require_team, team_members, team_size
-from rsilab.orchestrator._context import RunContext, Voice
-from rsilab.orchestrator._door import Door
-from rsilab.orchestrator._team_leader import Leader, TeamSettings
-from rsilab.orchestrator._team_loop import TeamLoop
-from rsilab.orchestrator._team_researcher import Researcher
-from rsilab.orchestrator._team_voice import QueuedVoice
-from rsilab.orchestrator._workers import kept_for_resume
+from rsilab.orchestrator.builtin._context import RunContext, Voice
+from rsilab.orchestrator.builtin._workers import kept_for_resume
+from rsilab.orchestrator.builtin.runner import stopped_ending
+from rsilab.orchestrator.builtin.team._leader import Leader, TeamSettings
+from rsilab.orchestrator.builtin.team._loop import TeamLoop
+from rsilab.orchestrator.builtin.team._researcher import Researcher
+from rsilab.orchestrator.builtin.team._voice import QueuedVoice
 from rsilab.orchestrator.campaign import (
     ACTOR,
     CampaignPolicy,
@@ -67,8 +68,8 @@ from rsilab.orchestrator.campaign import (
     StopRequest,
     run_policy,
 )
-from rsilab.orchestrator.campaign_review import review_team_campaign
-from rsilab.orchestrator.runner import stopped_ending
+from rsilab.orchestrator.door import Door
+from rsilab.orchestrator.research.campaign_review import review_team_campaign
 from rsilab.records import Campaign, Experiment
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
@@ -100,6 +101,7 @@ class TeamPolicy(CampaignPolicy):
         self.leader_settings = settings or TeamSettings()
         self.slots = min(max(2, team), max(2, available_cores()))
         self.loop: TeamLoop | None = None
+        self.verify_seeds = 0  # set by prepare
 
     def settings(self) -> dict[str, Any]:
         return {
@@ -110,7 +112,9 @@ class TeamPolicy(CampaignPolicy):
         }
 
     def prepare(self, lab: Lab, services: LabServices) -> None:
+        """The lab's team orientations and built-in skills (each seeded once)."""
         ensure_team_orientations(lab.store, actor=ACTOR)
+        self.verify_seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
 
     def admit(self, campaign: Campaign) -> None:
         if team_size(campaign.settings) < 1:
@@ -123,7 +127,7 @@ class TeamPolicy(CampaignPolicy):
         return kept_for_resume(store, campaign_id)
 
     def run(self, session: CampaignSession) -> Ending:
-        self.loop = _loop(session, self.on_progress, self.leader_settings)
+        self.loop = _loop(session, self.on_progress, self.leader_settings, self.verify_seeds)
         state = self.loop.run(session.check)
         return stopped_ending(state, session.stop)
 
@@ -171,7 +175,10 @@ def run_team_campaign(
 
 
 def _loop(
-    session: CampaignSession, on_progress: ProgressFn | None, settings: TeamSettings
+    session: CampaignSession,
+    on_progress: ProgressFn | None,
+    settings: TeamSettings,
+    verify_seeds: int,
 ) -> TeamLoop:
     """The loop, its Leader and its researchers, each with its own door and voice."""
     lab, campaign, budget = session.lab, session.campaign, session.budget
@@ -179,10 +186,9 @@ def _loop(
     names = team_members(campaign.settings)
     door = Door(lab, session.services, campaign.id, lab.path / "workspaces" / campaign.id)
     voice = Voice(on_progress, budget)
-    seeds = fresh_seeds(ensure_builtin_skills(lab.store, actor=ACTOR))
     ctx = RunContext(
         lab, session.task, campaign.id, budget, seed, door, voice, session.intents,
-        verify_seeds=seeds,
+        verify_seeds=verify_seeds,
     )  # fmt: skip
     stop = session.stop
     lines: queue.SimpleQueue[tuple[str, str, float | None, float | None]] = queue.SimpleQueue()

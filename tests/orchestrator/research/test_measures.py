@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rsilab.orchestrator import lock_in_measures
-from rsilab.orchestrator.measures import DEFAULT_RULE_NOTE, stated_default
+from rsilab.orchestrator.research.measures import DEFAULT_RULE_NOTE, stated_default
 from rsilab.records import Candidate, CandidateState, Role, utc_now
 from tests.expos.helpers import Bench
 

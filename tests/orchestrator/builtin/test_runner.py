@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rsilab.expos.services import LabServices
-from rsilab.orchestrator.dag import ResearchDag
-from rsilab.orchestrator.runner import Progress, StopRequest, run_campaign
+from rsilab.orchestrator.builtin.runner import Progress, StopRequest, run_campaign
+from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Campaign, DataTier, Evaluation, Experiment, Review
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, Setting, Task, get_task
@@ -123,7 +123,7 @@ def test_without_dev_scores_the_policy_validates_on_folds_of_the_train_tier(lab:
 
 
 def test_guidance_opens_a_direction_on_the_knobs_it_names(lab: Lab) -> None:
-    from rsilab.orchestrator.guidance import give_guidance
+    from rsilab.orchestrator.research.guidance import give_guidance
     from rsilab.records import Guidance
 
     def interrupt(progress: Progress) -> None:
@@ -154,7 +154,7 @@ def test_guidance_opens_a_direction_on_the_knobs_it_names(lab: Lab) -> None:
 
 
 def test_the_best_unproposed_run_is_proposed_once_when_the_budget_is_spent(lab: Lab) -> None:
-    from rsilab.orchestrator._conclude import FINAL_PROPOSAL
+    from rsilab.orchestrator.builtin._conclude import FINAL_PROPOSAL
     from rsilab.records import Candidate, Intent, intent_id
 
     result = run_campaign(lab, get_task("synthetic"), budget=Budget(experiments=5))

@@ -16,8 +16,8 @@ from rsilab.agents.llm import ChatModel
 from rsilab.agents.llm.scripted import RecordedRequest, Reply, Respond, ScriptedServer
 from rsilab.errors import UserError
 from rsilab.memory import current_assignments
-from rsilab.orchestrator.campaign_review import campaign_review_of
-from rsilab.orchestrator.llm_team import run_llm_team_campaign
+from rsilab.orchestrator.llm.team import run_llm_team_campaign
+from rsilab.orchestrator.research.campaign_review import campaign_review_of
 from rsilab.records import Assignment, Campaign, Direction, Experiment, Finding
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task

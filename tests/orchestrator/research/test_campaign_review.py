@@ -19,16 +19,16 @@ from rsilab.memory import (
     verify_code,
 )
 from rsilab.memory.builtin_skills import MAX_FRESH_SEEDS, MIN_FRESH_SEEDS
-from rsilab.orchestrator._state import CONCLUDE_PREFIX
-from rsilab.orchestrator._team_leader import TeamSettings, initial_plan
-from rsilab.orchestrator.campaign_review import (
+from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX
+from rsilab.orchestrator.builtin.runner import run_campaign
+from rsilab.orchestrator.builtin.team import run_team_campaign
+from rsilab.orchestrator.builtin.team._leader import TeamSettings, initial_plan
+from rsilab.orchestrator.research.campaign_review import (
     MIN_ADOPTIONS,
     _knowledge_revisions,
     campaign_review_of,
 )
-from rsilab.orchestrator.dag import ResearchDag
-from rsilab.orchestrator.runner import run_campaign
-from rsilab.orchestrator.team import run_team_campaign
+from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import (
     Assignment,
     EventDraft,

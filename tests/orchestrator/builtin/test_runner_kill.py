@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.orchestrator.runner import run_campaign
+from rsilab.orchestrator.builtin.runner import run_campaign
 from rsilab.records import Campaign, Intent
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, get_task

@@ -3,7 +3,7 @@ runs progress counts as done."""
 
 from __future__ import annotations
 
-from rsilab.orchestrator._state import (
+from rsilab.orchestrator.builtin._state import (
     NON_TARGET_MARGIN,
     NON_TARGET_PENALTY,
     CampaignView,
@@ -11,7 +11,7 @@ from rsilab.orchestrator._state import (
     Run,
     _weighed,
 )
-from rsilab.orchestrator.dag import ResearchDag
+from rsilab.orchestrator.research.dag import ResearchDag
 
 
 def _run(index: int, quality: float, robustness: float) -> Run:

@@ -26,9 +26,9 @@ from rsilab.agents.llm.scripted import (
 )
 from rsilab.errors import UserError
 from rsilab.orchestrator.campaign import Progress
-from rsilab.orchestrator.dag import ResearchDag
-from rsilab.orchestrator.guidance import give_guidance
-from rsilab.orchestrator.llm_runner import MAX_IDLE_ROUNDS, run_llm_campaign
+from rsilab.orchestrator.llm.runner import MAX_IDLE_ROUNDS, run_llm_campaign
+from rsilab.orchestrator.research.dag import ResearchDag
+from rsilab.orchestrator.research.guidance import give_guidance
 from rsilab.records import (
     Campaign,
     Candidate,

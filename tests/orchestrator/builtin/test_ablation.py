@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from rsilab.errors import UserError
-from rsilab.orchestrator._state import knobs_of
-from rsilab.orchestrator.ablation import Ablation, ablations_from, ablations_setting
-from rsilab.orchestrator.dag import ResearchDag
-from rsilab.orchestrator.measures import stated_default
-from rsilab.orchestrator.runner import Progress, run_campaign
+from rsilab.orchestrator.builtin._state import knobs_of
+from rsilab.orchestrator.builtin.ablation import Ablation, ablations_from, ablations_setting
+from rsilab.orchestrator.builtin.runner import Progress, run_campaign
+from rsilab.orchestrator.research.dag import ResearchDag
+from rsilab.orchestrator.research.measures import stated_default
 from rsilab.records import Campaign, EdgeRelation, Review
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.orchestrator.runner import StopRequest, run_campaign
+from rsilab.orchestrator.builtin.runner import StopRequest, run_campaign
 from rsilab.records import Experiment, ExperimentState, Intent, IntentState, Job, JobStatus
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task, get_task, task

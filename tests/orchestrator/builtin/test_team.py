@@ -8,10 +8,10 @@ import pytest
 
 from rsilab.agents.builtin.team import effect_tag
 from rsilab.memory import fresh_seeds, orientation_history
-from rsilab.orchestrator.campaign_review import campaign_review_of
+from rsilab.orchestrator.builtin.runner import Progress, StopRequest
+from rsilab.orchestrator.builtin.team import TeamSettings, run_team_campaign
 from rsilab.orchestrator.report import build_report, render_markdown
-from rsilab.orchestrator.runner import Progress, StopRequest
-from rsilab.orchestrator.team import TeamSettings, run_team_campaign
+from rsilab.orchestrator.research.campaign_review import campaign_review_of
 from rsilab.records import (
     Adoption,
     Assignment,

@@ -6,7 +6,7 @@ import pytest
 
 from rsilab.errors import ConflictError, UserError
 from rsilab.expos import open_campaign
-from rsilab.orchestrator.guidance import give_guidance, mark_guidance_read, unread_guidance
+from rsilab.orchestrator.research.guidance import give_guidance, mark_guidance_read, unread_guidance
 from rsilab.records import Campaign, CampaignState, EventDraft, Guidance, TaskRef
 from rsilab.store import Lab, verify_store
 from tests.orchestrator.runner_checks import force_campaign_state
