@@ -8,7 +8,7 @@ SITE := site
 # encoder's training, the hacking suite over every built-in task, and the browser.
 # `make test` runs them all.
 SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
-	tests/orchestrator/test_rounds.py tests/cli/test_evolve.py \
+	tests/orchestrator/rounds/test_evolution.py tests/cli/test_evolve.py \
 	tests/tasks/builtin/test_textcls.py tests/controller/test_traps.py tests/web/test_browser.py
 
 .PHONY: install system-deps browser-deps runtime test check docs demo bench bench-quick lint typecheck clean

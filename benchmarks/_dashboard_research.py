@@ -22,7 +22,7 @@ from benchmarks._dashboard_controller import _Controller
 from benchmarks._dashboard_evidence import _Node, conclude, submit_review
 from benchmarks._dashboard_runs import FLAGGED, flag, run_experiment
 from benchmarks._dashboard_writer import _Writer
-from rsilab.agents.builtin.search import config_key, propose_configs
+from rsilab.orchestrator.builtin.worker._rules import config_key, propose_configs
 from rsilab.records import (
     Direction,
     DirectionEdge,

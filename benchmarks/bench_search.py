@@ -244,8 +244,7 @@ def run_search_synthetic(quick: bool) -> list[dict[str, Any]]:
     knobs). Ablations, as the research did them: *without Reviewers* Main verifies and
     proposes on its own rule; *without Workers* Main runs every experiment itself in one line
     of work over all knobs (see `rsilab.orchestrator.builtin.ablation`). Without the Experiment OS
-    the
-    built-in policy cannot run (it keeps its state in the records); the hacking suite runs the
+    the built-in policy cannot run (it keeps its state in the records); the hacking suite runs the
     same Worker without it. *reviews that changed Main's move*: followed reviews whose advice
     differed from what Main's own rule would have done without them (each built-in review
     states that rule). *rsilab - policy* pairs runs by seed: mean difference with a paired t

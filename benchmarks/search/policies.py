@@ -13,7 +13,7 @@ choice comes from the run's seed, so a run repeats exactly (up to job timing whe
 ``workers > 1``).
 
 Numeric knobs are moved in a normalised coordinate ``u`` in [0, 1] (``log10`` of the value for a
-``log`` knob), the same convention as :mod:`rsilab.agents.builtin.search`.
+``log`` knob), the same convention as :mod:`rsilab.orchestrator.builtin.worker._rules`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Protocol
 import optuna
 from pydantic import JsonValue
 
-from rsilab.agents.builtin.search import config_key
+from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.tasks import Knob, KnobType
 
 Config = dict[str, JsonValue]

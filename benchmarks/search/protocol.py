@@ -7,16 +7,15 @@ models, seeds, evaluations and scores, so every run is judged against the very s
 numbers and the 6-seed baseline evaluation is paid once per task). One executor (one slot per
 core) serves every run's jobs and the controller's.
 
-A run (:func:`run_policy` or :func:`run_builtin`) opens its own campaign with an experiment
-budget. Each experiment is one Experiment OS experiment made through the tools, as the built-in
-Workers make it (:mod:`rsilab.orchestrator.builtin._workers`): ``prepare_workspace`` (lineage head),
-``read_file``/``write_file`` config.json, ``create_experiment``, ``run_job`` train and
-``dev_eval``, ``finish_experiment``; the tools refuse an experiment past the budget. The
-ask/tell policies propose once, at the end of the budget: their best-dev config among the
-feasible ones (:class:`Feasibility`; none when that is the starting config), through
-``propose_candidate`` (judged before the call returns) and ``candidate_status``. The built-in
-policy (:func:`rsilab.orchestrator.builtin.runner.run_campaign`) proposes as it does (after
-verifying).
+A run (:func:`run_policy` or :func:`run_builtin`) opens its own campaign with an experiment budget.
+Each experiment is one Experiment OS experiment made through the tools, as the built-in Workers make
+it (:mod:`rsilab.orchestrator.builtin.worker._agent`): ``prepare_workspace`` (lineage head),
+``read_file``/``write_file`` config.json, ``create_experiment``, ``run_job`` train and ``dev_eval``,
+``finish_experiment``; the tools refuse an experiment past the budget. The ask/tell policies propose
+once, at the end of the budget: their best-dev config among the feasible ones (:class:`Feasibility`;
+none when that is the starting config), through ``propose_candidate`` (judged before the call
+returns) and ``candidate_status``. The built-in policy
+(:func:`rsilab.orchestrator.builtin.runner.run_campaign`) proposes as it does (after verifying).
 
 What a run yields (:class:`RunResult`): the dev target score of each experiment in the order the
 experiments were created (read back from the records, the same way for every policy), the

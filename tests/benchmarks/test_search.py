@@ -23,7 +23,7 @@ from benchmarks.search.policies import (
 from benchmarks.search.protocol import Feasibility, RunResult
 from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
 
-from rsilab.agents.builtin.search import is_valid
+from rsilab.orchestrator.builtin.worker._rules import is_valid
 from rsilab.tasks import Knob, KnobType, get_task
 
 SPACE = [

@@ -13,7 +13,7 @@ from rsilab.records import Campaign, Experiment
 from rsilab.store import Lab
 from rsilab.tasks import Budget, get_task
 from tests.cli.helpers import explain, rsilab
-from tests.orchestrator.test_llm_team import play_team
+from tests.orchestrator.llm.test_team import play_team
 
 
 @pytest.fixture(autouse=True)

@@ -23,7 +23,7 @@ from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Candidate, CandidateState, Experiment, Review
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task
-from tests.orchestrator.test_llm_runner import (
+from tests.orchestrator.llm.test_runner import (
     main_creating_directions,
     reviewer_filing_one,
     worker_proposing_a_gain,

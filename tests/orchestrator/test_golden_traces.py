@@ -73,7 +73,7 @@ from rsilab.store import Lab
 from rsilab.store.ledger import args_digest
 from rsilab.tasks import Budget, get_task
 from rsilab.tasks._secret import SECRET_FILE
-from tests.orchestrator.test_llm_runner import call, named, result, results, role
+from tests.orchestrator.llm.test_runner import call, named, result, results, role
 from tests.synthetic_configs import BETTER
 
 GOLDEN = Path(__file__).parent / "golden"

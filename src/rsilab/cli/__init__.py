@@ -1,18 +1,13 @@
 """The ``rsilab`` command line (Typer + Rich), one module per command group.
 
-Commands: ``init``, ``campaign new|list``, ``tools``, ``call``, ``log``, ``show``, ``verify``,
-``schema``, ``mcp``, ``runtime install|show``, ``doctor``, ``task list|check``, ``baseline``,
-``versions``, ``rollback``, ``gc``, ``run``, ``resume``, ``guide``, ``report``, ``agent``.
-Every command accepts ``--lab DIR``
-(default ``$RSILAB_LAB``, else ``./.rsilab``).
+Every command is listed in the README's table and documented, generated from this app, in
+docs/reference/commands.md (built by ``make docs``). Every command accepts ``--lab DIR`` (default
+``$RSILAB_LAB``, else ``./.rsilab``).
 
-Exit codes:
-
-- 0: ok
-- 1: user error; ``error: <message>`` and ``hint: <hint>`` on stderr, no traceback
-- 2: bad command line (usage error from Typer/Click)
-- 3: ledger verification failed (``rsilab verify``)
-- 4: the called tool returned an error (``rsilab call``; the error JSON is still printed)
+Exit codes, the same for every command (``EXIT_CODES_HELP`` in ``_common``): 0 done; 1 a
+runtime failure or a campaign that stopped on an error; 2 a usage error (``error: <message>``
+and ``hint: <hint>`` on stderr, no traceback); 3 a verification failure (``rsilab verify``);
+130 interrupted (Ctrl-C).
 
 JSON output (``call``, ``tools --json``, ``schema``, ``verify --json``) is plain JSON, never
 Rich markup, so it parses when piped.

@@ -9,7 +9,9 @@ them (as for ``rsilab run``); with another improver the first stops the round at
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,9 +23,11 @@ from rsilab.cli._common import (
     EXIT_RUNTIME_FAILURE,
     LabOption,
     ctrl_c_requests,
+    report_user_error,
     stderr_console,
     stdout_console,
 )
+from rsilab.errors import RsilabError, UserError
 from rsilab.records import Campaign, EndReason
 from rsilab.store import Lab, Store
 
@@ -78,7 +82,7 @@ def evolve(
     with Lab.open(lab) as opened:
         # Where the round's runner drains (the built-in one) the third Ctrl-C aborts, as
         # for rsilab run; otherwise the first does.
-        with ctrl_c_requests(stop.request, 3 if graceful else 1):
+        with ctrl_c_requests(stop.request, 3 if graceful else 1), _runtime_failure():
             result = run_rounds(
                 opened,
                 task,
@@ -101,6 +105,24 @@ def evolve(
         stderr_console().print(Text(f"error: {said}", style="bold red"), soft_wrap=True)
     if failed:
         raise typer.Exit(EXIT_RUNTIME_FAILURE)
+
+
+@contextlib.contextmanager
+def _runtime_failure() -> Iterator[None]:
+    """An error that ended the evolution (recorded on it and its round) becomes one
+    ``error:`` line and exit 1; a UserError stays a usage error (exit 2)."""
+    try:
+        yield
+    except UserError:
+        raise
+    except RsilabError as exc:
+        report_user_error(
+            UserError(
+                f"the evolution stopped on an error: {type(exc).__name__}: {exc}",
+                "fix the cause, then start a new evolution with `rsilab evolve`",
+            )
+        )
+        raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
 
 
 def _failed_rounds(store: Store, result: EvolutionResult) -> list[str]:

@@ -277,7 +277,7 @@ def gc(
     """Remove blobs no version, candidate worth keeping, dataset or open work needs.
 
     Each removed blob leaves a tombstone record; hashes and records stay, and `rsilab verify`
-    still passes. See the README ("Versions, baselines and disk") for the exact rule.
+    still passes. See docs/controller.md ("Versions, baselines and disk") for the exact rule.
     """
     with Lab.open(lab) as opened, reading_stored_data():
         report = collect_garbage(opened, keep_top=keep_top, dry_run=dry_run, actor=CLI_ACTOR)

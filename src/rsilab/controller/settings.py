@@ -1,7 +1,7 @@
 """The settings table: what each guidance setting lets the improver have.
 
 One table, read by the tools that enforce it (``prepare_workspace`` and ``run_job`` decide
-what lands in the workspace and what a dev evaluation returns) and printed in the README.
+what lands in the workspace and what a dev evaluation returns) and printed in docs/controller.md.
 Verdicts are a bare accept/reject in every setting: private numbers never reach an agent.
 """
 
@@ -58,7 +58,7 @@ def rules_for(setting: Setting) -> SettingRules:
 
 
 def settings_table_markdown() -> str:
-    """The table as Markdown, as the README shows it."""
+    """The table as Markdown, as docs/controller.md shows it."""
     yes = {True: "yes", False: "no"}
     lines = [
         "| setting | goal given | dev labels in the workspace | dev scores returned "

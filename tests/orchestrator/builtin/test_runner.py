@@ -154,7 +154,7 @@ def test_guidance_opens_a_direction_on_the_knobs_it_names(lab: Lab) -> None:
 
 
 def test_the_best_unproposed_run_is_proposed_once_when_the_budget_is_spent(lab: Lab) -> None:
-    from rsilab.orchestrator.builtin._conclude import FINAL_PROPOSAL
+    from rsilab.orchestrator.builtin.reviewer._conclude import FINAL_PROPOSAL
     from rsilab.records import Candidate, Intent, intent_id
 
     result = run_campaign(lab, get_task("synthetic"), budget=Budget(experiments=5))

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from rsilab.agents.builtin.team import effect_tag
 from rsilab.memory import fresh_seeds, orientation_history
+from rsilab.memory.effect_tags import effect_tag
 from rsilab.orchestrator.builtin.runner import Progress, StopRequest
 from rsilab.orchestrator.builtin.team import TeamSettings, run_team_campaign
 from rsilab.orchestrator.report import build_report, render_markdown

@@ -210,3 +210,10 @@ def test_a_lost_lease_ends_nothing(lab: Lab) -> None:
         c for c in lab.store.query_as(Campaign) if c.settings.get("agents") == "scripted"
     ][-1:]
     assert (campaign.state, campaign.end_reason) == ("running", None)
+
+
+def test_every_end_reason_is_documented() -> None:
+    """docs/campaigns.md has a row for each end reason (the enum's values, read here)."""
+    page = (Path(__file__).resolve().parents[3] / "docs" / "campaigns.md").read_text("utf-8")
+    missing = [r.value for r in EndReason if f"| `{r.value}` |" not in page]
+    assert missing == []

@@ -21,7 +21,7 @@ from rsilab.orchestrator.research.campaign_review import campaign_review_of
 from rsilab.records import Assignment, Campaign, Direction, Experiment, Finding
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task
-from tests.orchestrator.test_llm_runner import call, named, prompt, result
+from tests.orchestrator.llm.test_runner import call, named, prompt, result
 
 ORIENT = {"researcher-1": "explorer", "researcher-2": "exploiter"}
 

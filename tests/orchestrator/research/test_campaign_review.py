@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from rsilab.agents.builtin.team import effect_tag
 from rsilab.errors import UserError
 from rsilab.memory import (
     VERIFY_SKILL,
@@ -19,6 +18,7 @@ from rsilab.memory import (
     verify_code,
 )
 from rsilab.memory.builtin_skills import MAX_FRESH_SEEDS, MIN_FRESH_SEEDS
+from rsilab.memory.effect_tags import effect_tag
 from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX
 from rsilab.orchestrator.builtin.runner import run_campaign
 from rsilab.orchestrator.builtin.team import run_team_campaign

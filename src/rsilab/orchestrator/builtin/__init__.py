@@ -1,6 +1,26 @@
-"""The built-in policy (no LLM): Main, Workers and a Reviewer (:mod:`.runner`), and a
-research team of a Leader and researchers (:mod:`.team`). Each role decides from the records
-(:mod:`rsilab.agents.builtin` holds the pure rules) and acts through the Experiment OS."""
+"""The built-in policy (no LLM): Main, Workers and a Reviewer (:mod:`.runner`), and a research
+team of a Leader and researchers (:mod:`.team`).
+
+Each role's rules (pure functions, no I/O) sit beside what the role does with them, in the
+role's own subpackage. Every action goes through the Experiment OS tools, exactly as an LLM
+agent's does, so the same roles, guards and ledger apply.
+
+- **Worker** (:mod:`.worker`): ``propose_configs`` proposes new configs of the task's declared
+  search space from the direction's best experiments (mutation with a step that shrinks as the
+  direction matures, uniform crossover, occasional fresh samples), never repeating a tried
+  config; ``propose_variant`` picks an untried code variant.
+- **Reviewer** (:mod:`.reviewer`): ``review_pair`` compares two experiments' per-sample dev
+  scores with a paired interval and flags gains inside the noise floor, which
+  :func:`~rsilab.stats.noise_floor_from` estimates from repeated runs of one config.
+- **Main** (:mod:`.main`): ``choose_direction`` picks the next direction by UCB1 over reviewed
+  gains (``gain_reward``), and ``next_move`` says continue, verify, branch, revise or stop.
+- **Team researchers** (:mod:`.team`): the moves each orientation of a research team makes
+  (wide moves on the least explored knobs, local moves along a finding, one-knob contrasts)
+  and the knob groups an analyst tests.
+
+Defaults are tuned on the synthetic task family only, never on another task's dev or private
+tiers.
+"""
 
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.runner import BuiltinPolicy, run_campaign

@@ -1,12 +1,12 @@
 """The campaign loop: Main decides on the main thread, up to ``workers`` experiments run at once.
 
-Each turn: collect the experiments that ended, reload the campaign from the records, then ask
-the Main policy for its next step (:mod:`rsilab.orchestrator.builtin._main`) and carry it out: a DAG
-action is done there and then; an experiment gets its intent ``exp:<n>`` begun here (so
-numbers are unique and in the records before anything runs), goes to a free Worker thread, and
-Main waits until the experiment is recorded before deciding again (so its next move sees it).
-Main's decisions and reviews stay sequential and depend only on the records and on the
-orders in flight, which are the campaign's pending intents.
+Each turn: collect the experiments that ended, reload the campaign from the records, then ask the
+Main policy for its next step (:mod:`rsilab.orchestrator.builtin.main._agent`) and carry it out: a
+DAG action is done there and then; an experiment gets its intent ``exp:<n>`` begun here (so numbers
+are unique and in the records before anything runs), goes to a free Worker thread, and Main waits
+until the experiment is recorded before deciding again (so its next move sees it). Main's decisions
+and reviews stay sequential and depend only on the records and on the orders in flight, which are
+the campaign's pending intents.
 
 Budget: an experiment starts only while done plus running stays under ``budget.experiments``
 (verification re-runs count like any other), so parallel Workers never overshoot it. The
@@ -24,15 +24,14 @@ and is raised once they have ended.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from rsilab.orchestrator.builtin._context import RunContext
-from rsilab.orchestrator.builtin._main import ACTED, WAIT, MainAgent
 from rsilab.orchestrator.builtin._state import CampaignView, Run
 from rsilab.orchestrator.builtin._threaded import TICK_S, ThreadedLoop
-from rsilab.orchestrator.builtin._workers import ACTION, Order, Worker, adopt
+from rsilab.orchestrator.builtin.main._agent import ACTED, WAIT, MainAgent
+from rsilab.orchestrator.builtin.worker._agent import ACTION, Order, Worker, adopt
 from rsilab.orchestrator.campaign import DoneIntent, StopRequest
 from rsilab.orchestrator.door import RunnerError
 from rsilab.records import CampaignState, Intent
@@ -98,15 +97,9 @@ class CampaignLoop(ThreadedLoop):
     ) -> CampaignState | None:
         """One turn; the final state when the loop is over."""
         budget = self.ctx.budget.experiments
-        if not self.stop.draining and time.monotonic() > self.deadline:
-            self.ctx.say("campaign", "wall budget spent; resume to continue")
-            self.stop.drain()
+        stopped = self._stopping()
         if self.stop.draining:
-            self._announce_stop()
-            if not self.inflight:
-                return CampaignState.STOPPED
-            self._wait()
-            return None
+            return stopped
         if backlog and self.done + self.running >= budget:  # a smaller budget than before
             for order in backlog:
                 self.ctx.intents.abandon(_pending(view, order), "the budget was spent")

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from rsilab.agents.builtin import DirectionStats, gain_reward
+from rsilab.orchestrator.builtin.main._rules import DirectionStats, gain_reward
 from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import (
     DataTier,

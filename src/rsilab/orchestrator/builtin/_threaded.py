@@ -18,7 +18,7 @@ from typing import Any
 from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.campaign import StopRequest
 from rsilab.orchestrator.door import RunnerError
-from rsilab.records import Job
+from rsilab.records import CampaignState, Job
 
 TICK_S = 0.25
 """How often a wait wakes to check the lease, the stop request and the wall budget."""
@@ -71,6 +71,21 @@ class ThreadedLoop:
                 return
             if check:
                 self.check()
+
+    def _stopping(self) -> CampaignState | None:
+        """A turn's stop step: once the wall budget has passed, the run drains; while it
+        drains, this waits for the work in flight. STOPPED once nothing runs; None otherwise
+        (the caller ends its turn when ``stop.draining``, and goes on when not)."""
+        if not self.stop.draining and time.monotonic() > self.deadline:
+            self.ctx.say("campaign", "wall budget spent; resume to continue")
+            self.stop.drain()
+        if not self.stop.draining:
+            return None
+        self._announce_stop()
+        if not self.inflight:
+            return CampaignState.STOPPED
+        self._wait()
+        return None
 
     def _announce_stop(self) -> None:
         level = 2 if self.stop.cancelling else 1

@@ -5,9 +5,9 @@ research that rsilab follows measured it; a campaign records its ablations in it
 (``ablate``), so its records say which policy ran.
 
 - :attr:`Ablation.REVIEWERS`: no Reviewer. Main decides from its own rule alone: it verifies a
-  direction whose best gain clears the noise floor (:func:`~rsilab.agents.builtin.next_move`
-  with ``verify=True``), and after the re-runs proposes when their mean beats the reference.
-  No Review is filed.
+  direction whose best gain clears the noise floor
+  (:func:`~rsilab.orchestrator.builtin.main._rules.next_move` with ``verify=True``), and after the
+  re-runs proposes when their mean beats the reference. No Review is filed.
 - :attr:`Ablation.WORKERS`: no Workers. Main runs every experiment itself, one at a time, in
   one line of work over all the task's knobs: the directions a Main hands to Workers (a group
   of knobs each) are gone, and so is parallelism.

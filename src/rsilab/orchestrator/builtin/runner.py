@@ -7,13 +7,13 @@ with its role (:mod:`rsilab.orchestrator.door`): Main with no workspace, each Wo
 own folder under ``<lab>/workspaces/<campaign>/<worker>``, the Reviewer. The parts, one job
 each:
 
-- :mod:`~rsilab.orchestrator.builtin._main`: Main's next step, from the records (reviews decide when
-  they speak; UCB over directions otherwise);
-- :mod:`~rsilab.orchestrator.builtin._moves`: Main's changes to the research DAG;
-- :mod:`~rsilab.orchestrator.builtin._review` and :mod:`~rsilab.orchestrator.builtin._conclude`:
-the Reviewer,
-  and the verdict on a verification (proposal to the Host Controller);
-- :mod:`~rsilab.orchestrator.builtin._workers`: one experiment in a Worker's workspace;
+- :mod:`~rsilab.orchestrator.builtin.main._agent`: Main's next step, from the records (reviews
+  decide when they speak; UCB over directions otherwise);
+- :mod:`~rsilab.orchestrator.builtin.main._moves`: Main's changes to the research DAG;
+- :mod:`~rsilab.orchestrator.builtin.reviewer._agent` and
+  :mod:`~rsilab.orchestrator.builtin.reviewer._conclude`: the Reviewer, and the verdict on a
+  verification (proposal to the Host Controller);
+- :mod:`~rsilab.orchestrator.builtin.worker._agent`: one experiment in a Worker's workspace;
 - :mod:`~rsilab.orchestrator.builtin._state`: the campaign as the records hold it.
 
 Each experiment is an intent ``exp:<n>``, each conclusion ``conclude:<direction>``: a resumed
@@ -31,8 +31,8 @@ from rsilab.expos.services import LabServices
 from rsilab.memory import ensure_builtin_skills, fresh_seeds
 from rsilab.orchestrator.builtin._context import VERIFY_SEEDS, RunContext, Voice
 from rsilab.orchestrator.builtin._loop import CampaignLoop
-from rsilab.orchestrator.builtin._workers import kept_for_resume
 from rsilab.orchestrator.builtin.ablation import Ablation, ablations_from, ablations_setting
+from rsilab.orchestrator.builtin.worker._agent import kept_for_resume
 from rsilab.orchestrator.campaign import (
     ACTOR,
     AcceptedVersion,

@@ -40,7 +40,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rsilab.agents.builtin.team import VERBS, parse_effect_tag
 from rsilab.memory import (
     ensure_builtin_skills,
     fresh_seeds,
@@ -51,6 +50,7 @@ from rsilab.memory import (
     verify_code,
 )
 from rsilab.memory.assignments import ORIENTATION_PREFIX, assignments_of
+from rsilab.memory.effect_tags import VERBS, parse_effect_tag
 from rsilab.orchestrator.door import Door
 from rsilab.orchestrator.writer import write
 from rsilab.records import (

@@ -130,7 +130,7 @@ def lock_in_measures(store: Store, campaign_id: str) -> LockInMeasures:
 
 DEFAULT_RULE_NOTE = "Without a review, Main's own rule: {}."
 """The last sentence of a built-in review's rationale: Main's move had no review spoken
-(:mod:`rsilab.orchestrator.builtin._review`)."""
+(:mod:`rsilab.orchestrator.builtin.reviewer._agent`)."""
 _DEFAULT_RULE = re.compile(r"Without a review, Main's own rule: ([a-z]+)\.$")
 
 

@@ -1,15 +1,15 @@
 """The analyst's findings: each knob's effect on the target, from the team's own runs.
 
-For every knob, the team's successful runs split into those with the knob above the
-reference's value and those below it (changed against kept, for a choice or a bool;
-:func:`~rsilab.agents.builtin.team.knob_groups`). Once each side holds two runs, the analyst
-computes the difference of their mean dev target scores with a Welch interval and publishes
+For every knob, the team's successful runs split into those with the knob above the reference's
+value and those below it (changed against kept, for a choice or a bool;
+:func:`~rsilab.orchestrator.builtin.team._rules.knob_groups`). Once each side holds two runs, the
+analyst computes the difference of their mean dev target scores with a Welch interval and publishes
 it through ``publish_finding``: claimed ``supported`` when the interval excludes zero, else
-``unresolved`` (an open problem). The tool recomputes the claim from the records and stores
-no more than they bear out, so the status a finding ends with is the tool's, not the
-analyst's. Each finding is tagged with the knob and its effect tag (``raise lr``...), which
-built-in exploiters follow. An unresolved finding is published again, superseding the last,
-once enough more runs weigh in (:data:`GROWTH`); a supported or refuted one settles the knob.
+``unresolved`` (an open problem). The tool recomputes the claim from the records and stores no more
+than they bear out, so the status a finding ends with is the tool's, not the analyst's. Each finding
+is tagged with the knob and its effect tag (``raise lr``...), which built-in exploiters follow. An
+unresolved finding is published again, superseding the last, once enough more runs weigh in
+(:data:`GROWTH`); a supported or refuted one settles the knob.
 
 The dev tier only: where the task's setting returns no dev scores, there is nothing the
 tool could check, and the analyst publishes nothing.
@@ -20,8 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rsilab.agents.builtin.team import KnobGroups, effect_tag, knob_groups
+from rsilab.memory.effect_tags import effect_tag
 from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin.team._rules import KnobGroups, knob_groups
 from rsilab.orchestrator.builtin.team._state import TeamView
 from rsilab.records import DataTier, Finding, FindingStatus, Interval
 from rsilab.stats import welch_interval

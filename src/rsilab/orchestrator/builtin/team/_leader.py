@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from rsilab.memory import latest_orientation
 from rsilab.memory.assignments import ORIENTATION_PREFIX
 from rsilab.orchestrator.builtin._context import RunContext
-from rsilab.orchestrator.builtin._workers import Order
 from rsilab.orchestrator.builtin.team._analyst import settled_knobs
 from rsilab.orchestrator.builtin.team._researcher import ANALYST, EXPLOITER, EXPLORER, VERIFIER
 from rsilab.orchestrator.builtin.team._state import TeamView
+from rsilab.orchestrator.builtin.worker._agent import Order
 from rsilab.records import Assignment, DataTier, FindingStatus, Role
 
 LEADER = "leader"

@@ -25,7 +25,6 @@ dead or stopped run left are run first, each by the researcher that began it.
 from __future__ import annotations
 
 import queue
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -33,11 +32,11 @@ from dataclasses import dataclass
 from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin._threaded import ThreadedLoop
-from rsilab.orchestrator.builtin._workers import ACTION, Order, adopt
 from rsilab.orchestrator.builtin.team._leader import Leader, TeamSettings
 from rsilab.orchestrator.builtin.team._researcher import ACTED, VERIFIER, Researcher, Work
 from rsilab.orchestrator.builtin.team._state import TeamView
 from rsilab.orchestrator.builtin.team._voice import QueuedVoice
+from rsilab.orchestrator.builtin.worker._agent import ACTION, Order, adopt
 from rsilab.orchestrator.campaign import DoneIntent, StopRequest
 from rsilab.orchestrator.door import RunnerError
 from rsilab.records import CampaignState, DirectionState
@@ -115,15 +114,9 @@ class TeamLoop(ThreadedLoop):
 
     def _turn(self, tv: TeamView) -> CampaignState | None:
         budget, done = self.ctx.budget.experiments, len(tv.view.runs)
-        if not self.stop.draining and time.monotonic() > self.deadline:
-            self.ctx.say("campaign", "wall budget spent; resume to continue")
-            self.stop.drain()
+        stopped = self._stopping()
         if self.stop.draining:
-            self._announce_stop()
-            if not self.inflight:
-                return CampaignState.STOPPED
-            self._wait()
-            return None
+            return stopped
         if self.backlog and done + self._running() >= budget:  # a smaller budget than before
             for order in self.backlog:
                 pending = next(i for i in tv.view.pending if i.key == order.key)

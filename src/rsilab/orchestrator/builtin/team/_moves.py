@@ -3,7 +3,7 @@
 Each returns a :class:`Move` (the full config over the task's search space, why in words, and
 the finding it follows, if any) or None when it finds nothing untried. A config is never one
 the team ran or runs now (:func:`tried_keys`); the moves themselves are the built-in policy's
-(:mod:`rsilab.agents.builtin.team`).
+(:mod:`rsilab.orchestrator.builtin.team._rules`).
 """
 
 from __future__ import annotations
@@ -15,20 +15,19 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from rsilab.agents.builtin import config_key, step_size
-from rsilab.agents.builtin.team import (
+from rsilab.memory.effect_tags import Verb, parse_effect_tag
+from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin.team._rules import (
     KnobGroups,
-    Verb,
     contrast_value,
     knob_groups,
     least_explored,
     local_move,
-    parse_effect_tag,
     wide_move,
 )
-from rsilab.orchestrator.builtin._context import RunContext
-from rsilab.orchestrator.builtin._workers import Order
 from rsilab.orchestrator.builtin.team._state import TeamView
+from rsilab.orchestrator.builtin.worker._agent import Order
+from rsilab.orchestrator.builtin.worker._rules import config_key, step_size
 from rsilab.tasks import Knob
 
 TRIES = 40

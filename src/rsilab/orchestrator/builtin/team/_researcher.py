@@ -1,9 +1,9 @@
 """A team's researcher: its next step, decided from the records by its orientation.
 
-:meth:`Researcher.step` runs on the loop's thread and returns an experiment to run
-(an :class:`~rsilab.orchestrator.builtin._workers.Order`), other :class:`Work` for the researcher's
-own thread (concluding a verification, which may wait on the Host Controller), :data:`ACTED`
-(it changed the records: decide again) or :data:`IDLE` (nothing to do now). In order:
+:meth:`Researcher.step` runs on the loop's thread and returns an experiment to run (an
+:class:`~rsilab.orchestrator.builtin.worker._agent.Order`), other :class:`Work` for the researcher's
+own thread (concluding a verification, which may wait on the Host Controller), :data:`ACTED` (it
+changed the records: decide again) or :data:`IDLE` (nothing to do now). In order:
 
 1. before the Leader's first assignment: the reference runs, the lineage head's config on
    as many seeds as the team has researchers, two at most (their spread is the first noise
@@ -34,16 +34,16 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from rsilab.orchestrator.builtin._conclude import Concluder
 from rsilab.orchestrator.builtin._context import RunContext
-from rsilab.orchestrator.builtin._moves import Moves
-from rsilab.orchestrator.builtin._review import Reviewer
 from rsilab.orchestrator.builtin._state import Run, knobs_plan
-from rsilab.orchestrator.builtin._workers import Order, Worker
+from rsilab.orchestrator.builtin.main._moves import Moves
+from rsilab.orchestrator.builtin.reviewer._agent import Reviewer
+from rsilab.orchestrator.builtin.reviewer._conclude import Concluder
 from rsilab.orchestrator.builtin.team._analyst import due, publish, settled_knobs
 from rsilab.orchestrator.builtin.team._moves import Move, contrast, effects_from, exploit, explore
 from rsilab.orchestrator.builtin.team._state import REFERENCE_TITLE, TeamView, plan_mark
 from rsilab.orchestrator.builtin.team._verify import conclude_verification, open_verification
+from rsilab.orchestrator.builtin.worker._agent import Order, Worker
 from rsilab.orchestrator.campaign import StopRequest
 from rsilab.records import Assignment, Direction, Intent
 

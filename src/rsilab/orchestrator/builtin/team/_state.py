@@ -17,12 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rsilab.agents.builtin import config_key
 from rsilab.memory import assignments_of
 from rsilab.orchestrator.builtin._context import RunContext
-from rsilab.orchestrator.builtin._review import DEFAULT_NOISE_FLOOR
 from rsilab.orchestrator.builtin._state import EXP_PREFIX, CampaignView, Run, dev_matrix, exp_index
-from rsilab.orchestrator.builtin._workers import Order
+from rsilab.orchestrator.builtin.reviewer._agent import DEFAULT_NOISE_FLOOR
+from rsilab.orchestrator.builtin.worker._agent import Order
+from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.records import (
     Assignment,
     Candidate,

@@ -1,25 +1,24 @@
 """A team verifier's work: open a verification of a gain, and conclude it once re-run.
 
-A verification is a direction grown from the gain's own direction with relation ``verify``
-and a plan that names the experiment it re-runs (``verifies: <id>``); the verifier re-runs
-that config on :attr:`~rsilab.orchestrator.builtin._context.RunContext.verify_seeds` fresh seeds
-there. The
-conclusion is the single runner's (:mod:`rsilab.orchestrator.builtin._conclude`): the verifier files
-a verified review of the re-runs against the reference, and when it advises ``continue`` and
-their mean beats the reference, proposes the config to the Host Controller from its own
-workspace. The decision is the intent ``conclude:<verify id>`` (an accepted proposal moves
-the team's reference, as in :class:`~rsilab.orchestrator.builtin._state.CampaignView`); only the
-verify direction is closed, never the direction of the researcher whose gain it was.
+A verification is a direction grown from the gain's own direction with relation ``verify`` and a
+plan that names the experiment it re-runs (``verifies: <id>``); the verifier re-runs that config on
+:attr:`~rsilab.orchestrator.builtin._context.RunContext.verify_seeds` fresh seeds there. The
+conclusion is the single runner's (:mod:`rsilab.orchestrator.builtin.reviewer._conclude`): the
+verifier files a verified review of the re-runs against the reference, and when it advises
+``continue`` and their mean beats the reference, proposes the config to the Host Controller from its
+own workspace. The decision is the intent ``conclude:<verify id>`` (an accepted proposal moves the
+team's reference, as in :class:`~rsilab.orchestrator.builtin._state.CampaignView`); only the verify
+direction is closed, never the direction of the researcher whose gain it was.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rsilab.orchestrator.builtin._conclude import Concluder
 from rsilab.orchestrator.builtin._context import RunContext
-from rsilab.orchestrator.builtin._review import Reviewer
 from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX, Run, knobs_plan
+from rsilab.orchestrator.builtin.reviewer._agent import Reviewer
+from rsilab.orchestrator.builtin.reviewer._conclude import Concluder
 from rsilab.orchestrator.builtin.team._state import plan_mark
 from rsilab.orchestrator.campaign import DoneIntent
 from rsilab.records import DirectionState

@@ -52,12 +52,12 @@ from rsilab.executors.local import available_cores
 from rsilab.expos.services import LabServices
 from rsilab.memory import ensure_builtin_skills, fresh_seeds, require_team, team_members, team_size
 from rsilab.orchestrator.builtin._context import RunContext, Voice
-from rsilab.orchestrator.builtin._workers import kept_for_resume
 from rsilab.orchestrator.builtin.runner import stopped_ending
 from rsilab.orchestrator.builtin.team._leader import Leader, TeamSettings
 from rsilab.orchestrator.builtin.team._loop import TeamLoop
 from rsilab.orchestrator.builtin.team._researcher import Researcher
 from rsilab.orchestrator.builtin.team._voice import QueuedVoice
+from rsilab.orchestrator.builtin.worker._agent import kept_for_resume
 from rsilab.orchestrator.campaign import (
     ACTOR,
     CampaignPolicy,

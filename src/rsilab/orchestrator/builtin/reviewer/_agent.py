@@ -1,24 +1,25 @@
 """The built-in Reviewer: compares a direction's evidence with the reference and files a Review.
 
-A search direction is reviewed after every :data:`REVIEW_EVERY` of its experiments (its best
-one against the reference, the runs that stand for the lineage head); a verification is
-reviewed once its fresh-seed re-runs are done (all of them against the reference). The
-verdict and recommendation come from :func:`~rsilab.agents.builtin.review_pair`; the Main
-policy reads them from the Review record and acts on them (see
-:mod:`rsilab.orchestrator.builtin._main`). Every review names the direction it is about, so it is
-that direction's review in the DAG and in the lock-in measures.
+A search direction is reviewed after every :data:`REVIEW_EVERY` of its experiments (its best one
+against the reference, the runs that stand for the lineage head); a verification is reviewed once
+its fresh-seed re-runs are done (all of them against the reference). The verdict and recommendation
+come from :func:`~rsilab.orchestrator.builtin.reviewer._rules.review_pair`; the Main policy reads
+them from the Review record and acts on them (see :mod:`rsilab.orchestrator.builtin.main._agent`).
+Every review names the direction it is about, so it is that direction's review in the DAG and in the
+lock-in measures.
 
 Each rationale ends with what Main's own rule would do without the review
-(:data:`DEFAULT_RULE_NOTE`: :func:`~rsilab.agents.builtin.next_move` with verification, or
-for a verification :func:`default_verdict`), so the lock-in measures can count the reviews
-that changed the next action, not only those that were followed.
+(:data:`DEFAULT_RULE_NOTE`: :func:`~rsilab.orchestrator.builtin.main._rules.next_move` with
+verification, or for a verification :func:`default_verdict`), so the lock-in measures can count the
+reviews that changed the next action, not only those that were followed.
 """
 
 from __future__ import annotations
 
-from rsilab.agents.builtin import next_move, review_pair
 from rsilab.orchestrator.builtin._context import RunContext, direction_share
 from rsilab.orchestrator.builtin._state import CampaignView, Run, dev_matrix
+from rsilab.orchestrator.builtin.main._rules import next_move
+from rsilab.orchestrator.builtin.reviewer._rules import review_pair
 from rsilab.orchestrator.research.measures import DEFAULT_RULE_NOTE
 from rsilab.records import DataTier, Direction, Recommendation
 from rsilab.stats import noise_floor_from

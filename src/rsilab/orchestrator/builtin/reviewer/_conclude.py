@@ -11,12 +11,12 @@ are done, the Reviewer compares them with the reference (a review of the parent 
 - ``stop`` (the gain did not hold on fresh seeds): close the parent;
 - ``revise`` (the re-runs are worse): grow a ``revise`` child and close the parent as refuted.
 
-Without Reviewers (:attr:`~rsilab.orchestrator.builtin.ablation.Ablation.REVIEWERS`) Main's own
-rule stands in for the review (:func:`~rsilab.orchestrator.builtin._review.default_verdict`). The
-verify direction is closed last. The decision is the intent ``conclude:<verify id>``; its
-result (advice, acceptance, new reference) is written before the DAG changes, and the DAG
-changes are idempotent, so a conclusion cut short is finished on resume from that result.
-A proposal uses no experiment budget.
+Without Reviewers (:attr:`~rsilab.orchestrator.builtin.ablation.Ablation.REVIEWERS`) Main's own rule
+stands in for the review (:func:`~rsilab.orchestrator.builtin.reviewer._agent.default_verdict`). The
+verify direction is closed last. The decision is the intent ``conclude:<verify id>``; its result
+(advice, acceptance, new reference) is written before the DAG changes, and the DAG changes are
+idempotent, so a conclusion cut short is finished on resume from that result. A proposal uses no
+experiment budget.
 
 At the end of the budget, :meth:`Concluder.propose_best` puts the campaign's best unproposed
 run to the controller once (intent ``final-proposal``): a gain found by the last experiments,
@@ -31,12 +31,12 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from rsilab.agents.builtin import config_key
 from rsilab.orchestrator.builtin._context import RunContext
-from rsilab.orchestrator.builtin._moves import Moves
-from rsilab.orchestrator.builtin._review import Reviewer, default_verdict
 from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX, CampaignView, Run
 from rsilab.orchestrator.builtin.ablation import Ablation
+from rsilab.orchestrator.builtin.main._moves import Moves
+from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, default_verdict
+from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.campaign import DoneIntent
 from rsilab.records import (
     Candidate,

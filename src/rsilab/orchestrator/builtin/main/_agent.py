@@ -2,7 +2,7 @@
 
 :meth:`MainAgent.step` looks at the campaign (rebuilt from the records) and at the orders in
 flight, and either acts on the DAG itself (returns :data:`ACTED`), asks for an experiment
-(returns an :class:`~rsilab.orchestrator.builtin._workers.Order`), or has nothing to do until a
+(returns an :class:`~rsilab.orchestrator.builtin.worker._agent.Order`), or has nothing to do until a
 running experiment ends (returns :data:`WAIT`). The first rule that applies wins:
 
 0. guidance a person gave (``rsilab guide``) and no planning step read yet: read it and open
@@ -15,12 +15,12 @@ running experiment ends (returns :data:`WAIT`). The first rule that applies wins
    grow that child and close the direction; ``stop``: close it);
 4. a verification: conclude it when its re-runs are done, else re-run the parent's best config
    on a fresh seed;
-5. a search direction due a review (:func:`~rsilab.orchestrator.builtin._review.review_due`) with
-   nothing running, while the budget left could still pay for a verification: the Reviewer
-   reviews it (rule 3 answers at the next step, before anything else can happen);
-6. Main's own rules (:func:`~rsilab.agents.builtin.next_move`, verification left to the
-   Reviewer) on each idle direction: stop at its share of the budget, branch on a plateau,
-   revise a refuted one;
+5. a search direction due a review (:func:`~rsilab.orchestrator.builtin.reviewer._agent.review_due`)
+  with nothing running, while the budget left could still pay for a verification: the Reviewer
+  reviews it (rule 3 answers at the next step, before anything else can happen);
+6. Main's own rules (:func:`~rsilab.orchestrator.builtin.main._rules.next_move`, verification left
+  to the Reviewer) on each idle direction: stop at its share of the budget, branch on a plateau,
+  revise a refuted one;
 7. an experiment in the direction UCB picks among those free to run one (each running
    experiment counts as one more pull at the direction's mean), with a config proposed from
    the reference and the direction's best runs, never one tried or running.
@@ -43,20 +43,15 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from rsilab.agents.builtin import (
-    DirectionStats,
-    choose_direction,
-    config_key,
-    next_move,
-    propose_configs,
-)
-from rsilab.orchestrator.builtin._conclude import Concluder
 from rsilab.orchestrator.builtin._context import RunContext, direction_share
-from rsilab.orchestrator.builtin._moves import Moves
-from rsilab.orchestrator.builtin._review import Reviewer, review_due
 from rsilab.orchestrator.builtin._state import CampaignView, knobs_of
-from rsilab.orchestrator.builtin._workers import Order
 from rsilab.orchestrator.builtin.ablation import Ablation
+from rsilab.orchestrator.builtin.main._moves import Moves
+from rsilab.orchestrator.builtin.main._rules import DirectionStats, choose_direction, next_move
+from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, review_due
+from rsilab.orchestrator.builtin.reviewer._conclude import Concluder
+from rsilab.orchestrator.builtin.worker._agent import Order
+from rsilab.orchestrator.builtin.worker._rules import config_key, propose_configs
 from rsilab.orchestrator.research.guidance import mark_guidance_read, unread_guidance
 from rsilab.records import Direction, DirectionState
 

@@ -1,8 +1,7 @@
 """The built-in team's search behaviours: pure functions over a search space and its runs.
 
 Each researcher orientation of a team (:mod:`rsilab.orchestrator.builtin.team`) is a different use
-of
-these moves; every random choice comes from the ``random.Random`` the caller passes.
+of these moves; every random choice comes from the ``random.Random`` the caller passes.
 
 - explorer: :func:`least_explored` knobs (those the team changed least from the reference)
   get fresh values anywhere in their range (:func:`wide_move`);
@@ -12,9 +11,11 @@ these moves; every random choice comes from the ``random.Random`` the caller pas
   reference's value; changed against kept for a choice or a bool) so the effect can be
   tested, and :func:`contrast_value` gives the value of a one-knob contrast experiment.
 
-Findings a built-in analyst publishes carry an *effect tag* (:func:`effect_tag`): ``raise
+Findings a built-in analyst publishes carry an *effect tag*
+(:func:`~rsilab.memory.effect_tags.effect_tag`): ``raise
 lr``, ``lower lr``, ``change optimizer`` or ``keep optimizer``, the better side of the knob,
-which a built-in exploiter reads back with :func:`parse_effect_tag`.
+which a built-in exploiter reads back with
+:func:`~rsilab.memory.effect_tags.parse_effect_tag`.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from pydantic import JsonValue
 
-from rsilab.agents.builtin.search import (
+from rsilab.memory.effect_tags import Verb
+from rsilab.orchestrator.builtin.worker._rules import (
     Config,
     _from_unit,
     _mutate_value,
@@ -35,9 +36,6 @@ from rsilab.agents.builtin.search import (
     _to_unit,
 )
 from rsilab.tasks import Knob, KnobType
-
-Verb = Literal["raise", "lower", "change", "keep"]
-VERBS: tuple[Verb, ...] = ("raise", "lower", "change", "keep")
 
 
 def _same(a: JsonValue, b: JsonValue) -> bool:
@@ -180,19 +178,3 @@ def knob_groups(
                 (b if _same(value, r) else a).append(run_id)
         out.append(KnobGroups(knob.name, is_numeric(knob), a, b))
     return out
-
-
-def effect_tag(knob: str, verb: Verb) -> str:
-    """The tag a finding about ``knob``'s better side carries, e.g. ``raise lr``."""
-    return f"{verb} {knob}"
-
-
-def parse_effect_tag(tag: str, space: Sequence[Knob]) -> tuple[Knob, Verb] | None:
-    """The knob of ``space`` and the verb an effect tag names; None for any other tag."""
-    verb, _, name = tag.strip().partition(" ")
-    for knob in space:
-        if knob.name == name:
-            for v in VERBS:
-                if v == verb:
-                    return knob, v
-    return None

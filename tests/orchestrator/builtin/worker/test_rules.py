@@ -8,7 +8,7 @@ import statistics
 import pytest
 from pydantic import JsonValue
 
-from rsilab.agents.builtin import (
+from rsilab.orchestrator.builtin.worker._rules import (
     SearchSettings,
     config_key,
     is_valid,

@@ -40,7 +40,7 @@ from rsilab.records import (
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, get_task
 from tests.cli.helpers import explain, rsilab
-from tests.orchestrator.test_llm_runner import (
+from tests.orchestrator.llm.test_runner import (
     call,
     ids,
     reviewer_filing_one,

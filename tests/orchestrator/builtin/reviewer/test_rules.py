@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rsilab.agents.builtin import review_pair
+from rsilab.orchestrator.builtin.reviewer._rules import review_pair
 from rsilab.records import Recommendation, Verdict
 
 N = 400

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from rsilab.agents.builtin import (
+from rsilab.orchestrator.builtin.main._rules import (
     DirectionStats,
     choose_direction,
     gain_reward,
