@@ -32,6 +32,19 @@ class LabError(UserError):
     """The lab folder or its database cannot be used as it is (missing, corrupt, newer, full)."""
 
 
+class LabDamaged(LabError):
+    """The lab's database is damaged: pages SQLite cannot read, or a stored row that does not
+    parse. ``table`` and ``row`` name where, when that is known; ``rsilab verify`` reports it
+    as a verification failure, and the cure is a backup."""
+
+    def __init__(
+        self, message: str, hint: str = "", *, table: str | None = None, row: str | None = None
+    ) -> None:
+        super().__init__(message, hint)
+        self.table = table
+        self.row = row
+
+
 class NotFoundError(RsilabError):
     """A record, artifact or event that was asked for does not exist."""
 

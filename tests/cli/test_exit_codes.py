@@ -206,3 +206,23 @@ def _reap(child: subprocess.Popen[bytes]) -> None:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_bug_reaches_a_person_as_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unexpected error in a command: one ``error:`` line naming it, exit 1; the
+    traceback only with RSILAB_DEBUG=1."""
+    import rsilab.cli.lab as lab_cli
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise ZeroDivisionError("a bug in the lab command")
+
+    monkeypatch.setattr(lab_cli.Lab, "init", broken)
+    result = rsilab("init", "--lab", tmp_path / "lab")
+    assert result.exit_code == 1
+    assert "error: internal error: ZeroDivisionError: a bug in the lab command" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    monkeypatch.setenv("RSILAB_DEBUG", "1")
+    again = rsilab("init", "--lab", tmp_path / "lab")
+    assert isinstance(again.exception, ZeroDivisionError)

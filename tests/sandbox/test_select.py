@@ -34,16 +34,29 @@ def test_forced_bwrap_without_a_runtime_fails_with_a_hint(
     assert caught.value.hint
 
 
-def test_fallback_logs_a_warning(
+def test_no_silent_fallback_without_an_opt_in(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where bubblewrap cannot run, jobs are refused, naming the opt-in: never plain
+    processes behind a person's back."""
+    monkeypatch.delenv("RSILAB_SANDBOX", raising=False)
+    monkeypatch.setenv("RSILAB_RUNTIME", str(tmp_path / "missing"))
+    with pytest.raises(SandboxUnavailable) as refused:
+        default_sandbox()
+    assert "runtime environment is not installed" in refused.value.message
+    assert "--unsandboxed" in refused.value.hint and "RSILAB_SANDBOX=process" in refused.value.hint
+
+
+def test_an_opted_in_fallback_logs_a_warning(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.delenv("RSILAB_SANDBOX", raising=False)
     monkeypatch.setenv("RSILAB_RUNTIME", str(tmp_path / "missing"))
     with caplog.at_level(logging.WARNING, logger="rsilab.sandbox.select"):
-        sandbox = default_sandbox()
+        sandbox = default_sandbox(allow_unsandboxed=True)
     assert isinstance(sandbox, ProcessSandbox)
     assert "NOT a security boundary" in caplog.text
-    assert choose_sandbox().bwrap_problem is not None
+    assert choose_sandbox(allow_unsandboxed=True).bwrap_problem is not None
 
 
 @pytest.mark.skipif(bwrap_problem() is not None, reason="bubblewrap is unusable here")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
+import click
 import typer
 from typer.core import TyperGroup
+from typer.exceptions import TyperException
 
 from rsilab.cli import (
     agent,
@@ -29,16 +32,19 @@ from rsilab.cli import (
 from rsilab.cli._common import (
     EXIT_CODES_HELP,
     EXIT_INTERRUPTED,
+    EXIT_RUNTIME_FAILURE,
     EXIT_USAGE,
     MARKUP,
     report_user_error,
 )
-from rsilab.errors import ConflictError, NotFoundError, UserError
+from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError
 
 
 class _RsilabGroup(TyperGroup):
     """A group that turns a person's mistakes into ``error:``/``hint:`` lines and exit code 2,
-    and a Ctrl-C that no command handled into exit code 130 (plain click answers 1)."""
+    a Ctrl-C that no command handled into exit code 130 (plain click answers 1), and any
+    other error into one ``error:`` line and exit code 1: no traceback reaches a person
+    unless ``RSILAB_DEBUG=1`` asks for it."""
 
     def invoke(self, ctx: Any) -> Any:  # typer does not export the Context type it passes
         try:
@@ -51,6 +57,38 @@ class _RsilabGroup(TyperGroup):
             raise typer.Exit(EXIT_USAGE) from exc
         except KeyboardInterrupt:
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except _CLICK_OWN:
+            raise  # usage errors (2) and explicit exits keep their codes
+        except RsilabError as exc:  # a runtime failure rsilab names: one line, exit 1
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            report_user_error(UserError(f"{type(exc).__name__}: {exc}", _DEBUG_HINT))
+            raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
+        except Exception as exc:  # a bug: still no traceback unless asked for
+            if os.environ.get(DEBUG_ENV) == "1":
+                raise
+            report_user_error(
+                UserError(
+                    f"internal error: {type(exc).__name__}: {exc} (this is a bug in rsilab)",
+                    f"{_DEBUG_HINT}, and report it with that output",
+                )
+            )
+            raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
+
+
+_CLICK_OWN = (
+    typer.Exit,
+    typer.Abort,
+    TyperException,  # typer's own click: usage errors, bad parameters
+    click.exceptions.Exit,
+    click.ClickException,
+    click.Abort,
+)
+"""What the command-line framework raises on purpose (typer vendors click in recent
+versions and re-uses it in older ones), left to it."""
+
+DEBUG_ENV = "RSILAB_DEBUG"
+_DEBUG_HINT = f"run it again with {DEBUG_ENV}=1 to see the traceback"
 
 
 app = typer.Typer(

@@ -124,9 +124,9 @@ def ctrl_c_requests(request: Callable[[], int], abort_at: int) -> Iterator[None]
 
 def exit_code_for(end_reason: EndReason | None) -> int:
     """The exit code of a command whose campaign run ended for ``end_reason``: 130 when a
-    person stopped it, 1 when an error did, else 0."""
+    person stopped it, 1 when an error, its failing experiments or its baseline did, else 0."""
     if end_reason is EndReason.STOPPED_BY_USER:
         return EXIT_INTERRUPTED
-    if end_reason is EndReason.ERROR:
+    if end_reason in (EndReason.ERROR, EndReason.EXPERIMENTS_FAILING, EndReason.PREFLIGHT_FAILED):
         return EXIT_RUNTIME_FAILURE
     return EXIT_OK

@@ -35,6 +35,14 @@ if TYPE_CHECKING:
     from rsilab.orchestrator.campaign import CampaignResult, Progress, ProgressFn, StopRequest
     from rsilab.tasks import Budget, Task
 
+UnsandboxedOption = Annotated[
+    bool,
+    typer.Option(
+        "--unsandboxed",
+        help="Where bubblewrap cannot run, run jobs as plain processes: NO security boundary; "
+        "recorded in the campaign and its report. Without it such a machine refuses the run.",
+    ),
+]
 AGENTS_HELP = "Who decides: builtin (no LLM), openai:MODEL or anthropic:MODEL."
 TEAM_HELP = "A research team: a Leader and N researchers at once."
 
@@ -70,6 +78,7 @@ def run(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed.")] = 0,
     team: Annotated[int | None, typer.Option("--team", min=1, help=TEAM_HELP)] = None,
+    unsandboxed: UnsandboxedOption = False,
     lab: LabOption = None,
 ) -> None:
     """Run a campaign on TASK: a Main agent, up to --workers Workers and a Reviewer; or, with
@@ -92,7 +101,7 @@ def run(
     def start(opened: Lab, show: ProgressFn, stop: StopRequest) -> CampaignResult:
         return run_campaign(
             task, budget=budget_, agents=chosen, workers=workers or 1, team=team or 0,
-            seed=seed, lab=opened, on_progress=show, stop=stop,
+            seed=seed, lab=opened, on_progress=show, stop=stop, unsandboxed=unsandboxed,
         )  # fmt: skip
 
     _drive(lab, task, budget_, shown, workers or team or 1, None, start)
@@ -128,6 +137,7 @@ def resume(
     workers: Annotated[
         int | None, typer.Option("--workers", min=1, help="Default: as it was started.")
     ] = None,
+    unsandboxed: UnsandboxedOption = False,
     lab: LabOption = None,
 ) -> None:
     """Continue a stopped campaign (Ctrl-C, wall budget, crash) where it left off.
@@ -175,8 +185,9 @@ def resume(
 
     def start(opened: Lab, show: ProgressFn, stop: StopRequest) -> CampaignResult:
         return resume_campaign(
-            found.id, budget=budget_, workers=workers, lab=opened, on_progress=show, stop=stop
-        )
+            found.id, budget=budget_, workers=workers, lab=opened, on_progress=show, stop=stop,
+            unsandboxed=unsandboxed,
+        )  # fmt: skip
 
     _drive(lab, task, budget_, shown, chosen, found.id, start)
 

@@ -36,6 +36,7 @@ from rsilab.controller.settings import rules_for
 from rsilab.executors.base import Executor, JobResult
 from rsilab.records import DataTier, Job, JobInputs, JobKind, Resources, Role
 from rsilab.sandbox.base import Limits, RunSpec
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.tasks import (
@@ -249,7 +250,7 @@ class SystemEvaluator:
         candidate_id: str | None,
         probe_model: bool = False,
     ) -> _SeedResult:
-        with tempfile.TemporaryDirectory(prefix="rsilab-controller-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=owned_prefix("controller")) as tmp:
             workspace = Path(tmp) / "system"
             self.artifacts.materialize(recipe.harness_sha256, workspace, "tree")
             check_tree_links(workspace)

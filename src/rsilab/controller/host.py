@@ -53,6 +53,7 @@ from rsilab.controller.lineage import (
     version_evaluations,
 )
 from rsilab.controller.overlap import PrivateIndex
+from rsilab.controller.recovery import holds_baseline_claim, holds_candidate_claim
 from rsilab.errors import ConflictError, UserError
 from rsilab.executors.base import Executor
 from rsilab.records import (
@@ -160,6 +161,7 @@ class HostController:
 
     # --- baseline -------------------------------------------------------------------------
 
+    @holds_baseline_claim
     def baseline(self, *, actor: str = "cli") -> SystemVersion:
         """Evaluate the task's initial system and store it as the lineage's first version.
 
@@ -255,6 +257,7 @@ class HostController:
             self._commit("candidate_proposed", candidate.summary(), campaign_id, [candidate])
         return candidate
 
+    @holds_candidate_claim
     def judge(self, candidate_id: str) -> Candidate:
         """Decide a pending candidate (see the module docstring); returns it decided.
 

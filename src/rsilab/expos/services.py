@@ -34,7 +34,8 @@ class LabServices:
     """Executor, controllers and background work for the tools of one lab.
 
     ``executor`` defaults to a :class:`LocalExecutor` on the default sandbox, made on first
-    use (so a face that never runs a job never probes the sandbox); :meth:`close` shuts down
+    use (so a face that never runs a job never probes the sandbox; bubblewrap, or plain
+    processes only with ``allow_unsandboxed``); :meth:`close` shuts down
     what this object made. With ``judge_in_background`` False, ``propose_candidate`` returns
     only once the candidate is decided (for one-shot callers such as ``rsilab call``).
     """
@@ -49,6 +50,7 @@ class LabServices:
         job_limits: Limits | None = None,
         judge_in_background: bool = True,
         slots: int | None = None,
+        allow_unsandboxed: bool = False,
     ) -> None:
         self.lab = lab
         self.lineage = lineage
@@ -58,6 +60,8 @@ class LabServices:
         self._executor = executor
         self._owns_executor = executor is None
         self._slots = slots
+        self.allow_unsandboxed = allow_unsandboxed
+        """A person opted in to plain-process jobs where bubblewrap cannot run."""
         self._controllers: dict[str, HostController] = {}
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsilab-bg")
         self._futures: dict[str, Future[Any]] = {}
@@ -73,8 +77,17 @@ class LabServices:
         with self._lock:
             if self._executor is None:
                 slots = self._slots or min(2, available_cores())
-                self._executor = LocalExecutor(default_sandbox(), self.lab.artifacts, slots)
+                sandbox = default_sandbox(allow_unsandboxed=self.allow_unsandboxed)
+                self._executor = LocalExecutor(sandbox, self.lab.artifacts, slots)
             return self._executor
+
+    def isolation(self) -> tuple[str, bool]:
+        """The sandbox jobs run in, and whether it is a security boundary (making the
+        executor now: SandboxUnavailable when no sandbox may be used)."""
+        executor = self.executor
+        if isinstance(executor, LocalExecutor):
+            return executor.sandbox.name, executor.sandbox.is_security_boundary
+        return type(executor).__name__, False  # unknown: not claimed to be a boundary
 
     @property
     def secret(self) -> bytes:

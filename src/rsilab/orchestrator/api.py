@@ -57,6 +57,7 @@ def run(
     lab: LabLike = None,
     on_progress: ProgressFn | None = None,
     stop: StopRequest | None = None,
+    unsandboxed: bool = False,
 ) -> CampaignResult:
     """Run a new campaign on ``task`` until its budget is spent, it is stopped, or it fails.
 
@@ -74,17 +75,23 @@ def run(
         stop: a :class:`~rsilab.orchestrator.campaign.StopRequest`; its first request drains
             (running experiments finish), its second cancels them. KeyboardInterrupt on the
             calling thread stops the run too.
+        unsandboxed: run jobs as plain processes where bubblewrap cannot run: no security
+            boundary, recorded in the campaign and shown in its report. Without it such a
+            machine refuses the run before anything is written.
 
     Returns:
         The :class:`~rsilab.orchestrator.campaign.CampaignResult`: campaign id, state,
         ``end_reason``, experiments, the versions the controller accepted with their scores.
 
     Raises:
-        UserError: an argument is wrong (nothing is written), the LLM's API key is missing,
-            or a tool the policy needed failed (the campaign ends ``stopped``, ``error``).
+        UserError: an argument is wrong, no sandbox may run the jobs, the task's harness or
+            the LLM's endpoint or API key is unusable (for each: nothing is written).
         LeaseHeld: another process runs the campaign.
+        RsilabError: what ended the run (the campaign ends ``stopped``, ``error`` or
+            ``preflight_failed`` when its baseline failed; resumable).
     """
     _check_agents(agents)
+    _check_flag("unsandboxed", unsandboxed)
     workers, team, seed = _count("workers", workers, 1), _count("team", team, 0), _int("seed", seed)
     if team and workers != 1:
         raise UserError(
@@ -96,6 +103,7 @@ def run(
     spent = to_budget(budget, chosen.budget)
     with _opened(lab) as opened:
         policy = _policy(opened, agents, team, workers, seed, spent, on_progress)
+        policy.unsandboxed = unsandboxed
         return run_policy(opened, chosen, policy, budget=spent, stop=stop)
 
 
@@ -107,13 +115,15 @@ def resume(
     lab: LabLike = None,
     on_progress: ProgressFn | None = None,
     stop: StopRequest | None = None,
+    unsandboxed: bool = False,
 ) -> CampaignResult:
     """Continue a stopped campaign (its id, or ``latest``) where it left off.
 
     Nothing done is repeated and nothing begun is lost; the campaign keeps its agents, team,
     seed and (unless ``budget`` changes some of its fields) its budget. A finished campaign is
     final: nothing is written and the result's message says so. ``workers`` defaults to the
-    number it was started with. The other arguments are :func:`run`'s.
+    number it was started with. The other arguments are :func:`run`'s (``unsandboxed`` is
+    asked for again: an opt-in is this run's, never inherited).
 
     Raises:
         UserError: no such campaign or lab, a bad argument (nothing is written), a campaign
@@ -123,6 +133,7 @@ def resume(
     """
     if workers is not None:
         workers = _count("workers", workers, 1)
+    _check_flag("unsandboxed", unsandboxed)
     with _opened(lab, create=False) as opened:
         found = find_campaign(opened.store, campaign)
         if found.is_finished():
@@ -148,6 +159,7 @@ def resume(
         chosen = workers or team or int(found.settings.get("workers", 1))
         seed = int(found.settings.get("seed", 0))
         policy = _policy(opened, agents, team, chosen, seed, spent, on_progress)
+        policy.unsandboxed = unsandboxed
         return run_policy(opened, task, policy, budget=spent, campaign_id=found.id, stop=stop)
 
 
@@ -223,6 +235,11 @@ def _check_agents(agents: object) -> None:
             f"agents {agents!r}: not a policy rsilab has",
             "use builtin, openai:MODEL or anthropic:MODEL",
         )
+
+
+def _check_flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise UserError(f"{name} {value!r}: expected True or False")
 
 
 def _int(name: str, value: object) -> int:

@@ -51,10 +51,13 @@ class EndReason(StrEnum):
     """Stopped: its agents made no experiment for several rounds; guide them and resume."""
     STOPPED_BY_USER = "stopped_by_user"
     """Stopped: a person asked (Ctrl-C, a stop request)."""
+    EXPERIMENTS_FAILING = "experiments_failing"
+    """Stopped: its experiments kept failing (the campaign's recorded limit of failures in a
+    row); nothing is proposed. Fix the cause and resume."""
     ERROR = "error"
     """Stopped: an error ended the run; the detail names its kind. Resumable."""
     PREFLIGHT_FAILED = "preflight_failed"
-    """Stopped: a check before the first experiment failed."""
+    """Stopped: a check before the first experiment failed (the baseline, say). Resumable."""
 
 
 class Campaign(Record):

@@ -4,6 +4,10 @@ Lifecycle: construct -> :meth:`Sandbox.prepare` (checks the host once; raises
 :class:`SandboxUnavailable`) -> any number of :meth:`Sandbox.run` calls, possibly from several
 threads at once -> :meth:`Sandbox.close`.
 
+A job writes only into a *workspace*: a folder made one by :meth:`Sandbox.workspace` (kept)
+or :meth:`Sandbox.scratch` (thrown away), which belongs to the user jobs run as and, where
+the sandbox can, is its own size-limited filesystem (:meth:`Sandbox.disk_limits`).
+
 A run that fails *as a job* (crash, non-zero exit, a limit hit, output too large) is not an
 error: it is a :class:`RunResult` saying so. Only a sandbox that cannot start the job at all
 raises (:class:`SandboxError`). Nothing a job does may harm the caller's process, the lab, or
@@ -12,14 +16,18 @@ other jobs.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
 from rsilab.errors import RsilabError, UserError
+from rsilab.sandbox._images import DiskLimits
 
 
 class SandboxError(RsilabError):
@@ -40,7 +48,10 @@ class Limits:
         processes: processes and threads alive at once.
         wall_s: wall-clock seconds before the whole tree is killed.
         output_bytes: bytes kept of stdout and of stderr each; more kills the job.
-        disk_mb: bytes the job may write into its workspace and its /tmp.
+        disk_mb: MiB the job may write into its /tmp, and the size of a scratch workspace
+            made for it; a kept workspace's filesystem has the size it was made with (see
+            :meth:`Sandbox.workspace`). Where the sandbox cannot give a workspace its own
+            filesystem, the workspace's size is polled against this limit instead.
         file_mb: the largest single file it may write.
     """
 
@@ -71,8 +82,8 @@ class Mount:
 
     ``target`` is an absolute path inside the sandbox. Only :class:`BwrapSandbox` can show a
     path elsewhere than where it is; code meant for every sandbox mounts a path at itself
-    (:meth:`same`) or copies what it needs into the workspace. When rsilab is root, a writable
-    mount is lent to the sandbox user for the run, like the workspace.
+    (:meth:`same`) or copies what it needs into the workspace. A writable mount must be
+    a workspace of the sandbox (see :meth:`Sandbox.workspace`), like the job's own.
     """
 
     source: Path
@@ -92,7 +103,9 @@ class RunSpec:
     Attributes:
         argv: the command; ``argv[0]`` is looked up on the sandbox's PATH.
         workspace: host folder mounted as the job's working directory; the only writable
-            place apart from a private /tmp.
+            place apart from a private /tmp. Unless ``read_only_workspace``, it must be (or
+            lie in) a workspace of the sandbox: :meth:`Sandbox.workspace`,
+            :meth:`Sandbox.scratch`.
         limits: resource limits for the whole tree.
         env: environment variables (everything else is scrubbed).
         stdin: bytes fed on standard input, then closed.
@@ -176,6 +189,47 @@ class Sandbox(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release host resources (cgroups, temporary folders). Idempotent."""
+
+    def workspace(self, folder: Path, size_mb: int | None = None) -> Path:
+        """Make ``folder`` (created if missing) a workspace jobs of this sandbox may write,
+        for good: idempotent, and safe to call again after a crash. Returns it resolved.
+
+        A sandbox that runs jobs as another user gives the folder and its contents to that
+        user; one that can gives it its own filesystem of at least ``size_mb`` MiB (the
+        sandbox's default size when None). Host code that writes there afterwards hands what
+        it wrote to the folder's owner (:func:`rsilab.sandbox.hand_over`).
+
+        Raises:
+            WorkspaceRefused: the folder holds the lab or lies inside its private parts.
+            OSError: the folder or its filesystem cannot be made.
+        """
+        made = Path(folder).resolve()
+        made.mkdir(parents=True, exist_ok=True)
+        return made
+
+    def release_workspace(self, folder: Path) -> None:  # noqa: B027 - optional hook
+        """End this process's use of a workspace made by :meth:`workspace`; its contents
+        stay in the folder. Idempotent.
+
+        Raises:
+            OSError: its filesystem could not be taken down (a later call retries).
+        """
+
+    @contextlib.contextmanager
+    def scratch(self, size_mb: int | None = None, prefix: str = "rsilab-scratch-") -> Iterator[Path]:
+        """A fresh, empty workspace (of ``size_mb`` MiB where the sandbox limits sizes),
+        deleted with everything in it when the block ends."""
+        tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        try:
+            folder = tmp / "workspace"
+            folder.mkdir()
+            yield folder
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def disk_limits(self) -> DiskLimits:
+        """Whether the kernel bounds what a job writes into its workspace, and if not, why."""
+        return DiskLimits(False, f"the {self.name} sandbox polls the workspace's size")
 
     @abstractmethod
     def describe(self) -> list[str]:

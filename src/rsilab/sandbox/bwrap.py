@@ -2,18 +2,25 @@
 
 How one job starts (as root): a tiny ``sh`` gate blocks on a first stdin line until this
 process has put it into the job's cgroups, then execs ``prlimit`` (core 0, file size, open
-files), which execs ``bwrap``. bwrap unshares the ipc, pid, net, uts and cgroup namespaces -
-not the user namespace: one made by root would map the job's uid to host root - builds the
-filesystem of :mod:`rsilab.sandbox._bwrap_args`, lets unprivileged users bind any port in the
-job's own network namespace, and runs ``setpriv``, which drops to the sandbox uid/gid with no
+files), which execs ``bwrap``. bwrap reads its options from a file descriptor (``--args``),
+so no host path appears in the command line a job can read at ``/proc/1/cmdline``. It
+unshares the ipc, pid, net, uts and cgroup namespaces - not the user namespace: one made by
+root would map the job's uid to host root - builds the filesystem of
+:mod:`rsilab.sandbox._bwrap_args`, installs the seccomp filter of :mod:`._seccomp` (no new
+user namespaces), lets unprivileged users bind any port in the job's own network namespace,
+and runs ``setpriv``, which drops to the lab's sandbox uid/gid (:mod:`._identity`) with no
 groups, capabilities or new privileges before exec-ing the job. So the job is an ordinary
 unprivileged host uid, and every process it makes stays in the cgroups, which cap memory (and
-swap) and processes, count CPU time, and freeze the tree to kill it. The workspace is lent to
-the sandbox uid for the run (see ``_ownership``).
+swap) and processes, count CPU time, and freeze the tree to kill it.
+
+The job writes only into workspaces (:mod:`._workspaces`): folders that belong to the sandbox
+uid for good and, as root, are each a size-limited filesystem; nothing is chowned when a job
+starts or ends. A workspace holding the lab or its key folder is refused.
 
 Without root (no cgroups, no uid switch), bwrap makes a user namespace, the job keeps the
 caller's uid, and limits fall back to per-process rlimits plus killing bwrap (its pid
-namespace dies with it); describe() and each RunResult's notes say so.
+namespace dies with it); the workspace is a plain folder whose size is polled, and its host
+path shows in the job's ``/proc/self/mountinfo``. describe() and each RunResult's notes say so.
 """
 
 from __future__ import annotations
@@ -30,10 +37,11 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-from rsilab.sandbox import _cgroup, _ownership
+from rsilab.sandbox import _cgroup, _images, _seccomp
 from rsilab.sandbox._bwrap_args import SANDBOX_HOME, WORKSPACE, Layout, write_files
 from rsilab.sandbox._common import (
     DiskWatch,
+    FdArgs,
     decode_status,
     job_env,
     kill_reason_of_signal,
@@ -41,8 +49,19 @@ from rsilab.sandbox._common import (
     rlimit_args,
     validate,
 )
+from rsilab.sandbox._identity import SandboxUser, caller, ephemeral_user
+from rsilab.sandbox._images import DiskLimits
 from rsilab.sandbox._supervise import Supervised, Watch, supervise
 from rsilab.sandbox._tree import TreeSampler
+from rsilab.sandbox._workspaces import (
+    Confinement,
+    WorkspaceFs,
+    WorkspaceRefused,
+    check_placement,
+    on_own_filesystem,
+    owned_by,
+    remove_stale_scratch,
+)
 from rsilab.sandbox.base import (
     KillReason,
     Limits,
@@ -52,9 +71,9 @@ from rsilab.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
 )
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.runtime import Runtime, current_runtime
 
-NOBODY = 65534
 _GATE = 'read -r go && [ "$go" = go ] || exit 125; exec "$@"'
 _NAMESPACES = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
 _SETPRIV_CAPS = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
@@ -63,6 +82,7 @@ _SETPRIV_CAPS = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-ad
 # It reaches nothing more; where /proc/sys is read-only the job simply keeps the default.
 _LOW_PORTS = '{ echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start; } 2>/dev/null; exec "$@"'
 _NO_CGROUP_NOTE = "no cgroups: limits hold per process (rlimits), not for the whole tree"
+_POLLED_DISK_NOTE = "disk: the workspace's size is polled, not a kernel limit"
 
 
 class BwrapSandbox(Sandbox):
@@ -117,7 +137,7 @@ class BwrapSandbox(Sandbox):
                     f"the runtime environment is not installed at {self.runtime.path}",
                     "run `rsilab runtime install` (make install does it)",
                 )
-            self._files = Path(tempfile.mkdtemp(prefix="rsilab-sandbox-"))
+            self._files = Path(tempfile.mkdtemp(prefix=owned_prefix("sandbox")))
             weakref.finalize(self, shutil.rmtree, self._files, True)
             write_files(self._files, self.uid, self.gid)
             if self._want_cgroups is False:

@@ -31,6 +31,7 @@ from rsilab.sandbox._common import (
 from rsilab.sandbox._supervise import Watch, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox.base import KillReason, RunResult, RunSpec, Sandbox, SandboxError
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.runtime import Runtime, current_runtime
 
 
@@ -79,7 +80,7 @@ class ProcessSandbox(Sandbox):
                     f"the process sandbox shows files only where they are: mount {mount.source} "
                     f"at itself (Mount.same) instead of at {mount.target}"
                 )
-        home = Path(tempfile.mkdtemp(prefix="rsilab-job-home-"))
+        home = Path(tempfile.mkdtemp(prefix=owned_prefix("job-home")))
         try:
             return self._run(spec, workspace, home)
         finally:

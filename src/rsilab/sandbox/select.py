@@ -1,4 +1,4 @@
-"""Choosing the sandbox: bubblewrap when it works here, else the plain-process fallback."""
+"""Choosing the sandbox: bubblewrap, or the plain-process sandbox only on an explicit opt-in."""
 
 from __future__ import annotations
 
@@ -25,13 +25,18 @@ class Choice:
     bwrap_problem: SandboxUnavailable | None = None
 
 
-def choose_sandbox() -> Choice:
-    """Pick and prepare a sandbox: ``$RSILAB_SANDBOX`` if set, else bwrap if usable, else
-    process. Logs nothing (see :func:`default_sandbox`).
+def choose_sandbox(*, allow_unsandboxed: bool = False) -> Choice:
+    """Pick and prepare a sandbox: ``$RSILAB_SANDBOX`` if set, else bubblewrap.
+
+    Never a silent fallback: when bubblewrap cannot be used and ``$RSILAB_SANDBOX`` is unset,
+    the plain-process sandbox (no security boundary) is chosen only when the caller passes
+    ``allow_unsandboxed`` (a person's explicit opt-in, ``--unsandboxed``);
+    ``RSILAB_SANDBOX=process`` is such an opt-in too. Logs nothing.
 
     Raises:
-        SandboxUnavailable: ``RSILAB_SANDBOX=bwrap`` but bwrap cannot be used (the hint
-            says what to install), or ``RSILAB_SANDBOX`` names no known sandbox.
+        SandboxUnavailable: bubblewrap cannot be used and no opt-in was given (the hint says
+            what to install, and how to opt in), ``RSILAB_SANDBOX=bwrap`` but bwrap cannot
+            be used, or ``RSILAB_SANDBOX`` names no known sandbox.
     """
     forced = os.environ.get(ENV_VAR, "").strip().lower()
     if forced and forced not in CHOICES:
@@ -47,22 +52,28 @@ def choose_sandbox() -> Choice:
             raise SandboxUnavailable(
                 f"{ENV_VAR}=bwrap, but {exc.message}", exc.hint or f"unset {ENV_VAR}"
             ) from exc
-        return Choice(_prepared(ProcessSandbox()), "bubblewrap is unavailable", exc)
+        if not allow_unsandboxed:
+            raise SandboxUnavailable(
+                f"jobs cannot run in the bubblewrap sandbox: {exc.message}",
+                f"{exc.hint or 'install bubblewrap'}; or, knowing that plain processes are no "
+                "security boundary, opt in with --unsandboxed (or RSILAB_SANDBOX=process)",
+            ) from exc
+        return Choice(_prepared(ProcessSandbox()), "bubblewrap is unavailable (opted in)", exc)
     return Choice(bwrap, f"{ENV_VAR}=bwrap" if forced else "bubblewrap works here")
 
 
-def default_sandbox() -> Sandbox:
-    """A prepared sandbox as :func:`choose_sandbox` picks it; a fallback to the process
-    sandbox logs a warning naming what bwrap lacked.
+def default_sandbox(*, allow_unsandboxed: bool = False) -> Sandbox:
+    """A prepared sandbox as :func:`choose_sandbox` picks it; an opted-in fallback to the
+    process sandbox logs a warning naming what bwrap lacked.
 
     Raises:
         SandboxUnavailable: as :func:`choose_sandbox`.
     """
-    choice = choose_sandbox()
+    choice = choose_sandbox(allow_unsandboxed=allow_unsandboxed)
     if choice.bwrap_problem is not None:
         log.warning(
             "bubblewrap sandbox unavailable (%s); jobs run as plain processes, which is NOT "
-            "a security boundary. Hint: %s",
+            "a security boundary (opted in). Hint: %s",
             choice.bwrap_problem.message,
             choice.bwrap_problem.hint,
         )

@@ -21,6 +21,7 @@ from typing import Any
 from rsilab.errors import LabError, NotFoundError
 from rsilab.records import SCHEMA_VERSION, Event, EventDraft, Record, record_type, utc_now
 from rsilab.store import keys
+from rsilab.store._sqlite_errors import BUSY_TIMEOUT_S, damage, explain, unparsed_row
 from rsilab.store._sqlite_schema import ensure_indexes, migrate
 from rsilab.store._staging import apply_revisions, stage_writes
 from rsilab.store.base import CHECKPOINT_INTERVAL, Store
@@ -36,34 +37,6 @@ from rsilab.store.query import matching_records
 
 _FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 """A record field name safe to write into a JSON path of the SQL text."""
-
-BUSY_TIMEOUT_S = 30.0
-
-
-def _explain(exc: sqlite3.Error, path: Path) -> LabError:
-    msg = str(exc).lower()
-    if "full" in msg:
-        return LabError(
-            f"cannot write to {path}: the disk (or the database size limit) is full; "
-            "nothing from this change was recorded",
-            "free some disk space and run the command again",
-        )
-    if "readonly" in msg or "read-only" in msg or "unable to open" in msg:
-        return LabError(
-            f"cannot write to the lab database {path}: the file or its folder is read-only",
-            "check the permissions of the lab folder, or choose another with --lab",
-        )
-    if "locked" in msg or "busy" in msg:
-        return LabError(
-            f"the lab {path} stayed locked by another process for {BUSY_TIMEOUT_S:.0f} s",
-            "wait for the other rsilab process to finish, then retry",
-        )
-    if "not a database" in msg or "malformed" in msg or "corrupt" in msg:
-        return LabError(
-            f"{path} is not a readable rsilab lab database (corrupt or a foreign file)",
-            "restore the lab from a backup, or point --lab at the right folder",
-        )
-    return LabError(f"the lab database {path} failed: {exc}", "see `rsilab doctor`")
 
 
 class SQLiteStore(Store):
@@ -95,12 +68,13 @@ class SQLiteStore(Store):
                 path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
-            raise _explain(exc, path) from exc
+            raise explain(exc, path) from exc
         try:
             lab_id = cls._prepare(conn, path, create)
         except sqlite3.Error as exc:
+            error = explain(exc, path, conn)
             conn.close()
-            raise _explain(exc, path) from exc
+            raise error from exc
         except (ValueError, KeyError, TypeError) as exc:  # unparseable rows met while migrating
             conn.close()
             raise LabError(
@@ -200,7 +174,19 @@ class SQLiteStore(Store):
         try:
             yield
         except sqlite3.Error as exc:
-            raise _explain(exc, self._path) from exc
+            raise explain(exc, self._path, self._conn) from exc
+
+    def damage(self) -> list[str]:
+        """The damage SQLite's own check finds in the database file, by table; empty when
+        none (see :func:`rsilab.store._sqlite_errors.damage`)."""
+        with self._lock:
+            return damage(self._conn)
+
+    def _parse(self, record_id: str, kind: str, text: str) -> Record:
+        try:
+            return record_type(kind).model_validate_json(text)
+        except (ValueError, KeyError) as exc:  # ValidationError and JSONDecodeError included
+            raise unparsed_row(self._path, "records", f"{record_id} (kind {kind})", exc) from exc
 
     def _load(self, record_id: str) -> Record | None:
         row = self._conn.execute(
@@ -208,7 +194,7 @@ class SQLiteStore(Store):
         ).fetchone()
         if row is None:
             return None
-        return record_type(row[0]).model_validate_json(row[1])
+        return self._parse(record_id, str(row[0]), str(row[1]))
 
     def _head(self) -> tuple[int, str]:
         row = self._conn.execute(
@@ -280,7 +266,7 @@ class SQLiteStore(Store):
         text: str | None = None,
         limit: int | None = None,
     ) -> list[Record]:
-        sql, params = "SELECT kind, body FROM records WHERE 1=1", list[object]()
+        sql, params = "SELECT id, kind, body FROM records WHERE 1=1", list[object]()
         if kind is not None:
             sql, params = sql + " AND kind = ?", [*params, kind]
         if campaign_id is not None:
@@ -297,9 +283,15 @@ class SQLiteStore(Store):
         sql += " ORDER BY rowid"
         with self._lock, self._sqlite_errors():
             rows = self._conn.execute(sql, params).fetchall()
-        return matching_records(
-            rows, kind=kind, campaign_id=campaign_id, fields=fields, text=text, limit=limit
-        )
+        try:
+            return matching_records(
+                [(k, b) for _, k, b in rows],
+                kind=kind, campaign_id=campaign_id, fields=fields, text=text, limit=limit,
+            )  # fmt: skip
+        except (ValueError, KeyError):
+            for record_id, row_kind, body in rows:  # name the row that does not parse
+                self._parse(str(record_id), str(row_kind), str(body))
+            raise
 
     def events(
         self,
@@ -309,7 +301,7 @@ class SQLiteStore(Store):
         record_id: str | None = None,
         limit: int | None = None,
     ) -> list[Event]:
-        sql, params = "SELECT e.body FROM events e", list[object]()
+        sql, params = "SELECT e.seq, e.body FROM events e", list[object]()
         if record_id is not None:
             sql += " JOIN event_records r ON r.seq = e.seq AND r.record_id = ?"
             params.append(record_id)
@@ -324,7 +316,13 @@ class SQLiteStore(Store):
             params.append(limit)
         with self._lock, self._sqlite_errors():
             rows = self._conn.execute(sql, params).fetchall()
-        return [Event.model_validate_json(r[0]) for r in rows]
+        return [self._event(int(seq), str(body)) for seq, body in rows]
+
+    def _event(self, seq: int, text: str) -> Event:
+        try:
+            return Event.model_validate_json(text)
+        except ValueError as exc:
+            raise unparsed_row(self._path, "events", f"seq {seq}", exc) from exc
 
     def head(self) -> tuple[int, str]:
         with self._lock, self._sqlite_errors():

@@ -67,6 +67,10 @@ class AnthropicChat(ChatModel):
         self.timeout_s = timeout_s
         self.default_max_tokens = default_max_tokens
 
+    @property
+    def endpoint(self) -> str:
+        return str(self._client.base_url)
+
     def _send(
         self, messages: list[Message], tools: list[ToolSpec], max_tokens: int | None
     ) -> ChatReply:

@@ -21,6 +21,7 @@ from pydantic import Field, model_validator
 
 from rsilab.agents.llm.errors import LLMBudgetExceeded, LLMError
 from rsilab.agents.llm.pricing import PriceTable, TokenBudget, Usage
+from rsilab.errors import UserError
 from rsilab.records import Model
 
 _log = logging.getLogger(__name__)
@@ -234,6 +235,33 @@ class ChatModel(ABC):
             LLMError: a subclass that says whether the failure is transient; SDK exceptions
                 never escape.
         """
+
+    @property
+    def endpoint(self) -> str | None:
+        """The URL the model is reached at (None: no network, e.g. a scripted model)."""
+        return None
+
+    def check_reachable(self, timeout_s: float = 5.0) -> None:
+        """Raise UserError, saying what to do, when :attr:`endpoint` answers nothing at all;
+        any HTTP answer (even 401 or 404) counts as reachable. Costs no tokens."""
+        url = self.endpoint
+        if url is None:
+            return
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(url, timeout=timeout_s):
+                pass
+        except urllib.error.HTTPError:
+            return  # it answered
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise UserError(
+                f"the LLM endpoint {url} of {self.name} cannot be reached: "
+                f"{type(exc).__name__}: {exc}",
+                "start the server, or fix base_url in the lab's [llm] table (or the "
+                "provider's *_BASE_URL variable)",
+            ) from None
 
     def close(self) -> None:  # noqa: B027 - optional hook; clients without resources skip it
         """Release connections; the model is unusable afterwards."""

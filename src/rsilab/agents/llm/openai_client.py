@@ -65,6 +65,10 @@ class OpenAIChat(ChatModel):
             "max_completion_tokens" if base_url is None else "max_tokens"
         )
 
+    @property
+    def endpoint(self) -> str:
+        return str(self._client.base_url)
+
     def _send(
         self, messages: list[Message], tools: list[ToolSpec], max_tokens: int | None
     ) -> ChatReply:

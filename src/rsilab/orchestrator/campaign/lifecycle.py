@@ -4,24 +4,30 @@ Every kind of run (the built-in policy, LLM agents, a research team of either, a
 evolution, a search benchmark's peer) goes through :func:`run_policy`; what differs between
 them is a :class:`CampaignPolicy`. The sequence, for all of them:
 
-1. the lineage's baseline, when it has none (the Host Controller evaluates the task's system);
+1. **preflight**, before anything is written: the sandbox jobs will run in (bubblewrap, or
+   plain processes only on the policy's explicit opt-in), the task's harness manifest, and
+   :meth:`CampaignPolicy.preflight` (an LLM endpoint's reachability); a failure raises a
+   UserError saying what to do, and no record is written;
 2. :meth:`CampaignPolicy.prepare` (records the policy needs in the lab, e.g. orientations);
-3. a new campaign opened with :meth:`CampaignPolicy.settings`, or the one named found (a
-   finished campaign is final: nothing is written and the result says so);
+3. a new campaign opened with :meth:`CampaignPolicy.settings` and where its jobs run, or the
+   one named found (a finished campaign is final: nothing is written, the result says so);
 4. the campaign's lease (no second process runs it), kept alive on a thread;
 5. recovery of what a dead run left (jobs interrupted, open experiments closed, pending
    intents listed) and the run's budget recorded where it changed;
-6. :meth:`CampaignPolicy.run` with a :class:`CampaignSession`: the campaign, its services,
+6. the lineage's baseline when it has none (inside the campaign, so a run killed during it
+   leaves a campaign to resume; a baseline that fails ends it ``preflight_failed``);
+7. :meth:`CampaignPolicy.run` with a :class:`CampaignSession`: the campaign, its services,
    its budget, the stop request, the lease check and its intents;
-7. :meth:`CampaignPolicy.conclude` when the run finished the campaign (its tools still answer);
-8. :func:`_end_campaign`: the final state and *why* (:class:`~rsilab.records.EndReason`) on
+8. :meth:`CampaignPolicy.conclude` when the run finished the campaign (its tools still answer);
+9. :func:`_end_campaign`: the final state and *why* (:class:`~rsilab.records.EndReason`) on
    the campaign and in its last event's detail.
 
 Ending: a policy returns an :class:`Ending`. A KeyboardInterrupt that reaches here ends the
-run ``stopped`` (``stopped_by_user``) and returns; any other error ends it ``stopped``
-(``error``, with the error's kind) and is raised again, except a lost lease (another process
-runs the campaign now: nothing more is written). Either way the lease is released and the
-campaign is resumable.
+run ``stopped`` (``stopped_by_user``) and returns; experiments that keep failing (the
+campaign's ``max_failures_in_a_row``, checked with the lease each turn) end it ``stopped``
+(``experiments_failing``) and return; any other error ends it ``stopped`` (``error``, with the
+error's kind) and is raised again, except a lost lease (another process runs the campaign now:
+nothing more is written). Either way the lease is released and the campaign is resumable.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rsilab.controller.lineage import find_lineage
-from rsilab.errors import UserError
+from rsilab.errors import RsilabError, UserError
 from rsilab.expos.campaigns import open_campaign
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator.campaign._budget import budget_of, record_budget
@@ -41,9 +47,9 @@ from rsilab.orchestrator.campaign._recovery import recover_campaign
 from rsilab.orchestrator.campaign.result import CampaignResult, campaign_result
 from rsilab.orchestrator.campaign.stop import StopRequest
 from rsilab.orchestrator.writer import ACTOR, write
-from rsilab.records import Campaign, CampaignState, EndReason, Experiment
+from rsilab.records import Campaign, CampaignState, EndReason, Experiment, ExperimentState
 from rsilab.store import Lab, Store
-from rsilab.tasks import Budget, Task
+from rsilab.tasks import Budget, ManifestError, Task, load_manifest
 
 __all__ = [
     "CampaignPolicy",
@@ -56,6 +62,10 @@ __all__ = [
     "budget_of",
     "run_policy",
 ]
+
+MAX_FAILURES_IN_A_ROW = 5
+"""Experiments of a campaign that may fail in a row before it stops (recorded in its
+settings as ``max_failures_in_a_row``, so a resume keeps the limit it started with)."""
 
 FINISHED_MESSAGE = (
     "nothing to do: the campaign is finished (records of a finished campaign are final; "
@@ -115,6 +125,12 @@ class CampaignPolicy:
         """Run the campaign until it ends; how it ended. May raise (see the module)."""
         raise NotImplementedError
 
+    unsandboxed: bool = False
+    """A person opted in to run jobs as plain processes where bubblewrap cannot run."""
+
+    def preflight(self, lab: Lab, services: LabServices) -> None:
+        """Checks of the policy's own, before anything is written (UserError: what to do)."""
+
     def prepare(self, lab: Lab, services: LabServices) -> None:
         """Before the campaign is opened or found: records the policy needs in the lab."""
 
@@ -161,12 +177,15 @@ def run_policy(
     """
     own = services is None
     if services is None:
-        services = LabServices(lab, judge_in_background=False, slots=policy.slots)
+        services = LabServices(
+            lab, judge_in_background=False, slots=policy.slots,
+            allow_unsandboxed=policy.unsandboxed,
+        )  # fmt: skip
     try:
-        if find_lineage(lab.store, task.name, services.lineage) is None:
-            services.controller(task).baseline(actor=ACTOR)
+        where = _preflight(lab, task, policy, services)
         policy.prepare(lab, services)
-        campaign = _start_or_find(lab, task, policy.settings(), campaign_id)
+        settings = {"max_failures_in_a_row": MAX_FAILURES_IN_A_ROW, **policy.settings(), **where}
+        campaign = _start_or_find(lab, task, settings, campaign_id)
         if campaign is None:
             assert campaign_id is not None
             return campaign_result(lab, campaign_id, FINISHED_MESSAGE)
@@ -180,6 +199,23 @@ def run_policy(
         policy.close()
         if own:
             services.close()
+
+
+def _preflight(
+    lab: Lab, task: Task, policy: CampaignPolicy, services: LabServices
+) -> dict[str, Any]:
+    """Check, before anything is written, what the run needs; the settings that record
+    where its jobs run. UserError (SandboxUnavailable among them) says what to do."""
+    sandbox, boundary = services.isolation()
+    try:
+        load_manifest(task.harness)
+    except ManifestError as exc:
+        raise UserError(
+            f"task {task.name!r}: its harness cannot be run: {exc}",
+            f"see `rsilab task check {task.name}`",
+        ) from exc
+    policy.preflight(lab, services)
+    return {"sandbox": sandbox, "unsandboxed": not boundary}
 
 
 def _start_or_find(
@@ -215,22 +251,31 @@ def _open(
 
     recover()
     record_budget(lab.store, campaign, budget)
+    limit = int(campaign.settings.get("max_failures_in_a_row", MAX_FAILURES_IN_A_ROW))
+    check = _with_failure_limit(lease.check, lab.store, campaign.id, limit)
     return CampaignSession(
-        lab, task, campaign, services, budget, stop or StopRequest(), lease.check, intents,
-        recover,
-    )  # fmt: skip
+        lab, task, campaign, services, budget, stop or StopRequest(), check, intents, recover
+    )
 
 
 def _run(policy: CampaignPolicy, session: CampaignSession, lease: Lease) -> Ending:
-    """The policy's run and conclusion; an interrupt or error turned into an ending (an
-    error is recorded, then raised again; a lost lease records nothing)."""
+    """The baseline when missing, then the policy's run and conclusion; an interrupt, a
+    run of failures or an error turned into an ending (an error is recorded, then raised
+    again; a lost lease records nothing)."""
+    stage = "baseline"
     try:
+        services, task = session.services, session.task
+        if find_lineage(session.lab.store, task.name, services.lineage) is None:
+            services.controller(task).baseline(actor=ACTOR)
+        stage = "run"
         ending = policy.run(session)
         if ending.state is CampaignState.FINISHED:
             policy.conclude(session)
         return ending
     except KeyboardInterrupt:
         return Ending(CampaignState.STOPPED, EndReason.STOPPED_BY_USER, "interrupted")
+    except ExperimentsFailing as failing:
+        return Ending(CampaignState.STOPPED, EndReason.EXPERIMENTS_FAILING, str(failing))
     except LeaseLost:
         raise
     except Exception as exc:
@@ -238,12 +283,52 @@ def _run(policy: CampaignPolicy, session: CampaignSession, lease: Lease) -> Endi
             lease.heartbeat()  # a store read: is the campaign still ours to end?
         except LeaseLost:
             raise exc from None
-        message = f"{type(exc).__name__}: {exc}"
-        _end_campaign(
-            session.lab.store, session.campaign_id,
-            Ending(CampaignState.STOPPED, EndReason.ERROR, message),
-        )  # fmt: skip
+        if stage == "baseline":
+            reason, message = EndReason.PREFLIGHT_FAILED, f"the baseline failed: {_kind(exc)}"
+        else:
+            reason, message = EndReason.ERROR, _kind(exc)
+        ending = Ending(CampaignState.STOPPED, reason, message)
+        _end_campaign(session.lab.store, session.campaign_id, ending)
         raise
+
+
+def _kind(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class ExperimentsFailing(RsilabError):
+    """The campaign's experiments failed too many times in a row (the message says how many
+    and the last one's summary)."""
+
+
+def _with_failure_limit(
+    check: Callable[[], None], store: Store, campaign_id: str, limit: int
+) -> Callable[[], None]:
+    """``check``, then :class:`ExperimentsFailing` once the campaign's last ``limit`` finished
+    experiments all failed. The records are read again only when the ledger moved."""
+    seen: list[int] = [-1]
+
+    def checked() -> None:
+        check()
+        head = store.head()[0]
+        if head == seen[0]:
+            return
+        seen[0] = head
+        done = [e for e in store.query_as(Experiment, campaign_id=campaign_id) if e.is_finished()]
+        done.sort(key=lambda e: e.finished_at or "")
+        last = done[-limit:]
+        if (
+            limit > 0
+            and len(last) == limit
+            and all(e.state is ExperimentState.FAILED for e in last)
+        ):
+            why = (last[-1].summary_text or "no summary")[:300]
+            raise ExperimentsFailing(
+                f"{limit} experiments in a row failed (the last: {why}); nothing is proposed. "
+                f"Fix the cause, then resume"
+            )
+
+    return checked
 
 
 def _end_campaign(store: Store, campaign_id: str, ending: Ending) -> None:

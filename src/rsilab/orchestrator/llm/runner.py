@@ -107,6 +107,10 @@ class LlmPolicy(CampaignPolicy):
         own = {"agents": self.spec, "budget": str(self.budget), "workers": self.workers}
         return {**self.extra, **own, "seed": self.seed}
 
+    def preflight(self, lab: Lab, services: LabServices) -> None:
+        """The model's endpoint answers (a connection, no tokens spent)."""
+        self.chat.check_reachable()
+
     def prepare(self, lab: Lab, services: LabServices) -> None:
         """The roles' orientations, the agents' system prompts (seeded once)."""
         ensure_role_orientations(lab.store, actor=ACTOR)

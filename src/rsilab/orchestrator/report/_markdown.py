@@ -50,6 +50,14 @@ def _header(r: CampaignReport) -> str:
         f"Task **{c.task}** (lineage `{c.lineage}`), state **{c.state}**, started "
         f"{_time(c.created_at)}. Settings: {settings}.",
     ]
+    if c.settings.get("unsandboxed"):
+        where = c.settings.get("sandbox", "plain processes")
+        lines += [
+            "",
+            f"> **Unsandboxed:** its jobs ran in the `{where}` sandbox, which is NOT a security "
+            "boundary (a person opted in); code an agent wrote could read what this user can.",
+            "",
+        ]
     if c.notes:
         lines.append(f"Notes: {_flat(c.notes)}")
     lines.append(f"Report made {_time(r.generated_at)}; every number is read from the lab.")
