@@ -11,7 +11,7 @@ SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
 	tests/orchestrator/rounds/test_evolution.py tests/cli/test_evolve.py \
 	tests/tasks/builtin/test_textcls.py tests/controller/test_traps.py tests/web/test_browser.py
 
-.PHONY: install system-deps browser-deps runtime test check docs demo bench bench-quick lint typecheck clean
+.PHONY: install system-deps browser-deps runtime test check docs demo bench bench-quick mutate lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -86,6 +86,14 @@ bench: install
 
 bench-quick: install
 	$(PY) -m benchmarks --quick
+
+# Mutation testing of the permission table, the tool and controller guards, the acceptance
+# rule and the ledger's verification (mutmut, plus the tables it cannot reach); minutes on
+# 2 cores. Not part of `make test`. Keeps the verdicts in benchmarks/results/mutation.json and
+# writes their table into BENCHMARKS.md.
+mutate: $(STAMP)
+	$(PY) -m benchmarks.mutation
+	$(PY) -m benchmarks --only bench_mutation
 
 clean:
 	rm -rf $(VENV) .rsilab .rsilab-demo $(SITE)

@@ -56,6 +56,7 @@ SUITES = [
     "benchmarks.bench_rounds:run_rounds_table",
     "benchmarks.bench_teams:run_team_comparison",
     "benchmarks.bench_dashboard:run_dashboard_render",
+    "benchmarks.bench_mutation:run_mutation",
 ]
 
 FULL_ONLY = {
@@ -64,9 +65,11 @@ FULL_ONLY = {
     "benchmarks.bench_rounds:run_rounds_table",
     "benchmarks.bench_teams:run_team_comparison",
     "benchmarks.bench_dashboard:run_dashboard_render",
+    "benchmarks.bench_mutation:run_mutation",
 }
 """Suites with no quick size (hours on 2 cores even when small), or whose target is stated at
-full size only (the dashboard's, at 10,000 experiments): a quick run skips them."""
+full size only (the dashboard's, at 10,000 experiments), or that only read what another command
+measured (mutation testing: ``make mutate``): a quick run skips them."""
 
 Runner = Callable[[bool], list[dict[str, Any]]]
 HEADER_LINES = {False: "Full tables: ", True: "Quick tables (titles end in (quick)): "}

@@ -2,9 +2,13 @@
 
 Shared by ``tests/sandbox/test_escape.py`` (every attack must be contained under
 ``BwrapSandbox``) and ``benchmarks/bench_sandbox.py`` (the table attack / expected / observed).
-Each attack is a small Python script run in the sandbox with the runtime's ``python``; it gets
-the host paths it aims at as JSON in ``argv[1]`` and prints one JSON line of what it saw. A
-judge reads that line, the :class:`RunResult` and the host, and names any breach.
+Each attack is a small Python script run in the sandbox with the runtime's ``python``, in a
+fresh scratch workspace of the sandbox (its own size-limited filesystem under bwrap as root);
+it gets the host paths it aims at as a JSON line on stdin (not in its command line, which
+every process of the job can read) and prints one JSON line of what it
+saw. A judge reads that line, the :class:`RunResult` and the host, and names any breach. An
+attack may instead place its workspace somewhere the sandbox must refuse (one holding the
+lab): then the refusal, one line, is the contained outcome.
 """
 
 from __future__ import annotations
@@ -18,17 +22,29 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import rsilab
-from rsilab.sandbox import Limits, RunResult, RunSpec, Sandbox
+from rsilab.sandbox import (
+    BwrapSandbox,
+    Confinement,
+    Limits,
+    RunResult,
+    RunSpec,
+    Sandbox,
+    SandboxError,
+    WorkspaceRefused,
+)
+from rsilab.sandbox._identity import ephemeral_user
 from rsilab.store import Lab
+from rsilab.store.keys import key_dir
 
 PRELUDE = """
 import errno, json, os, sys
-T = json.loads(sys.argv[1])
+T = json.loads(sys.stdin.readline())
 def attempt(fn):
     try:
         value = fn()
@@ -55,7 +71,9 @@ class Target:
     workspace: Path
     private_split: Path
     secret: str
+    lab: Path
     lab_db: Path
+    key_dir: Path
     rsilab_source: Path
     digits: Path
     outside: Path
@@ -78,6 +96,8 @@ class Attack:
     judge: Callable[[RunResult, dict[str, Any], Target], str | None]
     limits: Limits = field(default_factory=lambda: Limits(wall_s=60, cpu_s=60, memory_mb=512))
     setup: Callable[[Target], None] | None = None
+    place: Callable[[Sandbox, Target], AbstractContextManager[Path]] | None = None
+    """Where the job's workspace is; default: a scratch workspace of ``limits.disk_mb`` MiB."""
 
 
 @dataclass(frozen=True)
@@ -157,11 +177,61 @@ def _not_root(result: RunResult, found: dict[str, Any], target: Target) -> str |
     return _none_succeeded(result, {k: v for k, v in found.items() if k == "setuid"}, target)
 
 
+def _fallocate_contained(result: RunResult, found: dict[str, Any], target: Target) -> str | None:
+    """At most the limit (and a little metadata) allocated in the workspace, and at least
+    one allocation refused (or the job killed) on the way to 4 GiB."""
+    blocks = sum(p.lstat().st_blocks for p in target.workspace.rglob("*")) * 512
+    if blocks > (ATTACK_DISK_MB + 16) << 20:
+        return f"the workspace holds {blocks >> 20} MiB allocated on the host"
+    refused = [r for r in found.get("calls", []) if r != "ok"]
+    if result.killed is None and not refused:
+        return "every fallocate succeeded and the job was not stopped"
+    return None
+
+
+def _no_new_userns(result: RunResult, found: dict[str, Any], target: Target) -> str | None:
+    if "uid=0" in str(found.get("unshare_cli", {}).get("value", "")):
+        return "`unshare -Ur` gave uid 0"
+    return _none_succeeded(result, {k: v for k, v in found.items() if k != "threads"}, target)
+
+
+def _no_host_paths(result: RunResult, found: dict[str, Any], target: Target) -> str | None:
+    if not found:
+        return _none_succeeded(result, found, target)
+    seen = json.dumps(found)
+    named = {
+        "the lab": target.lab,
+        "the workspace root": target.workspace,
+        "the key folder": target.key_dir,
+        "a private split": target.private_split.parent,
+        "a task source": target.digits,
+    }
+    leaks = [f"{what} ({path})" for what, path in named.items() if str(path) in seen]
+    return f"host paths in /proc: {', '.join(leaks)}" if leaks else None
+
+
+def _refused(result: RunResult, found: dict[str, Any], target: Target) -> str | None:
+    return "a job ran in a workspace holding the lab" if result.exit_code is not None else None
+
+
+@contextlib.contextmanager
+def _holding_the_lab(sandbox: Sandbox, target: Target) -> Iterator[Path]:
+    """The folder above the lab, as ``rsilab agent --workspace .`` with ``./.rsilab`` makes."""
+    folder = sandbox.workspace(target.lab.parent)
+    try:
+        yield folder
+    finally:
+        sandbox.release_workspace(folder)
+
+
 def _plant_links(target: Target) -> None:
     (target.workspace / "split_link").symlink_to(target.private_split)
     (target.workspace / "root_link").symlink_to("/")
     (target.workspace / "lab_link").symlink_to(target.lab_db)
 
+
+ATTACK_DISK_MB = 256
+"""The workspace size of the disk attacks: far below the 4 GiB they try to take."""
 
 ATTACKS: list[Attack] = [
     Attack(
@@ -310,6 +380,75 @@ ATTACKS: list[Attack] = [
         " memory=attempt(lambda: join('/sys/fs/cgroup/memory/cgroup.procs')))",
         _none_succeeded,
     ),
+    Attack(
+        "fallocate past the disk limit",
+        "ENOSPC inside, nothing on the host",
+        "calls = []\n"
+        "for i in range(8):\n"
+        "    fd = os.open('blob-%d' % i, os.O_CREAT | os.O_WRONLY)\n"
+        "    try:\n"
+        "        os.posix_fallocate(fd, 0, 500 << 20)\n"
+        "        calls.append('ok')\n"
+        "    except OSError as exc:\n"
+        "        calls.append(errno.errorcode.get(exc.errno, str(exc.errno)))\n"
+        "    os.close(fd)\n"
+        "report(calls=calls)",
+        _fallocate_contained,
+        Limits(disk_mb=ATTACK_DISK_MB, file_mb=512, wall_s=30, cpu_s=60, memory_mb=512),
+    ),
+    Attack(
+        "make a user namespace (unshare -Ur)",
+        "EPERM; clone3 ENOSYS",
+        "import ctypes, subprocess, threading\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "NEWUSER, SIGCHLD = 0x10000000, 17\n"
+        "def syscall(*args):\n"
+        "    ret = libc.syscall(*[ctypes.c_long(a) for a in args])\n"
+        "    if ret == 0 and args[0] == 56:\n"
+        "        os._exit(0)  # a child made by clone: never run the rest twice\n"
+        "    if ret < 0:\n"
+        "        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))\n"
+        "    return ret\n"
+        "def cli():\n"
+        "    done = subprocess.run(['unshare', '-Ur', 'id'], capture_output=True, text=True)\n"
+        "    if done.returncode:\n"
+        "        raise OSError(errno.EPERM, done.stderr.strip())\n"
+        "    return done.stdout\n"
+        "seen = []\n"
+        "worker = threading.Thread(target=lambda: seen.append(1))\n"
+        "worker.start(); worker.join()\n"
+        "report(unshare_cli=attempt(cli),"
+        " unshare=attempt(lambda: syscall(272, NEWUSER)),"
+        " clone=attempt(lambda: syscall(56, NEWUSER | SIGCHLD, 0, 0, 0, 0)),"
+        " clone3=attempt(lambda: syscall(435, 0, 0)),"
+        " threads=seen)",
+        _no_new_userns,
+    ),
+    Attack(
+        "find host paths in /proc",
+        "no lab, workspace or task path",
+        "found = {}\n"
+        "for pid in [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]:\n"
+        "    for name in ('cmdline', 'environ'):\n"
+        "        try:\n"
+        "            found['%s/%s' % (pid, name)] = read('/proc/%s/%s' % (pid, name))"
+        ".decode('utf-8', 'replace')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "for name in ('mountinfo', 'mounts'):\n"
+        "    found['self/' + name] = open('/proc/self/' + name).read()\n"
+        "found['self/environ'] = read('/proc/self/environ').decode('utf-8', 'replace')\n"
+        "found['cwd'] = os.getcwd()\n"
+        "report(**found)",
+        _no_host_paths,
+    ),
+    Attack(
+        "work in a folder that holds the lab",
+        "refused before any job runs",
+        "report(read=attempt(lambda: read('.rsilab/lab.db')))",
+        _refused,
+        place=_holding_the_lab,
+    ),
 ]
 
 
@@ -352,7 +491,7 @@ def targets(root: Path) -> Iterator[Target]:
     private = root / "private" / "test.jsonl"
     private.parent.mkdir(parents=True)
     private.write_text(json.dumps({"x": secret}) + "\n")
-    with Lab.init(root / "lab"):
+    with Lab.init(root / "project" / ".rsilab"):
         pass
     connections: list[int] = []
     server = _Server(connections)
@@ -363,7 +502,9 @@ def targets(root: Path) -> Iterator[Target]:
             workspace=root / "workspace",
             private_split=private,
             secret=secret,
-            lab_db=root / "lab" / "lab.db",
+            lab=root / "project" / ".rsilab",
+            lab_db=root / "project" / ".rsilab" / "lab.db",
+            key_dir=key_dir().resolve(),
             rsilab_source=Path(rsilab.__file__),
             digits=digits_file(),
             outside=root / "outside-pwned.txt",
@@ -389,21 +530,34 @@ def _parse(stdout: bytes) -> dict[str, Any]:
 
 
 def run_attack(sandbox: Sandbox, attack: Attack, target: Target) -> Outcome:
-    """Run one attack in a fresh workspace and judge it."""
-    with tempfile.TemporaryDirectory(dir=target.workspace.parent, prefix="ws-") as tmp:
-        target = _with_workspace(target, Path(tmp))
-        if attack.setup is not None:
-            attack.setup(target)
-        spec = RunSpec(
-            argv=("python", "-c", PRELUDE + attack.script, target.as_json()),
-            workspace=target.workspace,
-            limits=attack.limits,
-        )
-        result = sandbox.run(spec)
-        found = _parse(result.stdout)
-        breach = attack.judge(result, found, target)
+    """Run one attack in a fresh workspace and judge it. A workspace the sandbox refuses
+    is judged as a job that never ran (exit code None)."""
+    place = attack.place or (lambda box, _: box.scratch(attack.limits.disk_mb, kind="escape"))
+    try:
+        with place(sandbox, target) as workspace:
+            target = _with_workspace(target, workspace)
+            if attack.setup is not None:
+                attack.setup(target)
+            spec = RunSpec(
+                argv=("python", "-c", PRELUDE + attack.script),
+                workspace=target.workspace,
+                limits=attack.limits,
+                stdin=target.as_json().encode() + b"\n",
+            )
+            result = sandbox.run(spec)
+            found = _parse(result.stdout)
+            breach = attack.judge(result, found, target)
+    except (WorkspaceRefused, SandboxError) as exc:
+        refused = _NOT_RUN if attack.place is not None else None
+        if refused is None:
+            raise
+        breach = attack.judge(refused, {}, target)
+        return Outcome(attack.name, attack.expected, breach or f"refused: {exc}", breach is None)
     observed = breach or _observed(result, found)
     return Outcome(attack.name, attack.expected, observed, breach is None)
+
+
+_NOT_RUN = RunResult(None, None, None, b"", b"", False, False, 0.0, 0.0, 0.0)
 
 
 def _with_workspace(target: Target, workspace: Path) -> Target:
@@ -417,19 +571,31 @@ def _observed(result: RunResult, found: dict[str, Any]) -> str:
         return f"killed ({result.killed.value}) after {result.wall_s:.1f} s"
     if "stopped_by" in found:
         return f"writes failed: {found['stopped_by']}"
+    if "calls" in found:
+        calls = found["calls"]
+        return f"{calls.count('ok')} of 8 x 500 MiB allocated, then {calls[-1]}"
+    if "self/mountinfo" in found:
+        return f"{len(found)} /proc entries read, none naming a host path"
     return _errors(found)
 
 
-def run_all(sandbox: Sandbox, root: Path) -> list[Outcome]:
-    """Every attack in :data:`ATTACKS` against ``sandbox``."""
-    with targets(root) as target:
-        target.workspace.mkdir(exist_ok=True)
-        return [run_attack(sandbox, attack, target) for attack in ATTACKS]
+def confinement_for(target: Target) -> Confinement:
+    """A sandbox's confinement to the targets' lab: a fresh uid, the lab and key folder
+    private (as ``LabServices`` binds a lab's sandbox)."""
+    return Confinement(ephemeral_user(), private=(target.lab, target.key_dir))
+
+
+def run_all(root: Path) -> list[Outcome]:
+    """Every attack in :data:`ATTACKS` against a BwrapSandbox bound to the targets' lab.
+
+    Raises:
+        SandboxUnavailable: bubblewrap cannot be used here.
+    """
+    with targets(root) as target, BwrapSandbox(confinement=confinement_for(target)) as box:
+        return [run_attack(box, attack, target) for attack in ATTACKS]
 
 
 if __name__ == "__main__":  # a quick look: python -m benchmarks.escape_attacks
-    from rsilab.sandbox import BwrapSandbox
-
-    with tempfile.TemporaryDirectory() as tmp, BwrapSandbox() as box:
-        for outcome in run_all(box, Path(tmp)):
+    with tempfile.TemporaryDirectory() as tmp:
+        for outcome in run_all(Path(tmp)):
             print(outcome, file=sys.stdout)

@@ -15,8 +15,10 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -93,7 +95,8 @@ def data_mutants() -> list[DataMutant]:
             verb = "revoked from" if role in allowed else "granted to"
             edit = _flip("TOOL_ROLES", repr(tool), f"Role({role!r})", role in allowed)
             name = f"{tool} {verb} {role}"
-            out.append(DataMutant("TOOL_ROLES", name, "rsilab.expos.policy", edit, PERMISSION_TESTS))
+            policy = "rsilab.expos.policy"
+            out.append(DataMutant("TOOL_ROLES", name, policy, edit, PERMISSION_TESTS))
     for role in t["agents"]:
         for kind in t["kinds"]:
             readable = kind in t["readable"][role]
@@ -233,6 +236,8 @@ def run_data_mutants(
     import pytest  # noqa: F401  (imported once here, so each child starts warm)
 
     logs.mkdir(parents=True, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="rsilab-mutate-")  # short: socket paths stay under the limit
+    os.environ["TMPDIR"] = tempfile.tempdir = tmp
     running: dict[int, tuple[DataMutant, float]] = {}
     queue = list(enumerate(mutants))
     while queue or running:
@@ -242,3 +247,4 @@ def run_data_mutants(
         pid, status = os.wait()
         mutant, started = running.pop(pid)
         yield mutant, _verdict(status), time.perf_counter() - started
+    shutil.rmtree(tmp, ignore_errors=True)

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,10 +64,13 @@ def prepare(group: Group) -> Path:
 
 
 def _mutmut(folder: Path, *args: str, log: Path | None = None) -> str:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run(
-        [str(_MUTMUT), *args], cwd=folder, env=env, capture_output=True, text=True, check=False
-    )
+    # pytest's temporary folders go to a short folder of their own: socket paths stay under
+    # the kernel's limit, and what other runs left in the usual place cannot fail this one
+    with tempfile.TemporaryDirectory(prefix="rsilab-mutate-") as tmp:
+        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": tmp}
+        done = subprocess.run(
+            [str(_MUTMUT), *args], cwd=folder, env=env, capture_output=True, text=True, check=False
+        )
     if log is not None:
         log.write_text(done.stdout + done.stderr)
     if done.returncode != 0:

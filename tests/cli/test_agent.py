@@ -159,22 +159,23 @@ def test_agent_acts_only_through_the_experiment_os(
 
 
 @pytest.mark.usefixtures("needs_bwrap")
-def test_a_workspace_holding_the_lab_does_not_show_it(
+def test_a_workspace_holding_the_lab_is_refused(
     tmp_path: Path, lab: Path, campaign_id: str
 ) -> None:
+    """``rsilab agent --workspace .`` with the lab in ./: the agent's jobs (``run_job``) would
+    run there too, so the folder is refused before anything runs, in one line."""
     assert lab.parent == tmp_path
-    (tmp_path / "train.py").write_text("print('hi')\n")
-    code = (
-        "import os; print(sorted(os.listdir('.'))); print(os.listdir('lab')); "
-        "print(os.environ['RSILAB_CAMPAIGN'], os.environ['RSILAB_ROLE'])"
-    )
+    with Lab.open(lab) as opened:
+        head = opened.store.head()
     args: list[str | Path] = ["agent", "--lab", lab, "--campaign", campaign_id]
-    result = rsilab(*args, "--workspace", tmp_path, "--", "python", "-c", code)
-    assert result.exit_code == 0, explain(result)
-    listing, lab_inside, who = result.stdout.splitlines()[-3:]
-    assert "train.py" in listing
-    assert lab_inside == "[]"  # the lab folder is covered by an empty one
-    assert who == f"{campaign_id} worker"
+    result = rsilab(*args, "--workspace", tmp_path, "--", "python", "-c", "print('ran')")
+    assert result.exit_code == 2, explain(result)
+    error, hint = result.stderr.strip().splitlines()
+    assert error.startswith(f"error: workspace {tmp_path} holds {lab.resolve()}")
+    assert hint.startswith("hint: use a folder that does not contain the lab")
+    assert "ran" not in result.stdout
+    with Lab.open(lab) as opened:
+        assert opened.store.head() == head  # nothing ran, nothing recorded
 
 
 @pytest.mark.usefixtures("needs_bwrap")

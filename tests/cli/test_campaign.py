@@ -28,4 +28,4 @@ def test_list_shows_campaigns_with_event_counts(lab: Path, campaign_id: str) -> 
 def test_list_on_an_empty_lab_says_how_to_start(lab: Path) -> None:
     result = rsilab("campaign", "list", "--lab", lab)
     assert result.exit_code == 0
-    assert "rsilab campaign new" in result.stdout
+    assert "start one with `rsilab run TASK`" in result.stdout

@@ -9,23 +9,32 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.executors import JobResult, JobSpec, JobState, LocalExecutor, available_cores
+from rsilab.executors import (
+    Executor,
+    JobResult,
+    JobSpec,
+    JobState,
+    LocalExecutor,
+    available_cores,
+)
 from rsilab.sandbox import KillReason, Mount, ProcessSandbox
 from rsilab.store.artifacts import ArtifactStore
 from tests.sandbox.helpers import QUICK, wait_until
 
 
-def job(tmp_path: Path, name: str, code: str, **fields: object) -> JobSpec:
-    """A job running ``python -c code`` in its own workspace under ``tmp_path``."""
-    workspace = tmp_path / name
-    workspace.mkdir()
+def job(
+    tmp_path: Path, name: str, code: str, on: Executor | None = None, **fields: object
+) -> JobSpec:
+    """A job running ``python -c code`` in its own workspace under ``tmp_path`` (a workspace
+    of executor ``on``: the sandbox user's, as jobs must write there)."""
+    workspace = on.workspace(tmp_path / name) if on is not None else tmp_path / name
+    workspace.mkdir(exist_ok=True)
     fields.setdefault("limits", QUICK)
     return JobSpec(name=name, argv=["python", "-c", code], workspace=workspace, **fields)  # type: ignore[arg-type]
 
 
 def test_slots_run_jobs_at_the_same_time(executor: LocalExecutor, tmp_path: Path) -> None:
-    meeting = tmp_path / "meeting"
-    meeting.mkdir()
+    meeting = executor.workspace(tmp_path / "meeting")
     # Each job announces itself and waits (up to 20 s) for the other: only parallel slots meet.
     code = (
         "import os, sys, time\n"
@@ -37,7 +46,7 @@ def test_slots_run_jobs_at_the_same_time(executor: LocalExecutor, tmp_path: Path
         "print(len(os.listdir(m)))\n"
     )
     mounts = [Mount.same(meeting, writable=True)]
-    jobs = [job(tmp_path, f"j{i}", code, mounts=mounts) for i in range(2)]
+    jobs = [job(tmp_path, f"j{i}", code, executor, mounts=mounts) for i in range(2)]
     jobs = [j.model_copy(update={"argv": [*j.argv, j.name]}) for j in jobs]
     results = executor.run_all(jobs)
     stdouts = [executor.artifacts.read_bytes(r.stdout_sha256) for r in results]
@@ -47,17 +56,17 @@ def test_slots_run_jobs_at_the_same_time(executor: LocalExecutor, tmp_path: Path
 
 def test_each_job_gets_its_share_of_the_cores(executor: LocalExecutor, tmp_path: Path) -> None:
     code = "import os; print(os.environ['OMP_NUM_THREADS'], os.environ['TORCH_NUM_THREADS'])"
-    result = executor.run(job(tmp_path, "threads", code))
+    result = executor.run(job(tmp_path, "threads", code, executor))
     share = max(1, available_cores() // 2)
     assert result.threads == share == executor.threads_per_job
     assert executor.artifacts.read_bytes(result.stdout_sha256).split() == [str(share).encode()] * 2
-    explicit = executor.run(job(tmp_path, "explicit", code, threads=5))
+    explicit = executor.run(job(tmp_path, "explicit", code, executor, threads=5))
     assert explicit.threads == 5
 
 
 def test_logs_are_stored_as_artifacts(executor: LocalExecutor, tmp_path: Path) -> None:
     code = "import sys; print('to stdout'); print('to stderr', file=sys.stderr)"
-    result = executor.run(job(tmp_path, "logs", code))
+    result = executor.run(job(tmp_path, "logs", code, executor))
     assert result.state is JobState.SUCCEEDED and result.ok
     logs = {result.stdout_sha256: b"to stdout\n", result.stderr_sha256: b"to stderr\n"}
     for sha, text in logs.items():
@@ -70,11 +79,13 @@ def test_logs_are_stored_as_artifacts(executor: LocalExecutor, tmp_path: Path) -
 
 def test_a_job_over_a_limit_is_recorded_as_killed(executor: LocalExecutor, tmp_path: Path) -> None:
     limits = replace(QUICK, wall_s=1)
-    result = executor.run(job(tmp_path, "slow", "import time; time.sleep(60)", limits=limits))
+    result = executor.run(
+        job(tmp_path, "slow", "import time; time.sleep(60)", executor, limits=limits)
+    )
     assert result.state is JobState.KILLED
     assert result.kill_reason is KillReason.WALL_TIME
     noisy = replace(QUICK, output_bytes=1000)
-    loud = executor.run(job(tmp_path, "loud", "print('x' * 5000)", limits=noisy))
+    loud = executor.run(job(tmp_path, "loud", "print('x' * 5000)", executor, limits=noisy))
     assert (loud.state, loud.kill_reason, loud.stdout_truncated) == (
         JobState.KILLED,
         KillReason.OUTPUT,
@@ -88,10 +99,10 @@ def test_a_crashing_job_does_not_disturb_the_others(
 ) -> None:
     crash = "import os, signal; print('partial', flush=True); os.kill(os.getpid(), signal.SIGSEGV)"
     jobs = [
-        job(tmp_path, "crash", crash),
-        job(tmp_path, "fails", "raise SystemExit(2)"),
-        job(tmp_path, "fine-1", "print('ok')"),
-        job(tmp_path, "fine-2", "print('ok')"),
+        job(tmp_path, "crash", crash, executor),
+        job(tmp_path, "fails", "raise SystemExit(2)", executor),
+        job(tmp_path, "fine-1", "print('ok')", executor),
+        job(tmp_path, "fine-2", "print('ok')", executor),
     ]
     results = {r.name: r for r in executor.run_all(jobs)}
     assert (results["crash"].state, results["crash"].signal) == (JobState.FAILED, 11)
@@ -99,7 +110,7 @@ def test_a_crashing_job_does_not_disturb_the_others(
     assert (results["fails"].state, results["fails"].exit_code) == (JobState.FAILED, 2)
     for name in ("fine-1", "fine-2"):
         assert results[name].ok
-    assert executor.run(job(tmp_path, "after", "print('still fine')")).ok
+    assert executor.run(job(tmp_path, "after", "print('still fine')", executor)).ok
 
 
 def test_submitting_after_shutdown_is_refused(artifacts: ArtifactStore, tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ from rsilab.records import (
     Direction,
     Evaluation,
     Experiment,
+    Job,
+    JobInputs,
     ProtocolFlag,
     Record,
     Role,
@@ -148,3 +150,47 @@ def test_principals_read_everything(role: Role) -> None:
     from rsilab.records import RECORD_TYPES
 
     assert policy.readable_kinds(role) == frozenset(RECORD_TYPES)
+
+
+@pytest.mark.parametrize("role", AGENTS)
+@pytest.mark.parametrize(
+    ("kind", "private"),
+    [
+        ("train", False),
+        ("dev-eval", False),
+        ("fold-train", False),
+        ("fold-eval", False),
+        ("controller-train", True),
+        ("controller-predict", True),
+    ],
+)
+def test_agents_never_read_the_controllers_own_jobs(role: Role, kind: str, private: bool) -> None:
+    cid = "cmp-aaaaaaaaaaaa"
+    job = Job(campaign_id=cid, kind=kind, inputs=JobInputs(workspace_sha256="0" * 64, seed=0))
+    expected = "it is one of the controller's own jobs" if private else None
+    assert policy.read_refusal(role, cid, job) == expected
+
+
+@pytest.mark.parametrize("role", AGENTS)
+def test_refusals_say_why_in_words(role: Role) -> None:
+    cid = "cmp-aaaaaaaaaaaa"
+    data = Dataset(
+        campaign_id=cid, name="p", artifact_sha256="0" * 64, artifact_kind="file", tier="accept"
+    )
+    version = SystemVersion(campaign_id=cid, label="H0/M0", harness_sha256="0" * 64)
+    assert policy.read_refusal(role, cid, data) == (
+        "it is private test data, for the controller only"
+    )
+    assert policy.read_refusal(role, cid, version) == (
+        f"the {role.value} role may not read version records"
+    )
+
+
+def test_a_role_missing_from_the_kinds_table_reads_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # deny by default: a role the table forgot is refused, not an error
+    monkeypatch.delitem(policy.READABLE_KINDS, Role.MAIN)
+    record = Direction(campaign_id="cmp-aaaaaaaaaaaa", title="t", hypothesis="h")
+    refusal = policy.read_refusal(Role.MAIN, "cmp-aaaaaaaaaaaa", record)
+    assert refusal == "the main role may not read direction records"

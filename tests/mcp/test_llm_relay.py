@@ -15,7 +15,7 @@ import pytest
 
 from rsilab.mcp import netrelay
 from rsilab.mcp.llm_endpoints import Endpoint
-from rsilab.mcp.llm_relay import SOCKET_MODE, Connection, relay_endpoints
+from rsilab.mcp.llm_relay import Connection, relay_endpoints
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -67,7 +67,7 @@ def test_the_host_relays_each_connection_and_reports_it(tmp_path: Path, echo_por
     ended: list[Connection] = []
     path = tmp_path / endpoint.socket_name
     with relay_endpoints(tmp_path, [endpoint], ended.append):
-        assert stat.S_IMODE(path.stat().st_mode) == SOCKET_MODE
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600  # owner only
         for data in (b"hello", b"x" * 300_000):
             with unix_connect(path) as sock:
                 assert exchange(sock, data) == data

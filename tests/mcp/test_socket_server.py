@@ -26,7 +26,7 @@ import rsilab.mcp.bridge as bridge_module
 from rsilab.expos import CallContext, ExperimentOS
 from rsilab.mcp.bridge import DEFAULT_SOCKET, socket_path
 from rsilab.mcp.server import build_server
-from rsilab.mcp.socket_server import SOCKET_MODE, socket_endpoint
+from rsilab.mcp.socket_server import socket_endpoint
 from rsilab.records import Campaign, Outcome, ProtocolFlag, Role
 from rsilab.store import Lab
 
@@ -74,7 +74,7 @@ async def test_calls_through_the_bridge_land_in_the_ledger(
     ctx = CallContext("ext-agent", Role.WORKER, campaign.id, workspace)
     sock = tmp_path / "mcp.sock"
     with endpoint(expos, ctx, sock), (tmp_path / "bridge.err").open("w") as errlog:
-        assert stat.S_IMODE(sock.stat().st_mode) == SOCKET_MODE
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600  # owner only
         async with Client(stdio_client(bridge_params(sock, workspace), errlog=errlog)) as client:
             tools = (await client.list_tools()).tools
             written = await client.call_tool("write_file", {"path": "a.txt", "content": "x"})
@@ -137,7 +137,7 @@ def test_only_the_owner_may_connect(
         )
 
     with endpoint(expos, ctx, sock, owner=(65533, 65533)):
-        assert stat.S_IMODE(sock.stat().st_mode) == SOCKET_MODE == 0o600
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
         assert sock.stat().st_uid == 65533
         owner, other = bridge_as(65533), bridge_as(65532)
     assert owner.returncode == 0, owner.stderr

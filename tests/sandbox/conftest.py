@@ -1,4 +1,4 @@
-"""Fixtures: one sandbox of each kind per session, and a fresh workspace per test."""
+"""Fixtures: one sandbox of each kind per session, and a fresh workspace of it per test."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rsilab.sandbox import Sandbox
-from tests.sandbox.helpers import SANDBOX_KINDS, make_sandbox
+from tests.sandbox.helpers import QUICK, SANDBOX_KINDS, make_sandbox
 
 _made: dict[str, Sandbox] = {}
 
@@ -30,7 +30,8 @@ def _close_sandboxes() -> Iterator[None]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
+def workspace(sandbox: Sandbox) -> Iterator[Path]:
+    """A scratch workspace of the test's sandbox: the sandbox user's, and as root under
+    bwrap its own filesystem of QUICK.disk_mb MiB."""
+    with sandbox.scratch(QUICK.disk_mb, kind="test") as folder:
+        yield folder

@@ -1,10 +1,9 @@
-"""What only BwrapSandbox does: mounts elsewhere, hidden paths, lent workspaces, cgroups."""
+"""What only BwrapSandbox does: mounts elsewhere, hidden paths, owned workspaces, cgroups."""
 
 from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.sandbox import BwrapSandbox, Mount, RunSpec
+from rsilab.sandbox import BwrapSandbox, Mount, RunSpec, hand_over
 from rsilab.sandbox._cgroup import probe
-from rsilab.sandbox.base import SandboxUnavailable
+from rsilab.sandbox.base import SandboxError, SandboxUnavailable
 from rsilab.sandbox.runtime import (
     STAMP_NAME,
     STDLIB_DIR,
@@ -24,7 +23,7 @@ from rsilab.sandbox.runtime import (
     current_runtime,
     runtime_key,
 )
-from tests.sandbox.helpers import bwrap_problem, py
+from tests.sandbox.helpers import QUICK, bwrap_problem, py
 
 pytestmark = pytest.mark.skipif(
     bwrap_problem() is not None, reason=f"bubblewrap is unusable here ({bwrap_problem()})"
@@ -39,10 +38,9 @@ def bwrap() -> Iterator[BwrapSandbox]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    folder = tmp_path / "workspace"
-    folder.mkdir()
-    return folder
+def workspace(bwrap: BwrapSandbox) -> Iterator[Path]:
+    with bwrap.scratch(QUICK.disk_mb, kind="test") as folder:
+        yield folder
 
 
 def test_describe_says_it_is_a_boundary(bwrap: BwrapSandbox) -> None:
@@ -54,6 +52,7 @@ def test_describe_says_it_is_a_boundary(bwrap: BwrapSandbox) -> None:
         "network",
         "user",
         "limits",
+        "disk",
         "cgroups",
     }
 
@@ -78,6 +77,7 @@ def test_a_read_only_workspace_is_read_but_not_written(
 ) -> None:
     (workspace / "model.json").write_text("{}")
     (workspace / "model.json").chmod(0o600)  # as a job's umask may leave it
+    hand_over(workspace)  # what host code writes into a workspace is the sandbox user's
     code = (
         "print(open('model.json').read())\n"
         "for path in ('model.json', 'new.txt'):\n"
@@ -90,19 +90,26 @@ def test_a_read_only_workspace_is_read_but_not_written(
     assert result.stdout.split() == [b"{}", b"OSError", b"OSError"]
     assert (workspace / "model.json").read_text() == "{}"
     assert not (workspace / "new.txt").exists()
-    assert (workspace / "model.json").stat().st_uid == os.getuid()  # given back
+    assert (workspace / "model.json").stat().st_uid == bwrap.uid  # nothing changed owner
 
 
-def test_a_writable_mount_is_written_and_given_back(
+def test_a_writable_mount_must_be_a_workspace(
     bwrap: BwrapSandbox, workspace: Path, tmp_path: Path
 ) -> None:
-    shared = tmp_path / "shared"
-    shared.mkdir()
+    plain = tmp_path / "plain"
+    plain.mkdir()
     code = "open('/shared/out.txt', 'w').write('done')"
-    result = bwrap.run(py(workspace, code, mounts=(Mount(shared, Path("/shared"), True),)))
-    assert result.ok, result
-    assert (shared / "out.txt").read_text() == "done"
-    assert (shared / "out.txt").stat().st_uid == shared.stat().st_uid == os.getuid()
+    with pytest.raises(SandboxError, match="not a workspace of this sandbox"):
+        bwrap.run(py(workspace, code, mounts=(Mount(plain, Path("/shared"), True),)))
+    shared = bwrap.workspace(tmp_path / "shared")
+    try:
+        result = bwrap.run(py(workspace, code, mounts=(Mount(shared, Path("/shared"), True),)))
+        assert result.ok, result
+        assert (shared / "out.txt").read_text() == "done"
+    finally:
+        bwrap.release_workspace(shared)
+    assert (shared / "out.txt").read_text() == "done", "released: the contents stay in place"
+    assert (shared / "out.txt").stat().st_uid == shared.stat().st_uid == bwrap.uid
 
 
 def test_mounts_cannot_cover_system_paths(bwrap: BwrapSandbox, workspace: Path) -> None:
@@ -138,18 +145,28 @@ def test_the_base_pythons_packages_are_not_importable(bwrap: BwrapSandbox, works
     assert b"/usr/lib/python3/dist-packages" not in result.stdout
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="lending the workspace happens only as root")
-def test_the_workspace_comes_back_without_set_id_bits(bwrap: BwrapSandbox, workspace: Path) -> None:
+@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox uid exists only as root")
+def test_nothing_changes_owner_when_a_job_runs(bwrap: BwrapSandbox, workspace: Path) -> None:
+    """Ownership is decided when the workspace is made, never lent for a run: a file the
+    host left as its own stays so, and the job cannot take it."""
+    (workspace / "host.txt").write_text("host")
     code = (
-        "import os; open('tool', 'w').write('#!/bin/sh'); os.chmod('tool', 0o6755);"
-        " os.symlink('/etc/passwd', 'link'); os.mkdir('d')"
+        "import os; open('mine', 'w').write('x');\n"
+        "try:\n    os.chmod('host.txt', 0o666)\nexcept OSError as e:\n    print(e.errno)"
     )
     result = bwrap.run(py(workspace, code))
-    assert result.ok, result
-    info = (workspace / "tool").stat()
-    assert info.st_uid == 0 and not info.st_mode & (stat.S_ISUID | stat.S_ISGID)
-    assert (workspace / "link").lstat().st_uid == 0
-    assert Path("/etc/passwd").stat().st_uid == 0
+    assert result.stdout.strip() == b"1", result  # EPERM
+    assert (workspace / "host.txt").stat().st_uid == 0
+    assert (workspace / "mine").stat().st_uid == workspace.stat().st_uid == bwrap.uid
+    assert bwrap.uid not in (0, 65534) and bwrap.uid >= 0x7000_0000
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root, jobs run as the sandbox uid")
+def test_a_writable_job_outside_a_workspace_is_refused(bwrap: BwrapSandbox, tmp_path: Path) -> None:
+    with pytest.raises(SandboxError, match="not a workspace of this sandbox") as caught:
+        bwrap.run(py(tmp_path, "pass"))
+    assert "\n" not in str(caught.value)
+    assert bwrap.run(py(tmp_path, "pass", read_only_workspace=True)).ok
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are made only as root")
@@ -185,8 +202,6 @@ def test_a_runtime_kept_under_tmp_stays_visible(tmp_path: Path) -> None:
         (venv / STDLIB_DIR).symlink_to(installed.stdlib)
     else:
         build_stdlib(Path(base), venv / STDLIB_DIR, log=lambda _: None)
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    with BwrapSandbox(Runtime(venv)) as sandbox:
+    with BwrapSandbox(Runtime(venv)) as sandbox, sandbox.scratch(QUICK.disk_mb) as workspace:
         result = sandbox.run(py(workspace, "import sys; print(sys.prefix)"))
     assert result.stdout.strip() == str(venv).encode(), result

@@ -8,7 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from benchmarks.escape_attacks import ATTACKS, Attack, Target, run_attack, targets
+from benchmarks.escape_attacks import (
+    ATTACKS,
+    Attack,
+    Target,
+    confinement_for,
+    run_attack,
+    targets,
+)
 
 from rsilab.sandbox import BwrapSandbox
 from rsilab.sandbox._cgroup import probe
@@ -24,18 +31,18 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def bwrap() -> Iterator[BwrapSandbox]:
-    with BwrapSandbox() as sandbox:
-        assert isinstance(sandbox, BwrapSandbox)
-        yield sandbox
-
-
-@pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     root = tmp_path_factory.mktemp("escape")
     with targets(root) as made:
-        made.workspace.mkdir()
         yield made
+
+
+@pytest.fixture(scope="module")
+def bwrap(target: Target) -> Iterator[BwrapSandbox]:
+    """Bound to the targets' lab, as a lab's services bind theirs."""
+    with BwrapSandbox(confinement=confinement_for(target)) as sandbox:
+        assert isinstance(sandbox, BwrapSandbox)
+        yield sandbox
 
 
 def _leftovers() -> list[str]:

@@ -22,6 +22,7 @@ def test_describe_says_it_is_no_security_boundary() -> None:
         "network": "no",
         "user": "no",
         "limits": "rlimits",
+        "disk": "no",
         "cgroups": "no",
     }
 
@@ -50,10 +51,12 @@ def test_the_escape_judges_catch_a_sandbox_that_does_not_isolate(tmp_path: Path)
         "read rsilab's source",
         "connect to a service on the host's 127.0.0.1",
         "follow a symlink planted in the workspace",
+        "make a user namespace (unshare -Ur)",
+        "find host paths in /proc",
+        "work in a folder that holds the lab",
     }
     sandbox = ProcessSandbox()
     with targets(tmp_path) as target:
-        target.workspace.mkdir()
         outcomes = [run_attack(sandbox, a, target) for a in ATTACKS if a.name in wanted]
     assert len(outcomes) == len(wanted)
     assert [o.attack for o in outcomes if o.contained] == []

@@ -39,12 +39,15 @@ class StepBudget:
             knows them, the loop does not. Running out does not end the step (the agent can
             still read, review and record), it only shows in the footer.
         clock: monotonic seconds; tests pass their own.
+        cancelled: asked before each LLM call; True ends the step at once (a person's
+            second Ctrl-C), without waiting for its other limits.
     """
 
     wall_s: float | None = None
     tokens: int | None = None
     experiments: ExperimentCount | None = None
     clock: Callable[[], float] = field(default=time.monotonic, compare=False)
+    cancelled: Callable[[], bool] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if (self.wall_s is not None and self.wall_s < 0) or (
@@ -82,10 +85,13 @@ class Meter:
         return self.budget.clock() - self.started
 
     def out_of(self) -> str | None:
-        """Which hard limit of the step is spent ('wall_time', 'budget', 'max_turns'), if any.
+        """Which hard limit of the step is spent ('cancelled', 'wall_time', 'budget',
+        'max_turns'), if any.
 
         The model's own TokenBudget is not checked here: the model refuses the call itself.
         """
+        if self.budget.cancelled is not None and self.budget.cancelled():
+            return "cancelled"
         if self.budget.wall_s is not None and self.elapsed_s() >= self.budget.wall_s:
             return "wall_time"
         if self.budget.tokens is not None and self.tokens >= self.budget.tokens:

@@ -56,6 +56,8 @@ class StopReason(StrEnum):
     """The model was called ``max_turns`` times and still wanted tools."""
     LLM_ERROR = "llm_error"
     """The model could not be reached or refused the request, after retries."""
+    CANCELLED = "cancelled"
+    """The step was cancelled (the budget's ``cancelled`` said so) before its next LLM call."""
 
 
 @dataclass(frozen=True)
@@ -310,6 +312,7 @@ class _Step:
 
 
 _LIMIT_WORDS = {
+    "cancelled": "the step was cancelled",
     "wall_time": "the step's wall-clock time is spent",
     "budget": "the step's token budget is spent",
     "max_turns": "the step reached its turn limit",

@@ -13,6 +13,7 @@ from typer.exceptions import TyperException
 
 from rsilab.cli import (
     agent,
+    backup,
     campaign,
     doctor,
     evolve,
@@ -38,6 +39,7 @@ from rsilab.cli._common import (
     report_user_error,
 )
 from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError
+from rsilab.sandbox.owners import sweep_dead_tmpdirs
 
 
 class _RsilabGroup(TyperGroup):
@@ -107,6 +109,7 @@ lab.register(app)
 campaign.register(app)
 tools.register(app)
 ledger.register(app)
+backup.register(app)
 serve.register(app)
 agent.register(app)
 runtime.register(app)
@@ -122,7 +125,11 @@ ui.register(app)
 
 
 def main() -> None:
-    """Console entry point: run the app; a UserError that escapes a command prints, exit 2."""
+    """Console entry point: run the app; a UserError that escapes a command prints, exit 2.
+
+    First, temporary folders that killed rsilab processes left are removed (only those whose
+    owner is certainly dead; see :mod:`rsilab.sandbox.owners`)."""
+    sweep_dead_tmpdirs()
     try:
         app(prog_name="rsilab")
     except UserError as exc:

@@ -38,19 +38,20 @@ def list_campaigns(lab: LabOption = None) -> None:
         table = _campaign_table(opened.store, campaigns)
     console = stdout_console()
     if not campaigns:
-        console.print("no campaigns yet; start one with `rsilab campaign new TASK`")
+        console.print("no campaigns yet; start one with `rsilab run TASK`")
         return
     console.print(table)
 
 
 def _campaign_table(store: Store, campaigns: list[Campaign]) -> Table:
-    table = Table("id", "task", "state", "created", "events")
+    table = Table("id", "task", "state", "ended", "created", "events")
     table.columns[-1].justify = "right"
     for c in campaigns:
         table.add_row(
             Text(c.id, style="cyan"),
             Text(c.task.name),
             Text(str(c.state)),
+            Text(str(c.end_reason or "")),
             Text(c.created_at[:19].replace("T", " ")),
             str(len(store.events(campaign_id=c.id))),
         )

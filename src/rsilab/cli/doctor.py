@@ -13,7 +13,7 @@ from rsilab.errors import UserError
 from rsilab.sandbox.runtime import current_runtime
 from rsilab.sandbox.select import choose_sandbox
 
-PROPERTIES = ("filesystem", "network", "user", "limits", "cgroups")
+PROPERTIES = ("filesystem", "network", "user", "limits", "disk", "cgroups")
 
 _MEANING_SAFE = (
     "Jobs cannot read the lab, private test splits, rsilab's source or other jobs' files, "

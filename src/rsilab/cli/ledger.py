@@ -22,7 +22,7 @@ from rsilab.cli._common import (
     stdout_console,
 )
 from rsilab.cli._render import event_panel, event_table, record_panel
-from rsilab.errors import NotFoundError, UserError
+from rsilab.errors import LabDamaged, NotFoundError, UserError
 from rsilab.expos import find_campaign
 from rsilab.records import Event, kind_of_id
 from rsilab.store import Lab, Store, VerifyReport, verify_store
@@ -146,9 +146,14 @@ def verify(
     ] = False,
     lab: LabOption = None,
 ) -> None:
-    """Check the ledger's hash chain, records, signed checkpoints and artifacts. Exit 3 if bad."""
-    with Lab.open(lab) as opened:
-        report = verify_store(opened.store, artifacts=opened.artifacts, deep=deep)
+    """Check the database file, the ledger's hash chain, records, signed checkpoints and
+    artifacts. Exit 3 if anything is damaged or altered."""
+    try:
+        with Lab.open(lab) as opened:
+            report = verify_store(opened.store, artifacts=opened.artifacts, deep=deep)
+    except LabDamaged as exc:  # so damaged that it does not open: a failed verification
+        report = VerifyReport()
+        report.fail(None, exc.message)
     if as_json:
         print_json({"ok": report.ok, **dataclasses.asdict(report)})
     else:
@@ -176,6 +181,14 @@ def _print_report(console: Console, report: VerifyReport) -> None:
         console.print(Text(f"first bad event: {report.first_bad_seq}", style="red"))
     for problem in report.problems:
         console.print(Text(f"- {problem}", style="red"), soft_wrap=True)
+    console.print(
+        Text(
+            "hint: restore the lab from a backup made before the damage (`rsilab backup DEST` "
+            "makes one; see docs/concepts.md, Backups and a damaged lab)",
+            style="yellow",
+        ),
+        soft_wrap=True,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -237,23 +237,34 @@ def _started(
     show: ProgressFn,
     stop: StopRequest,
 ) -> CampaignResult:
-    """``start``'s result; an error that ended the campaign becomes a UserError-like line
-    (exit 1) naming how to continue."""
-    from rsilab.errors import RsilabError
-    from rsilab.orchestrator.campaign import LeaseHeld
-
+    """``start``'s result. An error that ended a campaign during this call (recorded
+    ``error`` or ``preflight_failed``) becomes one line naming that campaign and how to go on,
+    and exit 1, whatever the error's type; anything else goes up unchanged (a UserError
+    before the campaign existed is a usage error, exit 2)."""
+    before = lab.store.head()[0]
     try:
         return start(lab, show, stop)
-    except (UserError, LeaseHeld):
-        raise
-    except RsilabError as exc:
+    except Exception as exc:
+        ended = _stopped_on_error(lab, before)
+        if ended is None:
+            raise
         report_user_error(
             UserError(
-                f"the campaign stopped on an error: {type(exc).__name__}: {exc}",
-                "fix the cause, then `rsilab resume latest` continues it",
+                f"campaign {ended} stopped on an error: {type(exc).__name__}: {exc}",
+                f"fix the cause, then `rsilab resume {ended}` continues it",
             )
         )
         raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
+
+
+def _stopped_on_error(lab: Lab, after: int) -> str | None:
+    """The campaign a ``campaign_stopped`` event after ``after`` ended on an error, if any."""
+    for event in reversed(lab.store.events(after=after)):
+        if event.action == "campaign_stopped" and event.campaign_id is not None:
+            reason = event.detail.split(": ", 2)[1:2]
+            if reason and reason[0] in ("error", "preflight_failed"):
+                return event.campaign_id
+    return None
 
 
 def _live(console: Console, view: LiveView) -> Live:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,8 +34,8 @@ from rsilab.controller.jobs import CONTROLLER_ACTOR, data_hashes, new_job, run_r
 from rsilab.controller.settings import rules_for
 from rsilab.executors.base import Executor, JobResult
 from rsilab.records import DataTier, Job, JobInputs, JobKind, Resources, Role
+from rsilab.sandbox import hand_over
 from rsilab.sandbox.base import Limits, RunSpec
-from rsilab.sandbox.owners import owned_prefix
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.tasks import (
@@ -250,9 +249,12 @@ class SystemEvaluator:
         candidate_id: str | None,
         probe_model: bool = False,
     ) -> _SeedResult:
-        with tempfile.TemporaryDirectory(prefix=owned_prefix("controller")) as tmp:
-            workspace = Path(tmp) / "system"
+        # A scratch workspace: the sandbox user's, its own size-limited filesystem where the
+        # sandbox can; deleted afterwards with everything the jobs wrote.
+        with self.executor.scratch(self.limits.disk_mb, kind="controller") as tmp:
+            workspace = tmp / "system"
             self.artifacts.materialize(recipe.harness_sha256, workspace, "tree")
+            hand_over(tmp)
             check_tree_links(workspace)
             return self._run_seed(
                 recipe, workspace, index, seed, campaign_id, candidate_id, probe_model
@@ -441,6 +443,7 @@ class SystemEvaluator:
             limits=self.limits,
         )
         spec = RunSpec(spec.argv, spec.workspace, spec.limits, hidden=tuple(self.task.data_sources))
+        hand_over(workspace)  # what was written here is the sandbox user's, to train in
         inputs = JobInputs(
             workspace_sha256=recipe.harness_sha256,
             data_sha256=data_hashes(data),

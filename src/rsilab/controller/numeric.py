@@ -55,8 +55,10 @@ MIN_CORRELATION = 0.8
 over the confidently matched rows."""
 _ANCHOR_RATIO = 0.8  # Lowe's test: a row's nearest item clearly nearer than the second
 _ROUNDS = 4
+_FIXED_ROUNDS = 3
+_ENOUGH = 0.9
 _QAP_ROUNDS = 8
-_FIT_ROWS = 1500  # rows used to fit the column map (all rows are judged at the end)
+_FIT_ROWS = 600  # rows used to fit the column map (all rows are judged at the end)
 _QUANTILES = np.linspace(0.02, 0.98, 25)
 _CHUNK = 1 << 22  # floats per distance block
 
@@ -81,6 +83,8 @@ class _Map:
     refs: _Ints
     slope: _Floats
     offset: _Floats
+    anchors: int = 0
+    """Rows matched with confidence under this map (set once refined)."""
 
     def apply(self, table: _Floats) -> _Floats:
         return table[:, self.cols] * self.slope + self.offset
@@ -126,63 +130,81 @@ class NumericReference:
         varying = np.flatnonzero(sd > 1e-12 * (1 + np.abs(x).max(axis=0)))
         if len(varying) < MIN_COLUMNS:
             return []
-        best: list[NumericHit] = []
-        for start in self._starts(x, varying, table.shape[1]):
-            fitted = self._refine(x, start)
-            if fitted is None:
+        sample = x if len(x) <= _FIT_ROWS else x[np.linspace(0, len(x) - 1, _FIT_ROWS, dtype=int)]
+        fitted: list[_Map] = []
+        tried: set[tuple[tuple[int, int], ...]] = set()
+        for start in self._starts(x, varying):
+            if start.key() in tried:
                 continue
-            hits = self._judge(x, fitted)
-            if len(hits) > len(best):
-                best = hits
-        return [NumericHit(int(rows[h.row]), h.item, h.ratio) for h in best]
+            tried.add(start.key())
+            refined = self._refine(sample, start)
+            if refined is not None:
+                fitted.append(refined)
+                if refined.anchors >= _ENOUGH * len(sample):
+                    break  # nearly every row is explained: no other map can do better
+        if not fitted:
+            return []
+        # The map most rows agree with, whatever they match: choosing by hits would favour
+        # flags; choosing by confident rows favours the map that explains the table.
+        best = max(fitted, key=lambda f: (f.anchors, len(f.cols)))
+        return [NumericHit(int(rows[h.row]), h.item, h.ratio) for h in self._judge(x, best)]
 
-    def _starts(self, x: _Floats, varying: _Ints, width: int) -> list[_Map]:
-        """First guesses at the column map: same positions (when the widths agree), and the
-        Hungarian assignment of standardised distribution shapes."""
+    def _starts(self, x: _Floats, varying: _Ints) -> list[_Map]:
+        """First guesses at the column map, each with the candidate columns standardised:
+        same positions (a table as wide as the reference), columns in the same order with
+        some left out (a monotone alignment of distribution shapes), and any order (the
+        Hungarian assignment of distribution shapes and correlation profiles, improved by
+        aligning the correlation matrices)."""
         mean, sd = x[:, varying].mean(0), x[:, varying].std(0)
-        starts = []
-        if width == self.width:
-            positions = {int(c): i for i, c in enumerate(self.live)}
-            pairs = [(j, positions[int(c)]) for j, c in enumerate(varying) if int(c) in positions]
-            if len(pairs) >= MIN_COLUMNS:
-                idx = np.array([p[0] for p in pairs])
-                cols = varying[idx]
-                refs = np.array([p[1] for p in pairs])
-                starts.append(_Map(cols, refs, 1 / sd[idx], -mean[idx] / sd[idx]))
         z = (x[:, varying] - mean) / sd
         shapes = _signatures(z)
         cost = np.abs(shapes[:, None, :] - self._signatures[None, :, :]).mean(axis=2)
         mirrored = np.abs(-shapes[:, None, ::-1] - self._signatures[None, :, :]).mean(axis=2)
-        flip = mirrored < cost
+        sign = np.where(mirrored < cost, -1.0, 1.0)
         shape_cost = np.minimum(cost, mirrored)
+        guesses: list[tuple[_Ints, _Ints]] = []
+        if x.shape[1] == self.width:
+            where = np.searchsorted(self.live, varying)
+            same = (where < len(self.live)) & (self.live[np.minimum(where, len(self.live) - 1)]
+                                               == varying)
+            guesses.append((np.flatnonzero(same), where[same]))
+        guesses.append(_monotone(shape_cost))
         corr = _correlations(z)
         profile = _profiles(corr)
         k = min(profile.shape[1], self._profiles.shape[1])
         profile_cost = np.abs(profile[:, None, :k] - self._profiles[None, :, :k]).mean(axis=2)
-        total = shape_cost / max(shape_cost.mean(), 1e-12) + profile_cost / max(
-            profile_cost.mean(), 1e-12
-        )
+        total = _scaled(shape_cost) + _scaled(profile_cost)
         picked, refs = linear_sum_assignment(total)
         for _ in range(_QAP_ROUNDS):
             score = corr[:, picked] @ self._corr[:, refs].T
             picked, refs = linear_sum_assignment(0.5 * total - np.abs(score))
-        sign = np.where(flip[picked, refs], -1.0, 1.0)
-        starts.append(
-            _Map(varying[picked], refs, sign / sd[picked], -sign * mean[picked] / sd[picked])
-        )
+        guesses.append((picked, refs))
+        guesses.append(linear_sum_assignment(shape_cost))
+        starts = []
+        for picked, refs in guesses:
+            if len(picked) >= MIN_COLUMNS:
+                s = sign[picked, refs]
+                starts.append(
+                    _Map(varying[picked], refs, s / sd[picked], -s * mean[picked] / sd[picked])
+                )
         return starts
 
-    def _refine(self, x: _Floats, start: _Map) -> _Map | None:
-        """Alternate: match rows under the map, then re-assign and re-fit the columns on the
-        confidently matched rows; None when too few columns keep a fit."""
-        sample = x if len(x) <= _FIT_ROWS else x[np.linspace(0, len(x) - 1, _FIT_ROWS, dtype=int)]
+    def _refine(self, sample: _Floats, start: _Map) -> _Map | None:
+        """Improve ``start`` by alternating row matches and column fits on the rows matched
+        with confidence: first its column pairs kept (only their scale and shift re-fit),
+        then re-assigned by correlation; None when fewer than :data:`MIN_ROWS` rows match
+        with confidence or fewer than :data:`MIN_COLUMNS` columns keep a fit."""
         current = start
-        for _ in range(_ROUNDS):
+        for round_ in range(_FIXED_ROUNDS + _ROUNDS):
             nearest, ratio = _two_nearest(current.apply(sample), self.z[:, current.refs])
             order = np.argsort(ratio, kind="stable")
             count = max(MIN_ROWS, len(sample) // 2, int((ratio < _ANCHOR_RATIO).sum()))
             confident = order[:count]
-            fitted = _fit(sample[confident], self.z[nearest[confident]], 0.0)
+            matched = self.z[nearest[confident]]
+            if round_ < _FIXED_ROUNDS:
+                current = _refit(current, sample[confident], matched)
+                continue
+            fitted = _fit(sample[confident], matched, 0.0)
             if fitted.key() == current.key():
                 break
             current = fitted
@@ -191,6 +213,7 @@ class NumericReference:
         if len(confident) < MIN_ROWS:
             return None
         final = _fit(sample[confident], self.z[nearest[confident]], MIN_CORRELATION)
+        final.anchors = len(confident)
         return final if len(final.cols) >= MIN_COLUMNS else None
 
     def _judge(self, x: _Floats, fitted: _Map) -> list[NumericHit]:
@@ -203,6 +226,46 @@ class NumericReference:
         return [
             NumericHit(int(r), int(items[r]), float(private_d[r] / public_d[r])) for r in hits
         ]
+
+
+def _scaled(cost: _Floats) -> _Floats:
+    return cost / max(float(cost.mean()), 1e-12)
+
+
+def _monotone(cost: _Floats) -> tuple[_Ints, _Ints]:
+    """The cheapest matching of candidate columns to reference columns that keeps their
+    order; a reference column may go unmatched for free, a candidate column at the cost of
+    an average pair (a label or an extra column)."""
+    rows, cols = cost.shape
+    skip = float(np.median(cost))
+    total = np.full((rows + 1, cols + 1), np.inf)
+    total[0, :] = 0.0
+    move = np.zeros((rows + 1, cols + 1), dtype=np.int8)
+    for j in range(1, rows + 1):
+        total[j, 0] = total[j - 1, 0] + skip
+        move[j, 0] = 2
+        for k in range(1, cols + 1):
+            options = (
+                total[j - 1, k - 1] + cost[j - 1, k - 1],
+                total[j, k - 1],
+                total[j - 1, k] + skip,
+            )
+            move[j, k] = int(np.argmin(options))
+            total[j, k] = options[move[j, k]]
+    picked: list[int] = []
+    refs: list[int] = []
+    j, k = rows, cols
+    while j > 0 and k >= 0:
+        step = move[j, k]
+        if step == 0 and k > 0:
+            picked.append(j - 1)
+            refs.append(k - 1)
+            j, k = j - 1, k - 1
+        elif step == 1 and k > 0:
+            k -= 1
+        else:
+            j -= 1
+    return np.array(picked[::-1], dtype=np.intp), np.array(refs[::-1], dtype=np.intp)
 
 
 def _correlations(z: _Floats) -> _Floats:
@@ -220,6 +283,18 @@ def _profiles(corr: _Floats) -> _Floats:
 def _signatures(z: _Floats) -> _Floats:
     """Each column's standardised quantiles (columns x quantiles)."""
     return np.quantile(z, _QUANTILES, axis=0).T
+
+
+def _refit(current: _Map, x: _Floats, z: _Floats) -> _Map:
+    """``current``'s column pairs with scale and shift fit by least squares on matched rows
+    (a pair whose candidate column is constant there keeps its old fit)."""
+    xs, zs = x[:, current.cols], z[:, current.refs]
+    xc = xs - xs.mean(0)
+    var = (xc**2).sum(0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.where(var > 0, (xc * (zs - zs.mean(0))).sum(0) / var, current.slope)
+    offset = np.where(var > 0, zs.mean(0) - slope * xs.mean(0), current.offset)
+    return _Map(current.cols, current.refs, slope, offset)
 
 
 def _fit(x: _Floats, z: _Floats, floor: float) -> _Map:
@@ -243,8 +318,10 @@ def _blocks(rows: int, width: int) -> Sequence[slice]:
 
 
 def _squared(a: _Floats, b: _Floats, b_norm: _Floats) -> _Floats:
-    out = (a**2).sum(1)[:, None] + b_norm[None, :] - 2 * a @ b.T
-    return np.maximum(out, 0.0)
+    # float32 halves the cost; the ratio test does not need more digits
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    out = (a32**2).sum(1)[:, None] + b_norm[None, :].astype(np.float32) - 2 * a32 @ b32.T
+    return np.maximum(out, 0.0).astype(np.float64)
 
 
 def _nearest(a: _Floats, b: _Floats) -> tuple[_Floats, _Ints]:

@@ -7,8 +7,11 @@ a crash, a non-zero exit, a limit hit - is a :class:`JobResult` saying so, not a
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import tempfile
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from enum import StrEnum
 from pathlib import Path
@@ -17,6 +20,7 @@ from pydantic import ConfigDict, Field
 
 from rsilab.records import Model, Resources
 from rsilab.sandbox.base import KillReason, Limits, Mount, RunSpec
+from rsilab.sandbox.owners import owned_prefix
 
 
 class JobState(StrEnum):
@@ -141,6 +145,34 @@ class Executor(ABC):
     @abstractmethod
     def slots(self) -> int:
         """How many jobs run at once."""
+
+    def workspace(self, folder: Path, size_mb: int | None = None) -> Path:
+        """Make ``folder`` a workspace its jobs may write, for good (see
+        :meth:`rsilab.sandbox.Sandbox.workspace`); this default only creates the folder.
+
+        Raises:
+            WorkspaceRefused: the folder holds the lab or lies inside its private parts.
+            OSError: the folder or its filesystem cannot be made.
+        """
+        made = Path(folder).resolve()
+        made.mkdir(parents=True, exist_ok=True)
+        return made
+
+    def release_workspace(self, folder: Path) -> None:  # noqa: B027 - optional hook
+        """End this process's use of a workspace made by :meth:`workspace` (see
+        :meth:`rsilab.sandbox.Sandbox.release_workspace`)."""
+
+    @contextlib.contextmanager
+    def scratch(self, size_mb: int | None = None, kind: str = "scratch") -> Iterator[Path]:
+        """A fresh, empty workspace for this executor's jobs, deleted afterwards (see
+        :meth:`rsilab.sandbox.Sandbox.scratch`); this default is a temporary folder."""
+        tmp = Path(tempfile.mkdtemp(prefix=owned_prefix(kind)))
+        try:
+            folder = tmp / "workspace"
+            folder.mkdir()
+            yield folder
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def run(self, job: JobSpec) -> JobResult:
         """Submit ``job`` and wait for its result (raises what its future raises)."""

@@ -12,10 +12,13 @@ result without starting, and a running one is killed by the sandbox (``RunSpec.c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 from rsilab.executors.base import Executor, JobResult, JobSpec, JobState
 from rsilab.records import Resources, utc_now
@@ -53,6 +56,17 @@ class LocalExecutor(Executor):
     @property
     def slots(self) -> int:
         return self._slots
+
+    def workspace(self, folder: Path, size_mb: int | None = None) -> Path:
+        return self.sandbox.workspace(folder, size_mb)
+
+    def release_workspace(self, folder: Path) -> None:
+        self.sandbox.release_workspace(folder)
+
+    @contextlib.contextmanager
+    def scratch(self, size_mb: int | None = None, kind: str = "scratch") -> Iterator[Path]:
+        with self.sandbox.scratch(size_mb, kind) as folder:
+            yield folder
 
     def submit(self, job: JobSpec) -> Future[JobResult]:
         cancel = threading.Event()

@@ -40,7 +40,7 @@ def find_campaign(store: Store, ref: str) -> Campaign:
     except NotFoundError:
         if ref == "latest":
             raise UserError(
-                "this lab has no campaign yet", "start one with `rsilab campaign new TASK`"
+                "this lab has no campaign yet", "start one with `rsilab run TASK`"
             ) from None
         raise UserError(
             f"no campaign {ref!r} in this lab", "list campaigns with `rsilab campaign list`"

@@ -4,11 +4,16 @@ An :class:`ExperimentOS` built without :class:`LabServices` still serves every r
 tools that run jobs or judge candidates answer ``unavailable`` and say how to get them. One
 ``LabServices`` holds one executor for the agents' jobs and the controller's, a background
 pool that judges candidates (agents poll ``candidate_status``), and the futures of jobs started
-without waiting (``job_status``, ``cancel_job``).
+without waiting (``job_status``, ``cancel_job``). Its sandbox is bound to the lab
+(:func:`lab_confinement`): jobs run as the lab's own sandbox uid, in workspaces made by
+:meth:`LabServices.workspace`, which refuses a folder holding the lab.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -23,9 +28,11 @@ from rsilab.executors.base import Executor
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.guards import WORKSPACE_RESERVED
 from rsilab.records import Campaign
+from rsilab.sandbox import Confinement, SandboxUser, check_placement, lab_user
 from rsilab.sandbox.base import Limits
 from rsilab.sandbox.select import default_sandbox
 from rsilab.store.artifacts import ArtifactStore
+from rsilab.store.keys import key_dir
 from rsilab.store.lab import Lab
 from rsilab.tasks import Task, get_task, lab_secret
 
@@ -65,7 +72,14 @@ class LabServices:
         self._controllers: dict[str, HostController] = {}
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsilab-bg")
         self._futures: dict[str, Future[Any]] = {}
+        self._workspaces: dict[Path, int] = {}
+        """Workspaces made through :meth:`workspace`, and how many holds each has."""
         self._lock = Lock()
+
+    @functools.cached_property
+    def confinement(self) -> Confinement:
+        """What this lab asks of its sandbox (see :func:`lab_confinement`)."""
+        return lab_confinement(self.lab, self.job_limits.disk_mb)
 
     @property
     def executor(self) -> Executor:
@@ -77,7 +91,9 @@ class LabServices:
         with self._lock:
             if self._executor is None:
                 slots = self._slots or min(2, available_cores())
-                sandbox = default_sandbox(allow_unsandboxed=self.allow_unsandboxed)
+                sandbox = default_sandbox(
+                    allow_unsandboxed=self.allow_unsandboxed, confinement=self.confinement
+                )
                 self._executor = LocalExecutor(sandbox, self.lab.artifacts, slots)
             return self._executor
 
@@ -88,6 +104,22 @@ class LabServices:
         if isinstance(executor, LocalExecutor):
             return executor.sandbox.name, executor.sandbox.is_security_boundary
         return type(executor).__name__, False  # unknown: not claimed to be a boundary
+
+    def workspace(self, folder: Path, size_mb: int | None = None) -> Path:
+        """Make ``folder`` a workspace of the lab's sandbox (idempotent; see
+        :meth:`rsilab.sandbox.Sandbox.workspace`), held until :meth:`close`.
+
+        Raises:
+            WorkspaceRefused: the folder holds the lab or its key folder, or lies inside the
+                lab outside its ``workspaces`` folder.
+            SandboxUnavailable: no sandbox can be used on this machine.
+            OSError: the workspace's filesystem could not be made.
+        """
+        check_placement(Path(folder), self.confinement)
+        made = self.executor.workspace(Path(folder), size_mb)
+        with self._lock:
+            self._workspaces[made] = self._workspaces.get(made, 0) + 1
+        return made
 
     @property
     def secret(self) -> bytes:
@@ -135,8 +167,31 @@ class LabServices:
         """Finish (or, with ``wait`` False, drop) background work; shut down an executor this
         object made (one passed in belongs to the caller)."""
         self._pool.shutdown(wait=wait, cancel_futures=not wait)
-        if self._owns_executor and self._executor is not None:
+        if self._executor is not None and self._owns_executor:
             self._executor.shutdown(wait=wait, cancel_pending=not wait)
+        if self._executor is not None and wait:  # jobs still running keep theirs held
+            with self._lock:
+                held, self._workspaces = sorted(self._workspaces.items()), {}
+            for folder, holds in held:
+                with contextlib.suppress(OSError):  # left for the next process to release
+                    for _ in range(holds):
+                        self._executor.release_workspace(folder)
+
+
+def lab_confinement(lab: Lab, workspace_mb: int) -> Confinement:
+    """The lab's confinement: jobs run as its own sandbox uid (recorded in the lab) when
+    rsilab is root, never reach the lab folder or the ledger key folder, and keep workspace
+    images in ``<lab>/sandbox``; workspaces live in ``<lab>/workspaces`` unless a caller
+    names another folder outside the lab."""
+    root = lab.path.resolve()
+    user = lab_user(root, lab.store.lab_id) if os.geteuid() == 0 else None
+    return Confinement(
+        user or SandboxUser(os.getuid(), os.getgid()),
+        private=(root, key_dir().resolve()),
+        workspaces=root / "workspaces",
+        state=root / "sandbox",
+        workspace_mb=workspace_mb,
+    )
 
 
 def snapshot_workspace(artifacts: ArtifactStore, workspace: Path) -> str:

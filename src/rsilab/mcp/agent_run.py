@@ -60,6 +60,7 @@ from rsilab.records import Campaign, EventDraft, Outcome, Resources, Role
 from rsilab.sandbox import (
     WORKSPACE,
     BwrapSandbox,
+    Confinement,
     Limits,
     Mount,
     RunResult,
@@ -178,7 +179,7 @@ def check_options(options: AgentOptions) -> None:
     plan(options.llm_endpoints)
 
 
-def require_bwrap() -> BwrapSandbox:
+def require_bwrap(confinement: Confinement | None = None) -> BwrapSandbox:
     """The prepared bubblewrap sandbox; refuses the plain-process fallback.
 
     Raises:
@@ -188,7 +189,7 @@ def require_bwrap() -> BwrapSandbox:
         "`rsilab agent` promises that the agent can reach nothing but its workspace and the "
         "Experiment OS, and only bubblewrap keeps that promise"
     )
-    choice = choose_sandbox()
+    choice = choose_sandbox(confinement=confinement)
     if isinstance(choice.sandbox, BwrapSandbox):
         return choice.sandbox
     choice.sandbox.close()
@@ -228,6 +229,22 @@ def workspace_for(lab: Lab, campaign: Campaign, options: AgentOptions) -> Path:
             "leave --workspace out, or pass a folder outside the lab",
         )
     return folder
+
+
+def agent_workspace(services: LabServices, folder: Path, options: AgentOptions) -> Path:
+    """``folder`` made the lab's workspace: the sandbox user's for good, and its own
+    filesystem of ``--disk`` MiB where the sandbox can (see ``LabServices.workspace``).
+
+    Raises:
+        UserError: the folder holds the lab, or its filesystem cannot be made.
+    """
+    try:
+        return services.workspace(folder, options.disk_mb)
+    except OSError as exc:
+        raise UserError(
+            f"the workspace {folder} could not be made ready: {exc}",
+            "run `rsilab doctor` to see what the sandbox lacks",
+        ) from exc
 
 
 def hidden_paths(lab: Lab, services: LabServices, campaign: Campaign) -> tuple[Path, ...]:
@@ -378,9 +395,11 @@ def run_agent(options: AgentOptions, relay: Callable[[int, bytes], None]) -> Run
         services = LabServices(lab)
         try:
             hidden = hidden_paths(lab, services, campaign)
-            workspace = workspace_for(lab, campaign, options)
-            sandbox = require_bwrap()
+            sandbox = require_bwrap(services.confinement)
             try:
+                workspace = agent_workspace(
+                    services, workspace_for(lab, campaign, options), options
+                )
                 check_command(options.argv[0], sandbox)
                 check_ports(plan(options.llm_endpoints), sandbox)
                 ctx = CallContext(options.actor, options.role, campaign.id, workspace)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rsilab.agents.llm import resolve_chat_model
 from rsilab.errors import UserError
 from rsilab.expos.campaigns import find_campaign
 from rsilab.memory import team_size
@@ -26,11 +27,13 @@ from rsilab.orchestrator.campaign import (
     ProgressFn,
     StopRequest,
     campaign_result,
+    check_harness,
     run_policy,
     task_of,
 )
 from rsilab.orchestrator.llm.runner import LlmPolicy
 from rsilab.orchestrator.llm.team import LlmTeamPolicy
+from rsilab.records import Experiment
 from rsilab.store import Lab
 from rsilab.store.lab import DB_NAME, resolve_lab_path
 from rsilab.tasks import Budget, Task, load_task
@@ -64,12 +67,16 @@ def run(
     Args:
         task: a built-in task's name, a ``task.toml`` path or folder, ``file.py[:NAME]``, or
             a :class:`~rsilab.tasks.Task`.
-        budget: see :data:`BudgetLike` (default: the task's budget).
+        budget: a dict of ``experiments``, ``wall`` (``"20m"``, ``"1.5h"`` or seconds) and
+            ``tokens``; a text such as ``"experiments=40,wall=20m"``; or a
+            :class:`~rsilab.tasks.Budget`. Fields given replace the task's budget's.
         agents: ``builtin`` (no LLM), ``openai:MODEL`` or ``anthropic:MODEL``.
         workers: experiments run at once, each by a Worker (not with ``team``).
         team: with N > 0, a Leader and N researchers work at once, each on the whole task.
         seed: the campaign's seed (the built-in policy's choices follow from it).
-        lab: see :data:`LabLike`.
+        lab: an opened :class:`~rsilab.store.Lab`, a folder (created when it holds no lab
+            yet, once every argument is checked), or None for ``$RSILAB_LAB``, else
+            ``./.rsilab``.
         on_progress: called with each :class:`~rsilab.orchestrator.campaign.Progress` line,
             on the calling thread.
         stop: a :class:`~rsilab.orchestrator.campaign.StopRequest`; its first request drains
@@ -92,7 +99,8 @@ def run(
     """
     _check_agents(agents)
     _check_flag("unsandboxed", unsandboxed)
-    workers, team, seed = _count("workers", workers, 1), _count("team", team, 0), _int("seed", seed)
+    workers, team, seed = _count("workers", workers, 1), _count("team", team, 0), _seed(seed)
+    _check_callbacks(lab, on_progress, stop)
     if team and workers != 1:
         raise UserError(
             "team and workers do not go together: each researcher of a team runs one "
@@ -101,6 +109,8 @@ def run(
         )
     chosen = task if isinstance(task, Task) else load_task(task)
     spent = to_budget(budget, chosen.budget)
+    check_harness(chosen)
+    _check_model(agents, lab)
     with _opened(lab) as opened:
         policy = _policy(opened, agents, team, workers, seed, spent, on_progress)
         policy.unsandboxed = unsandboxed
@@ -134,6 +144,7 @@ def resume(
     if workers is not None:
         workers = _count("workers", workers, 1)
     _check_flag("unsandboxed", unsandboxed)
+    _check_callbacks(lab, on_progress, stop)
     with _opened(lab, create=False) as opened:
         found = find_campaign(opened.store, campaign)
         if found.is_finished():
@@ -153,6 +164,13 @@ def resume(
             )
         task = task_of(found)
         spent = to_budget(budget, found.settings.get("budget", task.budget))
+        made = len(opened.store.query_as(Experiment, campaign_id=found.id))
+        if budget is not None and spent.experiments < made:
+            raise UserError(
+                f"campaign {found.id} has made {made} experiments; a budget of "
+                f"{spent.experiments} would end it for good at once",
+                f"give experiments={made + 1} or more, or leave the budget as it is",
+            )
         team = team_size(found.settings)
         if team and workers is not None:
             raise UserError("a team campaign takes no workers: each researcher runs its own")
@@ -228,8 +246,9 @@ def _first_error(exc: Exception) -> str:
 
 
 def _check_agents(agents: object) -> None:
+    provider, _, model = agents.partition(":") if isinstance(agents, str) else ("", "", "")
     if not isinstance(agents, str) or (
-        agents != "builtin" and not agents.startswith(("openai:", "anthropic:"))
+        agents != "builtin" and (provider not in ("openai", "anthropic") or not model.strip())
     ):
         raise UserError(
             f"agents {agents!r}: not a policy rsilab has",
@@ -237,9 +256,37 @@ def _check_agents(agents: object) -> None:
         )
 
 
+def _check_model(agents: str, lab: LabLike) -> None:
+    """An LLM spec's model resolves (its API key is set), before the lab is touched."""
+    folder = lab.path if isinstance(lab, Lab) else resolve_lab_path(lab)
+    model = resolve_chat_model(agents, lab_path=folder)
+    if model is not None:
+        model.close()
+
+
 def _check_flag(name: str, value: object) -> None:
     if not isinstance(value, bool):
         raise UserError(f"{name} {value!r}: expected True or False")
+
+
+MAX_SEED = 2**30
+"""The largest campaign seed: jobs derive theirs from it and take 0 to 2**31-1."""
+
+
+def _seed(value: object) -> int:
+    seed = _count("seed", value, 0)
+    if seed > MAX_SEED:
+        raise UserError(f"seed {seed}: at most {MAX_SEED} (2**30)")
+    return seed
+
+
+def _check_callbacks(lab: object, on_progress: object, stop: object) -> None:
+    if lab is not None and not isinstance(lab, Lab | str | Path):
+        raise UserError(f"lab {lab!r}: expected a Lab, a folder (str or Path) or None")
+    if on_progress is not None and not callable(on_progress):
+        raise UserError(f"on_progress {on_progress!r}: expected a function of one Progress")
+    if stop is not None and not isinstance(stop, StopRequest):
+        raise UserError(f"stop {stop!r}: expected a rsilab.StopRequest")
 
 
 def _int(name: str, value: object) -> int:

@@ -8,6 +8,7 @@ or a broken lab here (the policy only asks for what it may do), so it raises
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from rsilab.errors import RsilabError
 from rsilab.expos import CallContext, ExperimentOS, default_registry
 from rsilab.expos.services import LabServices
-from rsilab.records import Role
+from rsilab.records import Job, Role
 from rsilab.store import Lab
 
 
@@ -61,6 +62,18 @@ class Door:
     def worker(self, worker: str, tool: str, **args: Any) -> dict[str, Any]:
         """A call by a Worker, in its own workspace."""
         return self.call(Role.WORKER, worker, tool, **args)
+
+    def cancel_running_jobs(self, fallback_actor: str, done: set[str] | None = None) -> None:
+        """Kill the campaign's running agent jobs through ``cancel_job``, each as the actor
+        that started it (``fallback_actor`` when it names none); ids in ``done`` are skipped
+        and added to it. A job that ended meanwhile, or is not the actor's to cancel, is left."""
+        done = set() if done is None else done
+        for job in self.expos.store.query_as(Job, campaign_id=self.campaign_id):
+            if job.is_finished() or job.kind.is_private or job.id in done:
+                continue
+            done.add(job.id)
+            with contextlib.suppress(RunnerError):
+                self.worker(job.actor or fallback_actor, "cancel_job", job_id=job.id)
 
     def reviewer(self, tool: str, **args: Any) -> dict[str, Any]:
         """A call by the Reviewer."""

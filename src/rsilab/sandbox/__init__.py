@@ -2,6 +2,9 @@
 the runtime environment jobs see, and :func:`default_sandbox`, which picks one."""
 
 from rsilab.sandbox._bwrap_args import WORKSPACE
+from rsilab.sandbox._identity import SandboxUser, lab_user
+from rsilab.sandbox._images import DiskLimits
+from rsilab.sandbox._workspaces import Confinement, WorkspaceRefused, check_placement, hand_over
 from rsilab.sandbox.base import (
     KillReason,
     Limits,
@@ -20,6 +23,8 @@ from rsilab.sandbox.select import default_sandbox
 __all__ = [
     "WORKSPACE",
     "BwrapSandbox",
+    "Confinement",
+    "DiskLimits",
     "KillReason",
     "Limits",
     "Mount",
@@ -30,7 +35,12 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxUnavailable",
+    "SandboxUser",
+    "WorkspaceRefused",
+    "check_placement",
     "current_runtime",
     "default_sandbox",
+    "hand_over",
     "install_runtime",
+    "lab_user",
 ]

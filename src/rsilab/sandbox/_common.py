@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -154,3 +155,41 @@ def processes_of(uid: int) -> int:
             except OSError:
                 continue
     return count
+
+
+class FdArgs:
+    """bwrap's options and seccomp filter in two anonymous in-memory files, passed to it as
+    ``--args FD`` and ``--seccomp FD``, so they never appear in a command line (a job reads
+    bwrap's, its pid 1, at ``/proc/1/cmdline``). bwrap reads and closes both before the job
+    starts; this process's copies close when the block ends."""
+
+    def __init__(self, args: list[str], seccomp: bytes) -> None:
+        if any("\0" in a for a in args):
+            raise ValueError("a bwrap argument holds a NUL byte")
+        self.args = _memfd("rsilab-bwrap-args", b"".join(a.encode() + b"\0" for a in args))
+        self.seccomp = _memfd("rsilab-seccomp", seccomp)
+
+    @property
+    def pass_fds(self) -> tuple[int, int]:
+        return (self.args, self.seccomp)
+
+    def __enter__(self) -> FdArgs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for fd in self.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -155,7 +155,9 @@ def copy_tree(source: Path, target: Path) -> None:
 
 def clear(folder: Path) -> None:
     """Delete everything in ``folder``, never following a link out of it."""
-    for entry in os.scandir(folder):
+    with os.scandir(folder) as entries:
+        found = list(entries)
+    for entry in found:
         path = Path(entry.path)
         if entry.is_dir(follow_symlinks=False):
             shutil.rmtree(path)

@@ -26,7 +26,6 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import shutil
 import stat
 import tempfile
@@ -38,6 +37,7 @@ from pathlib import Path
 from rsilab.errors import UserError
 from rsilab.sandbox import _images
 from rsilab.sandbox._identity import SandboxUser
+from rsilab.sandbox.owners import is_dead, owned_prefix, owner_of
 
 
 class WorkspaceRefused(UserError):
@@ -81,11 +81,39 @@ def check_placement(folder: Path, confinement: Confinement) -> None:
                 "use a folder that does not contain the lab or its key folder (without "
                 "--workspace, rsilab uses one inside LAB/workspaces)",
             )
-        inside_allowed = allowed is not None and folder.is_relative_to(allowed) and folder != allowed
+        inside_allowed = (
+            allowed is not None and folder.is_relative_to(allowed) and folder != allowed
+        )
         if folder.is_relative_to(private) and not inside_allowed:
             raise WorkspaceRefused(
                 f"workspace {folder} lies inside {private}, which jobs must never reach",
                 "use a folder outside the lab, or one under LAB/workspaces/",
+            )
+
+
+def _ours(image: Path | None, state: Path) -> bool:
+    """Whether ``image`` is a workspace image: kept in ``state``, or a scratch one."""
+    if image is None:
+        return False
+    return image.parent == state or (
+        image.name == "image" and owner_of(image.parent.name) is not None
+    )
+
+
+def _check_not_nested(folder: Path, state: Path) -> None:
+    """Refuse a folder holding another mount, or inside another workspace's filesystem:
+    copying it into (or out of) an image would cross into the other one."""
+    for point, source in _images.mounts():
+        if point != folder and point.is_relative_to(folder):
+            raise WorkspaceRefused(
+                f"workspace {folder} holds another mounted filesystem at {point}",
+                "use a folder of its own for each workspace, not one holding others",
+            )
+        inside = folder != point and folder.is_relative_to(point)
+        if inside and _ours(_images.backing_file(source), state):
+            raise WorkspaceRefused(
+                f"workspace {folder} lies inside the workspace filesystem at {point}",
+                "use a folder of its own for each workspace, not one inside another",
             )
 
 
@@ -105,6 +133,15 @@ def hand_over(workspace: Path, *paths: Path) -> None:
                 entry = path.lstat()
                 if (entry.st_uid, entry.st_gid) != owner:
                     os.chown(path, *owner, follow_symlinks=False)
+
+
+def _strip_setid(top: Path) -> None:
+    """Clear set-user-id and set-group-id bits a job left (its filesystem was ``nosuid``;
+    the plain folder is not)."""
+    for path in _walk(top):
+        info = path.lstat()
+        if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
+            os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
 
 
 def _walk(top: Path) -> Iterator[Path]:
@@ -147,6 +184,7 @@ class WorkspaceFs:
         self.state = state
         self.root = os.geteuid() == 0
         self.images = self.root and _images.support().enforced
+        self._mine: set[Path] = set()
 
     def _paths(self, folder: Path) -> tuple[Path, Path, Path]:
         key = hashlib.sha256(str(folder).encode()).hexdigest()[:24]
@@ -170,11 +208,12 @@ class WorkspaceFs:
         folder = Path(folder).resolve()
         check_placement(folder, self.confinement)
         folder.mkdir(parents=True, exist_ok=True)
-        size = max(size_mb or 0, self.confinement.workspace_mb)
+        size = size_mb or self.confinement.workspace_mb
         if not self.images:
             self._own(folder)
             return folder
         record_path, image, staging = self._paths(folder)
+        _check_not_nested(folder, self.state)
         with _held_lock, self._locked(record_path):
             record = self._read(record_path)
             if record.get("phase") in ("live", "unpacking"):
@@ -182,6 +221,7 @@ class WorkspaceFs:
             else:
                 self._adopt(folder, image, staging, record_path, size)
             _held[folder] = _held.get(folder, 0) + 1
+            self._mine.add(folder)
         return folder
 
     def _own(self, folder: Path) -> None:
@@ -215,7 +255,8 @@ class WorkspaceFs:
         _images.mount(image, staging)
         try:
             if any(folder.iterdir()):
-                _images.copy_tree(folder, staging)
+                _images.copy_tree(folder, staging)  # copies the folder's own owner too
+                os.chown(staging, user.uid, user.gid)
                 hand_over(staging)
         finally:
             _images.unmount(staging)
@@ -262,6 +303,7 @@ class WorkspaceFs:
             if count > 1:
                 _held[folder] = count - 1
                 return
+            self._mine.discard(folder)
             record = self._read(record_path)
             mine = record.get("pid") == os.getpid() or not _alive(record)
             if record.get("phase") in ("live", "unpacking") and mine:
@@ -283,14 +325,22 @@ class WorkspaceFs:
             _images.unmount(staging)
         user = self.confinement.user
         os.chown(folder, user.uid, user.gid)
+        _strip_setid(folder)
         for path in (image, record, staging, record.with_suffix(".lock")):
             with contextlib.suppress(FileNotFoundError):
                 path.rmdir() if path == staging else path.unlink()
 
     def held(self) -> list[Path]:
-        """The workspaces this process holds."""
+        """The workspaces this object made (or revived) and has not released."""
         with _held_lock:
-            return sorted(_held)
+            return sorted(self._mine)
+
+    def release_held(self) -> None:
+        """Release every workspace :meth:`held` names; errors are left for a later try."""
+        for folder in self.held():
+            with contextlib.suppress(OSError):
+                while folder in self.held():
+                    self.release(folder)
 
     def release_orphans(self) -> list[Path]:
         """Release every workspace of this state folder whose holder died (a killed rsilab
@@ -307,11 +357,12 @@ class WorkspaceFs:
         return released
 
     @contextlib.contextmanager
-    def scratch(self, size_mb: int | None = None, prefix: str = "rsilab-scratch-") -> Iterator[Path]:
+    def scratch(self, size_mb: int | None = None, kind: str = "scratch") -> Iterator[Path]:
         """A fresh, empty workspace for one piece of work, removed afterwards (with its
-        filesystem). A killed process's leftovers go with :func:`remove_stale_scratch`."""
-        size = max(size_mb or 0, self.confinement.workspace_mb)
-        tmp = Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+        filesystem): ``<tmp>/rsilab-<kind>-<owner>-<random>/workspace``, the image beside it.
+        A killed process's leftovers go with :func:`remove_stale_scratch`."""
+        size = size_mb or self.confinement.workspace_mb
+        tmp = Path(tempfile.mkdtemp(prefix=owned_prefix(kind)))
         folder = tmp / "workspace"
         folder.mkdir()
         try:
@@ -328,23 +379,19 @@ class WorkspaceFs:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-_SCRATCH = re.compile(r"rsilab-[a-z-]*?-(\d+)-[^/]*\Z")
-
-
 def remove_stale_scratch() -> list[Path]:
-    """Unmount and delete scratch workspaces whose process died; returns their folders.
+    """Unmount and delete scratch workspaces whose process died (see
+    :func:`rsilab.sandbox.owners.is_dead`); returns their folders.
 
-    A scratch folder is ``<tmp>/rsilab-...-<pid>-<random>/workspace`` with its image beside
-    it. Run before deleting temporary folders of dead processes: deleting a folder with a
-    mounted filesystem in it would empty the filesystem and leave the mount.
+    Run it before deleting temporary folders of dead processes: deleting a folder with a
+    mounted filesystem in it would empty the filesystem and leave the mount behind.
     """
     removed = []
     for point, source in _images.mounts():
-        image = _images.backing_file(source)
-        match = _SCRATCH.search(point.parent.name) if point.name == "workspace" else None
-        if match is None or image != point.parent / "image":
+        owner = owner_of(point.parent.name) if point.name == "workspace" else None
+        if owner is None or _images.backing_file(source) != point.parent / "image":
             continue
-        if Path(f"/proc/{match.group(1)}").exists():
+        if not is_dead(owner):
             continue
         with contextlib.suppress(OSError):
             _images.unmount(point)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from rsilab.errors import RsilabError, UserError
 from rsilab.sandbox._images import DiskLimits
+from rsilab.sandbox.owners import owned_prefix
 
 
 class SandboxError(RsilabError):
@@ -193,6 +194,7 @@ class Sandbox(ABC):
     def workspace(self, folder: Path, size_mb: int | None = None) -> Path:
         """Make ``folder`` (created if missing) a workspace jobs of this sandbox may write,
         for good: idempotent, and safe to call again after a crash. Returns it resolved.
+        Each call is a hold on it, which :meth:`release_workspace` ends.
 
         A sandbox that runs jobs as another user gives the folder and its contents to that
         user; one that can gives it its own filesystem of at least ``size_mb`` MiB (the
@@ -208,18 +210,19 @@ class Sandbox(ABC):
         return made
 
     def release_workspace(self, folder: Path) -> None:  # noqa: B027 - optional hook
-        """End this process's use of a workspace made by :meth:`workspace`; its contents
-        stay in the folder. Idempotent.
+        """End one hold on a workspace made by :meth:`workspace`; after the last, its
+        contents stay in the plain folder (still the sandbox user's).
 
         Raises:
             OSError: its filesystem could not be taken down (a later call retries).
         """
 
     @contextlib.contextmanager
-    def scratch(self, size_mb: int | None = None, prefix: str = "rsilab-scratch-") -> Iterator[Path]:
+    def scratch(self, size_mb: int | None = None, kind: str = "scratch") -> Iterator[Path]:
         """A fresh, empty workspace (of ``size_mb`` MiB where the sandbox limits sizes),
-        deleted with everything in it when the block ends."""
-        tmp = Path(tempfile.mkdtemp(prefix=prefix))
+        deleted with everything in it when the block ends; ``kind`` names its temporary
+        folder (see :func:`rsilab.sandbox.owners.owned_prefix`)."""
+        tmp = Path(tempfile.mkdtemp(prefix=owned_prefix(kind)))
         try:
             folder = tmp / "workspace"
             folder.mkdir()
@@ -237,7 +240,7 @@ class Sandbox(ABC):
 
         The first line names the sandbox and says whether it is a security boundary; each
         further line reads ``<property>: <yes|no|partly> - <detail>`` for the properties
-        filesystem, network, user, limits and cgroups.
+        filesystem, network, user, limits, disk and cgroups.
         """
 
     def __enter__(self) -> Sandbox:

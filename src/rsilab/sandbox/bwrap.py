@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rsilab.sandbox import _cgroup, _images, _seccomp
@@ -90,7 +90,8 @@ class BwrapSandbox(Sandbox):
 
     Args:
         runtime: the runtime venv jobs see (default: :func:`current_runtime`).
-        uid, gid: the unprivileged identity jobs run as when rsilab is root.
+        confinement: the lab's sandbox user, private folders and workspace images; without
+            one, a fresh unused uid and temporary images that live as long as this object.
         use_cgroups: None picks cgroups when they can be made; False forces the fallback.
         hidden: host paths hidden from every job (added to each spec's ``hidden``).
     """
@@ -102,14 +103,14 @@ class BwrapSandbox(Sandbox):
         self,
         runtime: Runtime | None = None,
         *,
-        uid: int = NOBODY,
-        gid: int = NOBODY,
+        confinement: Confinement | None = None,
         use_cgroups: bool | None = None,
         hidden: Sequence[Path] = (),
     ) -> None:
         self.runtime = runtime or current_runtime()
         self.root = os.geteuid() == 0
-        self.uid, self.gid = (uid, gid) if self.root else (os.getuid(), os.getgid())
+        self.confinement = confinement or Confinement(ephemeral_user())
+        self.user: SandboxUser = self.confinement.user if self.root else caller()
         self.hidden = tuple(Path(p) for p in hidden)
         self._want_cgroups = use_cgroups
         self._lock = threading.Lock()
@@ -117,11 +118,25 @@ class BwrapSandbox(Sandbox):
         self._cgroups = _cgroup.CgroupSupport({}, "not prepared")
         self._tools: dict[str, str] = {}
         self._files: Path | None = None
+        self._fs: WorkspaceFs | None = None
+        self._seccomp = _seccomp.no_userns_filter()
+
+    @property
+    def uid(self) -> int:
+        """The uid jobs run as."""
+        return self.user.uid
+
+    @property
+    def gid(self) -> int:
+        """The gid jobs run as."""
+        return self.user.gid
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def prepare(self) -> None:
-        """Find bwrap, prlimit (and setpriv as root), the runtime and cgroups; run a probe job.
+        """Find bwrap, prlimit (and setpriv as root), the runtime and cgroups; clear what
+        killed rsilab processes left (stale scratch mounts, orphaned workspaces of this lab);
+        run a probe job.
 
         Idempotent and thread-safe.
 
@@ -138,7 +153,8 @@ class BwrapSandbox(Sandbox):
                     "run `rsilab runtime install` (make install does it)",
                 )
             self._files = Path(tempfile.mkdtemp(prefix=owned_prefix("sandbox")))
-            weakref.finalize(self, shutil.rmtree, self._files, True)
+            self._fs = self._workspaces(self._files)
+            weakref.finalize(self, _clean_up, self._files, self._fs, self.confinement.state is None)
             write_files(self._files, self.uid, self.gid)
             if self._want_cgroups is False:
                 self._cgroups = _cgroup.CgroupSupport({}, "cgroups turned off by the caller")
@@ -147,6 +163,13 @@ class BwrapSandbox(Sandbox):
             layout = Layout(self._files, self.runtime.base_prefix(), self.runtime.path)
             self._probe(layout)
             self._layout = layout
+
+    def _workspaces(self, files: Path) -> WorkspaceFs:
+        fs = WorkspaceFs(self.confinement, self.confinement.state or files / "workspaces")
+        if self.root:
+            remove_stale_scratch()
+            fs.release_orphans()
+        return fs
 
     def _find_tools(self) -> dict[str, str]:
         names = ["bwrap", "prlimit"] + (["setpriv"] if self.root else [])
@@ -161,11 +184,12 @@ class BwrapSandbox(Sandbox):
         return {name: path for name, path in tools.items() if path is not None}
 
     def _probe(self, layout: Layout) -> None:
-        with tempfile.TemporaryDirectory(prefix="rsilab-probe-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=owned_prefix("probe")) as tmp:
             spec = RunSpec(
                 argv=("python", "-I", "-c", "import os; print(os.getuid())"),
                 workspace=Path(tmp),
                 limits=Limits(cpu_s=20, wall_s=30, memory_mb=512, processes=16, disk_mb=16),
+                read_only_workspace=True,
             )
             result = self._run(spec, layout)
         if not result.ok or result.stdout.strip() != str(self.uid).encode():
@@ -182,10 +206,35 @@ class BwrapSandbox(Sandbox):
         return self._cgroups.available
 
     def close(self) -> None:
+        if self._files is not None and self._fs is not None:
+            _clean_up(self._files, self._fs, self.confinement.state is None)
         if self._files is not None:
             shutil.rmtree(self._files, ignore_errors=True)
             self._files = None
             self._layout = None
+            self._fs = None
+
+    # -- workspaces --------------------------------------------------------------------------
+
+    def _workspace_fs(self) -> WorkspaceFs:
+        self.prepare()
+        assert self._fs is not None
+        return self._fs
+
+    def workspace(self, folder: Path, size_mb: int | None = None) -> Path:
+        return self._workspace_fs().ensure(folder, size_mb)
+
+    def release_workspace(self, folder: Path) -> None:
+        if self._fs is not None:
+            self._fs.release(folder)
+
+    @contextlib.contextmanager
+    def scratch(self, size_mb: int | None = None, kind: str = "scratch") -> Iterator[Path]:
+        with self._workspace_fs().scratch(size_mb, kind) as folder:
+            yield folder
+
+    def disk_limits(self) -> DiskLimits:
+        return _images.support()
 
     # -- running -----------------------------------------------------------------------------
 
@@ -194,64 +243,77 @@ class BwrapSandbox(Sandbox):
         assert self._layout is not None
         return self._run(spec, self._layout)
 
-    def _run(self, spec: RunSpec, layout: Layout) -> RunResult:
-        workspace = validate(spec)
+    def _check(self, spec: RunSpec, workspace: Path, layout: Layout) -> None:
+        """Refuse a job that would reach the lab, or write a folder that is not a workspace."""
         for path in (layout.runtime, layout.base_prefix):
             if path.is_relative_to(workspace) or workspace.is_relative_to(path):
                 raise ValueError(f"workspace {workspace} overlaps the runtime at {path}")
-        argv = self._command(spec, workspace, layout)
+        writable = [] if spec.read_only_workspace else [workspace]
+        writable += [Path(m.source).resolve() for m in spec.mounts if m.writable]
+        try:
+            check_placement(workspace, self.confinement)
+            for mount in spec.mounts:
+                check_placement(Path(mount.source), self.confinement)
+        except WorkspaceRefused as exc:
+            raise SandboxError(f"{exc.message}; {exc.hint}") from exc
+        for folder in writable:
+            if self.root and not owned_by(folder, self.uid):
+                raise SandboxError(
+                    f"{folder} is not a workspace of this sandbox (not owned by its uid "
+                    f"{self.uid}): jobs could not write there; make it with "
+                    "Sandbox.workspace() or Sandbox.scratch()"
+                )
+
+    def _run(self, spec: RunSpec, layout: Layout) -> RunResult:
+        workspace = validate(spec)
+        self._check(spec, workspace, layout)
+        args = self._args(spec, workspace, layout)
         cgroup = _cgroup.JobCgroup(self._cgroups) if self._cgroups.available else None
-        lent = self._lend(spec, workspace)
         try:
             if cgroup is not None:
                 self._create(cgroup, spec.limits)
             tree = None if cgroup is not None else TreeSampler(0)
-            seen = self._launch(argv, spec, workspace, cgroup, tree)
+            with FdArgs(args, self._seccomp) as fds:
+                argv = self._command(spec, fds)
+                seen = self._launch(argv, fds.pass_fds, spec, workspace, cgroup, tree)
         finally:
             if cgroup is not None:
                 cgroup.remove()
-            self._give_back(lent)
-        return self._result(seen, cgroup, tree)
+        return self._result(seen, cgroup, tree, self._disk_note(spec, workspace))
 
-    def _command(self, spec: RunSpec, workspace: Path, layout: Layout) -> list[str]:
+    def _args(self, spec: RunSpec, workspace: Path, layout: Layout) -> list[str]:
+        """bwrap's options, read from a file descriptor (see :class:`FdArgs`)."""
         env = job_env(
             spec, path=f"{layout.runtime}/bin:/usr/local/bin:/usr/bin:/bin", home=SANDBOX_HOME
         )
-        args = [self._tools["bwrap"], *_NAMESPACES, "--unshare-cgroup-try"]
-        args += [] if self.root else ["--unshare-user"]
+        args = [*_NAMESPACES, "--unshare-cgroup-try"]
+        args += [] if self.root else ["--unshare-user", "--disable-userns"]
         args += ["--hostname", "sandbox", "--die-with-parent", "--new-session", "--clearenv"]
         for name, value in sorted(env.items()):
             args += ["--setenv", name, value]
         args += layout.args + layout.job_args(spec, workspace, (*self.hidden, *spec.hidden))
+        return args + ([*_SETPRIV_CAPS] if self.root else [])
+
+    def _command(self, spec: RunSpec, fds: FdArgs) -> list[str]:
+        """gate, prlimit, bwrap --args FD --seccomp FD, then (as root) the port tweak and
+        setpriv, then the job."""
+        args = [self._tools["bwrap"], "--args", str(fds.args), "--seccomp", str(fds.seccomp)]
+        args += ["--"]
         if self.root:
-            args += [*_SETPRIV_CAPS, "--", "/bin/sh", "-c", _LOW_PORTS, "rsilab-ports"]
+            args += ["/bin/sh", "-c", _LOW_PORTS, "rsilab-ports"]
             args += [self._tools["setpriv"], f"--reuid={self.uid}"]
             args += [f"--regid={self.gid}", "--clear-groups", "--inh-caps=-all"]
-            args += ["--bounding-set=-all", "--no-new-privs"]
-        args += ["--", *spec.argv]
+            args += ["--bounding-set=-all", "--no-new-privs", "--"]
+        args += [*spec.argv]
         per_process = not self._cgroups.available
         nproc = processes_of(self.uid) + spec.limits.processes if per_process else None
         limits = rlimit_args(spec.limits, per_process=per_process, nproc=nproc)
         return ["/bin/sh", "-c", _GATE, "rsilab-gate", self._tools["prlimit"], *limits, *args]
 
-    def _lend(self, spec: RunSpec, workspace: Path) -> list[Path]:
-        """As root, make the workspace and writable mounts the sandbox uid's for the run."""
-        if not self.root:
-            return []
-        lent: list[Path] = []
-        folders = [workspace] + [Path(m.source).resolve() for m in spec.mounts if m.writable]
-        try:
-            for folder in folders:
-                _ownership.lend(folder, self.uid, self.gid)
-                lent.append(folder)
-        except OSError as exc:
-            self._give_back(lent)
-            raise SandboxError(f"cannot lend {folder} to the sandbox user: {exc}") from exc
-        return lent
-
-    def _give_back(self, lent: list[Path]) -> None:
-        for folder in lent:
-            _ownership.restore(folder, self.uid)
+    def _disk_note(self, spec: RunSpec, workspace: Path) -> str | None:
+        if spec.read_only_workspace or on_own_filesystem(workspace):
+            return None
+        return f"{_POLLED_DISK_NOTE} ({_images.support().reason})"
 
     def _create(self, cgroup: _cgroup.JobCgroup, limits: Limits) -> None:
         try:
@@ -262,6 +324,7 @@ class BwrapSandbox(Sandbox):
     def _launch(
         self,
         argv: list[str],
+        pass_fds: tuple[int, ...],
         spec: RunSpec,
         workspace: Path,
         cgroup: _cgroup.JobCgroup | None,
@@ -276,6 +339,7 @@ class BwrapSandbox(Sandbox):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
         except OSError as exc:
             raise SandboxError(f"cannot start bwrap: {exc}") from exc
@@ -307,7 +371,11 @@ class BwrapSandbox(Sandbox):
         cgroup: _cgroup.JobCgroup | None,
         tree: TreeSampler | None,
     ) -> Watch:
-        disk = DiskWatch(workspace, spec.limits)
+        polled = self._disk_note(spec, workspace) is not None
+        disk = DiskWatch(workspace, spec.limits) if polled else None
+
+        def disk_over() -> KillReason | None:
+            return KillReason.DISK if disk is not None and disk.over() else None
 
         def kill_group() -> None:
             # Killing bwrap kills the job's pid namespace (--die-with-parent on its init).
@@ -319,7 +387,7 @@ class BwrapSandbox(Sandbox):
 
             def sample() -> KillReason | None:
                 tree.sample()
-                return KillReason.DISK if disk.over() else None
+                return disk_over()
 
             return Watch(check=sample, kill=kill_group)
 
@@ -330,7 +398,7 @@ class BwrapSandbox(Sandbox):
                 return KillReason.PROCESSES
             if cgroup.cpu_s() > spec.limits.cpu_s:
                 return KillReason.CPU_TIME
-            return KillReason.DISK if disk.over() else None
+            return disk_over()
 
         def kill() -> None:
             cgroup.kill_all()
@@ -339,14 +407,18 @@ class BwrapSandbox(Sandbox):
         return Watch(check=check, kill=kill)
 
     def _result(
-        self, seen: Supervised, cgroup: _cgroup.JobCgroup | None, tree: TreeSampler | None
+        self,
+        seen: Supervised,
+        cgroup: _cgroup.JobCgroup | None,
+        tree: TreeSampler | None,
+        disk_note: str | None,
     ) -> RunResult:
         # bwrap reports a job killed by signal N as exit status 128 + N.
         exit_code, sig = decode_status(seen.returncode)
         if exit_code is not None and 128 < exit_code <= 128 + 64:
             sig, exit_code = exit_code - 128, None
         killed = seen.killed or kill_reason_of_signal(sig)
-        notes = list(seen.notes)
+        notes = list(seen.notes) + ([disk_note] if disk_note else [])
         cpu_s, peak = (tree.cpu_s, tree.peak_mb) if tree is not None else (0.0, 0.0)
         if cgroup is not None:
             final = cgroup.final
@@ -370,24 +442,40 @@ class BwrapSandbox(Sandbox):
 
     def describe(self) -> list[str]:
         cgroups = self._cgroups.available
-        who = f"uid {self.uid}" if self.root else f"your uid {self.uid} in a user namespace"
+        disk = _images.support()
+        who = (
+            f"the lab's sandbox uid {self.uid}"
+            if self.root
+            else f"your uid {self.uid} in a user namespace"
+        )
         return [
             "bwrap sandbox: a security boundary",
             f"filesystem: yes - an empty root with /usr, the runtime at {self.runtime.path} and "
             f"the Python it was made from, read-only; the workspace (at {WORKSPACE}) is the only "
-            "writable host folder; private size-limited /tmp",
+            "writable host folder; private size-limited /tmp; no host path in /proc",
             "network: yes - a new network namespace with loopback only; no DNS",
             f"user: {'yes' if self.root else 'partly'} - jobs run as {who}, no capabilities, "
-            "no new privileges; other processes are invisible (own pid namespace)",
+            "no new privileges, no new user namespaces (seccomp); other processes are "
+            "invisible (own pid namespace)"
+            + ("" if self.root else "; the workspace's host path shows in its mountinfo"),
             "limits: "
             + (
                 "yes - memory, processes, CPU time for the whole tree (cgroups); wall time, "
-                "output and workspace size; killed with its parent"
+                "output; killed with its parent"
                 if cgroups
                 else f"partly - {_NO_CGROUP_NOTE}; wall time kills the whole tree"
             ),
+            f"disk: {'yes' if disk.enforced else 'partly'} - {disk.reason}",
             "cgroups: "
             + (
                 "yes - one per job, removed after it" if cgroups else f"no ({self._cgroups.reason})"
             ),
         ]
+
+
+def _clean_up(files: Path, fs: WorkspaceFs, temporary: bool) -> None:
+    """Release a lab-less sandbox's workspaces (their images live in ``files``), then
+    delete ``files``: at close, or when the sandbox is collected or the program ends."""
+    if temporary:
+        fs.release_held()
+    shutil.rmtree(files, ignore_errors=True)

@@ -106,8 +106,15 @@ def sweep_dead_tmpdirs(root: Path | None = None) -> list[Path]:
 
     Only real folders (not links) owned by the calling user are touched, so a name planted
     by someone else never makes this remove anything of theirs or anything it points to. A
-    folder that cannot be removed entirely is left (and not listed); the next sweep tries again.
+    dead process's scratch workspace with its own filesystem mounted inside is unmounted and
+    removed first (:func:`rsilab.sandbox._workspaces.remove_stale_scratch`, not listed); a
+    folder with a mount left inside is never entered. A folder that cannot be removed
+    entirely is left (and not listed); the next sweep tries again.
     """
+    from rsilab.sandbox._workspaces import remove_stale_scratch  # it builds on this module
+
+    with contextlib.suppress(OSError):
+        remove_stale_scratch()
     folder = Path(root) if root is not None else Path(tempfile.gettempdir())
     removed = []
     try:
@@ -125,7 +132,7 @@ def sweep_dead_tmpdirs(root: Path | None = None) -> list[Path]:
             continue
         if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
             continue
-        if remove_tree(path):
+        if not _holds_mount(path, info.st_dev) and remove_tree(path):
             removed.append(path)
     return removed
 
@@ -147,3 +154,13 @@ def _writable(folder: str) -> None:
         mode = os.lstat(folder).st_mode
         if stat.S_ISDIR(mode) and mode & stat.S_IRWXU != stat.S_IRWXU:
             os.chmod(folder, mode | stat.S_IRWXU)
+
+
+def _holds_mount(folder: Path, device: int) -> bool:
+    """Whether a folder under ``folder`` lies on another filesystem than ``device``."""
+    for parent, dirs, _ in os.walk(folder, followlinks=False):
+        for name in dirs:
+            with contextlib.suppress(OSError):
+                if os.lstat(os.path.join(parent, name)).st_dev != device:
+                    return True
+    return False

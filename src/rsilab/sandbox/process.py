@@ -150,5 +150,6 @@ class ProcessSandbox(Sandbox):
             "limits: rlimits per process (CPU seconds, data size, file size); wall time, output "
             "size and workspace size for the whole process group"
             + ("" if self._prlimit else " (prlimit missing: no rlimits)"),
+            "disk: no - the workspace's size is polled; a fast writer (fallocate) overshoots it",
             "cgroups: no - a process that leaves its process group escapes the wall-time kill",
         ]

@@ -6,6 +6,7 @@ import logging
 import os
 from dataclasses import dataclass
 
+from rsilab.sandbox._workspaces import Confinement
 from rsilab.sandbox.base import Sandbox, SandboxUnavailable
 from rsilab.sandbox.bwrap import BwrapSandbox
 from rsilab.sandbox.process import ProcessSandbox
@@ -25,8 +26,11 @@ class Choice:
     bwrap_problem: SandboxUnavailable | None = None
 
 
-def choose_sandbox(*, allow_unsandboxed: bool = False) -> Choice:
-    """Pick and prepare a sandbox: ``$RSILAB_SANDBOX`` if set, else bubblewrap.
+def choose_sandbox(
+    *, allow_unsandboxed: bool = False, confinement: Confinement | None = None
+) -> Choice:
+    """Pick and prepare a sandbox: ``$RSILAB_SANDBOX`` if set, else bubblewrap (bound to a
+    lab's ``confinement`` when given: its sandbox uid, private folders and workspace images).
 
     Never a silent fallback: when bubblewrap cannot be used and ``$RSILAB_SANDBOX`` is unset,
     the plain-process sandbox (no security boundary) is chosen only when the caller passes
@@ -46,7 +50,7 @@ def choose_sandbox(*, allow_unsandboxed: bool = False) -> Choice:
     if forced == "process":
         return Choice(_prepared(ProcessSandbox()), f"{ENV_VAR}=process")
     try:
-        bwrap = _prepared(BwrapSandbox())
+        bwrap = _prepared(BwrapSandbox(confinement=confinement))
     except SandboxUnavailable as exc:
         if forced == "bwrap":
             raise SandboxUnavailable(
@@ -62,14 +66,16 @@ def choose_sandbox(*, allow_unsandboxed: bool = False) -> Choice:
     return Choice(bwrap, f"{ENV_VAR}=bwrap" if forced else "bubblewrap works here")
 
 
-def default_sandbox(*, allow_unsandboxed: bool = False) -> Sandbox:
+def default_sandbox(
+    *, allow_unsandboxed: bool = False, confinement: Confinement | None = None
+) -> Sandbox:
     """A prepared sandbox as :func:`choose_sandbox` picks it; an opted-in fallback to the
     process sandbox logs a warning naming what bwrap lacked.
 
     Raises:
         SandboxUnavailable: as :func:`choose_sandbox`.
     """
-    choice = choose_sandbox(allow_unsandboxed=allow_unsandboxed)
+    choice = choose_sandbox(allow_unsandboxed=allow_unsandboxed, confinement=confinement)
     if choice.bwrap_problem is not None:
         log.warning(
             "bubblewrap sandbox unavailable (%s); jobs run as plain processes, which is NOT "

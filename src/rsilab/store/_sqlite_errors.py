@@ -30,8 +30,8 @@ def damage(conn: sqlite3.Connection, limit: int = _MAX_LINES) -> list[str]:
     table (or index) whose page it is where that can be told; empty when it finds nothing."""
     try:
         rows = [str(r[0]) for r in conn.execute(f"PRAGMA quick_check({int(limit)})")]
-    except sqlite3.Error as exc:
-        return [f"the database cannot be read at all: {exc}"]
+    except sqlite3.Error as exc:  # too damaged for the check itself: read table by table
+        return _unreadable_tables(conn) or [f"the database cannot be read at all: {exc}"]
     if rows == ["ok"]:
         return []
     lines = [line for row in rows for line in row.splitlines() if not line.startswith("***")]
@@ -42,6 +42,25 @@ def damage(conn: sqlite3.Connection, limit: int = _MAX_LINES) -> list[str]:
         owner = owners.get(int(found[1])) if found else None
         out.append(f"{owner}: {line}" if owner else line)
     return out
+
+
+def _unreadable_tables(conn: sqlite3.Connection) -> list[str]:
+    """'table T: <error>' for each table a full read of fails."""
+    try:
+        names = [
+            str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        ]
+    except sqlite3.Error:
+        return []
+    found = []
+    for name in names:
+        quoted = name.replace('"', '""')
+        try:
+            for _ in conn.execute(f'SELECT * FROM "{quoted}"'):
+                pass
+        except sqlite3.Error as exc:
+            found.append(f"table {name}: cannot be read ({exc})")
+    return found
 
 
 def _page_owners(conn: sqlite3.Connection) -> dict[int, str]:
@@ -117,8 +136,8 @@ def explain(exc: sqlite3.Error, path: Path, conn: sqlite3.Connection | None = No
         )
     if "not a database" in msg:
         return LabDamaged(
-            f"{path} is not a readable rsilab lab database (its first page is damaged, or it "
-            "is a foreign file)",
+            f"{path} is not a readable rsilab lab database (corrupt or a foreign file: its "
+            "first page is not an SQLite database's)",
             f"point --lab at the right folder; if it is the right one, {HINT}",
         )
     if "malformed" in msg or "corrupt" in msg:

@@ -29,12 +29,13 @@ def key_dir() -> Path:
     return Path(platformdirs.user_config_dir("rsilab")) / "ledger-keys"
 
 
-def load_key(lab_id: str) -> bytes | None:
-    """The ledger key of a lab, or None when it is not available here."""
+def load_key(lab_id: str, folder: Path | None = None) -> bytes | None:
+    """The ledger key of a lab, or None when it is not available here; ``folder`` is the key
+    dir to look in (default :func:`key_dir`)."""
     env = os.environ.get("RSILAB_LEDGER_KEY")
     if env:
         return env.encode("utf-8")
-    path = key_dir() / f"{lab_id}.key"
+    path = (folder or key_dir()) / f"{lab_id}.key"
     try:
         return bytes.fromhex(path.read_text().strip())
     except (OSError, ValueError):
@@ -56,14 +57,15 @@ def create_key(lab_id: str) -> bytes:
     return key
 
 
-def _watermark_path(lab_id: str) -> Path:
-    return key_dir() / f"{lab_id}.watermark.json"
+def _watermark_path(lab_id: str, folder: Path | None = None) -> Path:
+    return (folder or key_dir()) / f"{lab_id}.watermark.json"
 
 
-def load_watermark(lab_id: str) -> Checkpoint | None:
-    """The latest checkpoint recorded outside the lab, or None."""
+def load_watermark(lab_id: str, folder: Path | None = None) -> Checkpoint | None:
+    """The latest checkpoint recorded outside the lab, or None; ``folder`` as for
+    :func:`load_key`."""
     try:
-        data = json.loads(_watermark_path(lab_id).read_text())
+        data = json.loads(_watermark_path(lab_id, folder).read_text())
         return Checkpoint(int(data["seq"]), str(data["head_hash"]), str(data["mac"]), data["at"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -1,11 +1,13 @@
 """A lab: one store (the SQLite file) and one artifact folder, found by path or environment.
 
 Resolution order for the lab folder: an explicit path (``--lab``), ``RSILAB_LAB``, then
-``./.rsilab``. Layout: ``<lab>/lab.db`` (+ WAL files) and ``<lab>/blobs/``.
+``./.rsilab``. Layout: ``<lab>/lab.db`` (+ WAL files) and ``<lab>/blobs/``. The folder is
+private to its owner (mode 0700, restored when a lab is opened).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -26,6 +28,15 @@ def resolve_lab_path(explicit: str | Path | None = None) -> Path:
     return Path(os.environ.get("RSILAB_LAB") or DEFAULT_LAB)
 
 
+def _private(folder: Path) -> None:
+    """Make the lab folder its owner's alone (mode 0700), when this user owns it: no other
+    user - a sandbox's uid above all - can list or read anything in it by its host path."""
+    info = folder.stat()
+    if info.st_uid == os.geteuid() and info.st_mode & 0o077:
+        with contextlib.suppress(OSError):  # a read-only copy of a lab stays as it is
+            folder.chmod(0o700)
+
+
 class Lab:
     """An opened lab. Close it (or use ``with``) so the ledger head gets signed."""
 
@@ -39,7 +50,8 @@ class Lab:
         """Create a new lab; LabError if one exists there or the folder cannot be written."""
         folder = resolve_lab_path(path)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _private(folder)
             probe = folder / ".write-test"
             probe.write_bytes(b"")
             probe.unlink()
@@ -66,6 +78,7 @@ class Lab:
                 f"no rsilab lab at {folder}",
                 f"create one with `rsilab init --lab {folder}`, or set RSILAB_LAB",
             )
+        _private(folder)
         return cls(folder, SQLiteStore.open(db), ArtifactStore(folder))
 
     def close(self) -> None:

@@ -1,10 +1,13 @@
-"""Verify a lab: the ledger, its records and checkpoints (with the watermark kept outside the
-lab), and optionally that every stored artifact the records name is present and intact."""
+"""Verify a lab: the database file itself, the ledger, its records and checkpoints (with the
+watermark kept outside the lab), that every record parses as its kind, and optionally that
+every stored artifact the records name is present and intact."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+from rsilab.errors import LabDamaged
 from rsilab.records import (
     Artifact,
     Candidate,
@@ -14,12 +17,15 @@ from rsilab.records import (
     Record,
     SystemVersion,
     Tombstone,
+    kind_of_id,
+    record_type,
 )
 from rsilab.store import keys
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import StoreReader
 from rsilab.store.ledger import VerifyReport, verify_ledger
 from rsilab.store.refs import BlobKind, BlobRef, blob_refs
+from rsilab.store.sqlite import SQLiteStore
 
 _REFERRING: tuple[type[Record], ...] = (
     Artifact,
@@ -38,18 +44,44 @@ def verify_store(
     *,
     artifacts: ArtifactStore | None = None,
     deep: bool = False,
+    key_dir: Path | None = None,
 ) -> VerifyReport:
-    """Full verification; ``key`` defaults to the lab's key found by :mod:`rsilab.store.keys`.
+    """Full verification; ``key`` defaults to the lab's key found by :mod:`rsilab.store.keys`
+    (in ``key_dir`` when given, as for a backup's copy of its key folder).
 
+    A damaged database (pages SQLite's own check finds broken, a row that does not parse as
+    its kind, or a row stored under a kind its id does not have) is a problem, not an error.
     With ``artifacts``, every blob a record names (see :func:`rsilab.store.refs.blob_refs`),
     and every file of a stored tree, must exist, unless a :class:`~rsilab.records.Tombstone`
     says garbage collection removed it before any record naming it was last written; a blob
     missing without a tombstone, or named by a record written after its removal, is a
     problem. With ``deep`` too, each present blob is re-hashed against its address.
     """
-    key = key if key is not None else keys.load_key(store.lab_id)
+    try:
+        return _verify(store, key, artifacts, deep, key_dir)
+    except LabDamaged as exc:  # a page the checks above could not read past
+        report = VerifyReport()
+        report.fail(None, exc.message)
+        return report
+
+
+def _verify(
+    store: StoreReader,
+    key: bytes | None,
+    artifacts: ArtifactStore | None,
+    deep: bool,
+    key_dir: Path | None,
+) -> VerifyReport:
+    if isinstance(store, SQLiteStore):
+        damaged = store.damage()
+        if damaged:
+            report = VerifyReport()
+            for problem in damaged:
+                report.fail(None, f"{store.path} is damaged: {problem}")
+            return report
+    key = key if key is not None else keys.load_key(store.lab_id, key_dir)
     checkpoints = store.checkpoints()
-    watermark = keys.load_watermark(store.lab_id)
+    watermark = keys.load_watermark(store.lab_id, key_dir)
     if watermark is not None and all(cp.seq != watermark.seq for cp in checkpoints):
         checkpoints.append(watermark)
     checkpoints.sort(key=lambda cp: cp.seq)
@@ -60,9 +92,26 @@ def verify_store(
         key=key,
         lab_id=store.lab_id,
     )
+    if report.ok:
+        _check_parsing(store, report)
     if artifacts is not None and report.ok:
         _check_artifacts(store, artifacts, deep, report)
     return report
+
+
+def _check_parsing(store: StoreReader, report: VerifyReport) -> None:
+    """Every stored record parses as the kind it is stored under, which its id names (the
+    ledger's digests cover a record's text, not the kind column beside it)."""
+    for stored in store.stored_records():
+        where = f"record {stored.id} (table records, stored as kind {stored.kind!r})"
+        expected = kind_of_id(stored.id)
+        if expected != stored.kind:
+            report.fail(None, f"{where}: its id is of kind {expected!r} (edited outside rsilab)")
+            continue
+        try:
+            record_type(stored.kind).model_validate_json(stored.text)
+        except (ValueError, KeyError) as exc:
+            report.fail(None, f"{where}: does not parse ({type(exc).__name__})")
 
 
 def _named_blobs(store: StoreReader) -> dict[str, tuple[BlobKind, list[BlobRef]]]:

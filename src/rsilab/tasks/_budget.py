@@ -61,7 +61,12 @@ class Budget(Model):
     """
 
     experiments: int = Field(default=40, gt=0, description="Experiments (sandbox jobs) allowed.")
-    wall_s: float = Field(default=1200.0, gt=0, description="Wall-clock seconds for the campaign.")
+    wall_s: float = Field(
+        default=1200.0,
+        ge=0.001,  # at least a millisecond: its text form (six decimals) reads back the same
+        allow_inf_nan=False,
+        description="Wall-clock seconds for the campaign.",
+    )
     tokens: int = Field(default=2_000_000, gt=0, description="LLM tokens (prompt + completion).")
 
     @model_validator(mode="before")
@@ -76,4 +81,6 @@ class Budget(Model):
         return value
 
     def __str__(self) -> str:
-        return f"experiments={self.experiments},wall={self.wall_s:g}s,tokens={self.tokens}"
+        """The text form, which :func:`parse_budget` reads back to the same budget."""
+        wall = f"{self.wall_s:.6f}".rstrip("0").rstrip(".")  # never an exponent
+        return f"experiments={self.experiments},wall={wall}s,tokens={self.tokens}"

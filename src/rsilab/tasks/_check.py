@@ -186,7 +186,9 @@ def _probe(
         limits = Limits(cpu_s=seconds * 2 + 30, wall_s=seconds * 2 + 30, memory_mb=2048)
         argv = ("python", "-I", "-c", PROBE_SOURCE)
         stdin = json.dumps(spec).encode()
-        result = sandbox.run(RunSpec(argv, workspace, limits, stdin=stdin))
+        # The probe only reads: a read-only workspace needs no sandbox-owned folder.
+        job = RunSpec(argv, workspace, limits, stdin=stdin, read_only_workspace=True)
+        result = sandbox.run(job)
     hits, summary = _parse(result.stdout)
     problems = [
         Problem(

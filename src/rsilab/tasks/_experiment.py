@@ -8,12 +8,12 @@ controller composes the same pieces (``train_spec``, ``task_predict_spec``,
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rsilab.records import DataTier
+from rsilab.sandbox import hand_over
 from rsilab.sandbox.base import Limits, RunResult, Sandbox
 from rsilab.tasks._drivers import task_predict_spec
 from rsilab.tasks._harness import (
@@ -72,11 +72,14 @@ def run_experiment(
     Raises:
         ExperimentFailed: a job failed, or predict's output broke the contract.
     """
-    with tempfile.TemporaryDirectory(prefix="rsilab-exp-") as tmp:
-        if workspace is None:
-            workspace = Path(tmp) / "workspace"
-            shutil.copytree(task.harness, workspace, symlinks=True)
-        return _run(task, sandbox, secret, seed, tier, workspace, limits or Limits())
+    limits = limits or Limits()
+    if workspace is not None:
+        return _run(task, sandbox, secret, seed, tier, workspace, limits)
+    with sandbox.scratch(limits.disk_mb, kind="exp") as scratch:
+        workspace = scratch / "workspace"
+        shutil.copytree(task.harness, workspace, symlinks=True)
+        hand_over(scratch)  # the copy is the sandbox user's (a no-op unless rsilab is root)
+        return _run(task, sandbox, secret, seed, tier, workspace, limits)
 
 
 def _run(
@@ -95,6 +98,7 @@ def _run(
     if manifest.trains:
         train = {DataTier.TRAIN: [s for sp in splits.values() for s in sp[DataTier.TRAIN]]}
         write_data_dir(workspace / DATA_DIR, train)
+        hand_over(workspace)
         model = f"model/model{MODEL_SUFFIX[manifest.model]}"
         spec = train_spec(
             manifest, workspace, data=DATA_DIR, model_out=model, seed=seed, limits=limits

@@ -71,7 +71,9 @@ def test_an_unreachable_llm_endpoint_is_refused_before_anything_is_written(lab: 
     from rsilab.orchestrator.llm import LlmPolicy
 
     policy = LlmPolicy(lab, agents="openai:gpt-test", budget=Budget(experiments=2), model=chat)
-    with pytest.raises(rsilab.UserError, match=f"127.0.0.1:{port}/v1/ of openai:gpt-test cannot be reached"):
+    with pytest.raises(
+        rsilab.UserError, match=f"127.0.0.1:{port}/v1/ of openai:gpt-test cannot be reached"
+    ):
         run_policy(lab, get_task("synthetic"), policy, budget=Budget(experiments=2))
     _nothing_written(lab, head)
     chat.close()
@@ -115,8 +117,19 @@ def test_experiments_that_keep_failing_stop_the_campaign(lab: Lab) -> None:
     result = run_policy(lab, get_task("synthetic"), _Failing(), budget=Budget(experiments=10))
     campaign = lab.store.get_as(result.campaign_id, Campaign)
     assert (campaign.state, campaign.end_reason) == ("stopped", "experiments_failing")
-    assert campaign.end_detail.startswith("3 experiments in a row failed (the last: attempt 2")
+    assert campaign.end_detail.startswith("3 experiments in a row failed; nothing is proposed")
+    assert "attempt 2: the harness crashed" in campaign.end_detail
     assert len(lab.store.query_as(Experiment, campaign_id=campaign.id)) == 3
+    # a resume starts afresh: the failures of the run before do not stop it at once
+    again = run_policy(
+        lab,
+        get_task("synthetic"),
+        _Failing(),
+        budget=Budget(experiments=10),
+        campaign_id=campaign.id,
+    )
+    assert again.end_reason == "experiments_failing"
+    assert len(lab.store.query_as(Experiment, campaign_id=campaign.id)) == 6
 
 
 def test_a_campaign_whose_baseline_failed_can_be_resumed(

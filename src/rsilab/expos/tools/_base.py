@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import AfterValidator, Field, StringConstraints
 
@@ -11,6 +12,10 @@ from rsilab.errors import ToolError
 from rsilab.expos.guards import PathArg
 from rsilab.expos.registry import ToolRegistry
 from rsilab.records import Record
+from rsilab.sandbox import WorkspaceRefused
+
+if TYPE_CHECKING:
+    from rsilab.expos.context import ToolEnv
 
 REGISTRY = ToolRegistry()
 tool = REGISTRY.tool
@@ -50,3 +55,20 @@ def require(condition: bool, code: str, message: str, field: str | None = None) 
     """Raise a ToolError unless ``condition`` holds."""
     if not condition:
         raise ToolError(code, message, field=field)
+
+
+def live_workspace(env: ToolEnv, folder: Path) -> Path:
+    """``folder``, made a workspace of the lab's sandbox (owned by its uid, its own
+    filesystem where the sandbox can; see ``LabServices.workspace``), resolved.
+
+    Raises:
+        ToolError: ``no_workspace`` when the folder holds the lab (or lies inside it), or
+            ``tool_failed`` when its filesystem cannot be made.
+    """
+    services = env.services()
+    try:
+        return services.workspace(folder)
+    except WorkspaceRefused as exc:
+        raise ToolError("no_workspace", f"{exc.message}; {exc.hint}") from None
+    except OSError as exc:
+        raise ToolError("tool_failed", f"the workspace could not be made ready: {exc}") from None

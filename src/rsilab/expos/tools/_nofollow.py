@@ -6,6 +6,10 @@ the check. Each is then opened again one component at a time from the workspace 
 ``O_NOFOLLOW``, so a symlink planted after the check (a sandboxed job racing the tool) is
 refused with a :class:`~rsilab.expos.guards.GuardRefusal`, never followed out of the
 workspace. POSIX only (``dir_fd`` support), like the sandboxes.
+
+What these helpers create belongs to the workspace root's owner: when rsilab is root and the
+workspace belongs to the sandbox user, new files and folders are given to that user before
+they appear, so a job or an agent in the sandbox can change them in place.
 """
 
 from __future__ import annotations
@@ -86,10 +90,13 @@ def open_dir(root: Path, parts: Sequence[str], *, create: bool, rule: str, field
     shown = str(PurePosixPath(*parts))
     fd = os.open(root, _DIR)  # the workspace root itself is trusted
     try:
+        owner = _owner(fd)
         for part in parts:
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, dir_fd=fd)
+                    if owner is not None:
+                        os.chown(part, *owner, dir_fd=fd, follow_symlinks=False)
             child = _open_at(fd, part, _DIR, rule, shown, field)
             os.close(fd)
             fd = child
@@ -97,6 +104,15 @@ def open_dir(root: Path, parts: Sequence[str], *, create: bool, rule: str, field
         os.close(fd)
         raise
     return fd
+
+
+def _owner(root_fd: int) -> tuple[int, int] | None:
+    """Who what this process makes in the workspace must belong to: the workspace root's
+    owner (the sandbox user) when this process is root and that owner is not; else None."""
+    if os.geteuid() != 0:
+        return None
+    info = os.fstat(root_fd)
+    return None if info.st_uid == 0 else (info.st_uid, info.st_gid)
 
 
 def open_file(root: Path, rel: PurePosixPath, *, rule: str, field: str) -> int:
@@ -154,6 +170,11 @@ def commit(
     """
     staged: list[tuple[int, str, str | None]] = []  # folder fd, name, temp name
     done = 0
+    root_fd = os.open(root, _DIR)
+    try:
+        owner = _owner(root_fd)
+    finally:
+        os.close(root_fd)
     try:
         for change in changes:
             folder = open_dir(
@@ -161,7 +182,7 @@ def commit(
             )
             staged.append((folder, change.rel.name, None))
             if change.data is not None:
-                written = _write_temp(folder, change.data, change.mode)
+                written = _write_temp(folder, change.data, change.mode, owner)
                 staged[-1] = (folder, change.rel.name, written)
         for folder, name, temp in staged:
             if temp is None:
@@ -177,10 +198,12 @@ def commit(
             os.close(fd)
 
 
-def _write_temp(folder: int, data: bytes, mode: int | None) -> str:
+def _write_temp(folder: int, data: bytes, mode: int | None, owner: tuple[int, int] | None) -> str:
     name = f".rsilab-write-{secrets.token_hex(8)}.tmp"
     fd = os.open(name, _TEMP, 0o666, dir_fd=folder)
     try:
+        if owner is not None:  # the sandbox user edits it in place, as if it had written it
+            os.fchown(fd, *owner)
         if mode is not None:
             os.fchmod(fd, mode)
         view = memoryview(data)

@@ -22,8 +22,9 @@ from rsilab.errors import NotFoundError, ToolError
 from rsilab.expos.context import ToolEnv
 from rsilab.expos.registry import Category
 from rsilab.expos.services import snapshot_workspace
-from rsilab.expos.tools._base import Name, RecordId, require, tool
+from rsilab.expos.tools._base import Name, RecordId, live_workspace, require, tool
 from rsilab.records import Candidate, Experiment, ExperimentState, SystemVersion
+from rsilab.sandbox import hand_over
 from rsilab.tasks import (
     DATA_DIR,
     ManifestError,
@@ -79,7 +80,7 @@ def prepare_workspace(
     campaign = env.campaign(writable=True)
     services = env.services()
     task = services.task_of(campaign)
-    workspace = _workspace(env)
+    workspace = live_workspace(env, _workspace(env))
     lineage = find_lineage(env.store, task.name, services.lineage)
     if lineage is None:
         raise ToolError(
@@ -99,7 +100,6 @@ def prepare_workspace(
         )
         assert exp.workspace_hash is not None
         tree, source = exp.workspace_hash, f"experiment {exp.id}"
-    workspace.mkdir(parents=True, exist_ok=True)
     if any(workspace.iterdir()):
         require(
             overwrite,
@@ -116,6 +116,7 @@ def prepare_workspace(
     # the controller's splits: the data its own jobs and the agents' jobs are written from
     splits = services.controller(task).evaluator.splits
     write_data_dir(workspace / DATA_DIR, public_data(task, splits))
+    hand_over(workspace)  # all of it belongs to the sandbox user, as if a job had written it
     rules = rules_for(task.setting)
     files = sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file())
     return {

@@ -9,7 +9,6 @@ in
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -17,8 +16,7 @@ from typing import Any
 
 from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.campaign import StopRequest
-from rsilab.orchestrator.door import RunnerError
-from rsilab.records import CampaignState, Job
+from rsilab.records import CampaignState
 
 TICK_S = 0.25
 """How often a wait wakes to check the lease, the stop request and the wall budget."""
@@ -106,13 +104,7 @@ class ThreadedLoop:
 
     def _cancel_jobs(self) -> None:
         """Kill the campaign's running agent jobs (each once); their owners close up."""
-        for job in self.ctx.store.query_as(Job, campaign_id=self.ctx.campaign_id):
-            if job.is_finished() or job.kind.is_private or job.id in self._cancelled_jobs:
-                continue
-            self._cancelled_jobs.add(job.id)
-            # it may have ended meanwhile, or not be ours to cancel: either way, nothing to do
-            with contextlib.suppress(RunnerError):
-                self.ctx.door.worker(job.actor or self.fallback_actor, "cancel_job", job_id=job.id)
+        self.ctx.door.cancel_running_jobs(self.fallback_actor, self._cancelled_jobs)
 
     def _settle(self) -> None:
         """After an error: cancel what runs and wait for all work to end (its own errors are

@@ -13,6 +13,7 @@ from rsilab.orchestrator.campaign.lifecycle import (
     LeaseHeld,
     LeaseLost,
     budget_of,
+    check_harness,
     run_policy,
 )
 from rsilab.orchestrator.campaign.result import (
@@ -43,6 +44,7 @@ __all__ = [
     "StopRequest",
     "budget_of",
     "campaign_result",
+    "check_harness",
     "run_policy",
     "task_of",
 ]

@@ -60,6 +60,7 @@ __all__ = [
     "LeaseHeld",
     "LeaseLost",
     "budget_of",
+    "check_harness",
     "run_policy",
 ]
 
@@ -191,8 +192,8 @@ def run_policy(
             return campaign_result(lab, campaign_id, FINISHED_MESSAGE)
         policy.admit(campaign)
         with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
-            session = _open(lab, task, policy, campaign, services, budget, stop, lease)
-            ending = policy.settle(_run(policy, session, lease))
+            opening = _Opening(lab, task, campaign, services, budget, stop, lease)
+            ending = policy.settle(_run(policy, opening))
             _end_campaign(lab.store, campaign.id, ending)
         return campaign_result(lab, campaign.id, ending.message)
     finally:
@@ -207,6 +208,14 @@ def _preflight(
     """Check, before anything is written, what the run needs; the settings that record
     where its jobs run. UserError (SandboxUnavailable among them) says what to do."""
     sandbox, boundary = services.isolation()
+    check_harness(task)
+    policy.preflight(lab, services)
+    return {"sandbox": sandbox, "unsandboxed": not boundary}
+
+
+def check_harness(task: Task) -> None:
+    """UserError, before anything is written, when ``task``'s harness cannot be run (its
+    folder or manifest is missing or wrong)."""
     try:
         load_manifest(task.harness)
     except ManifestError as exc:
@@ -214,8 +223,6 @@ def _preflight(
             f"task {task.name!r}: its harness cannot be run: {exc}",
             f"see `rsilab task check {task.name}`",
         ) from exc
-    policy.preflight(lab, services)
-    return {"sandbox": sandbox, "unsandboxed": not boundary}
 
 
 def _start_or_find(
@@ -258,15 +265,32 @@ def _open(
     )
 
 
-def _run(policy: CampaignPolicy, session: CampaignSession, lease: Lease) -> Ending:
-    """The baseline when missing, then the policy's run and conclusion; an interrupt, a
-    run of failures or an error turned into an ending (an error is recorded, then raised
-    again; a lost lease records nothing)."""
-    stage = "baseline"
+@dataclass(frozen=True)
+class _Opening:
+    """What a run is opened with, once the lease is held."""
+
+    lab: Lab
+    task: Task
+    campaign: Campaign
+    services: LabServices
+    budget: Budget
+    stop: StopRequest | None
+    lease: Lease
+
+
+def _run(policy: CampaignPolicy, at: _Opening) -> Ending:
+    """Recovery and the budget, the baseline when missing, then the policy's run and
+    conclusion; an interrupt, a run of failures or an error turned into an ending (an error
+    is recorded, then raised again; a lost lease records nothing). Everything after the
+    lease is in here, so no error leaves the campaign ``running``."""
+    stage = "recovery"
     try:
-        services, task = session.services, session.task
-        if find_lineage(session.lab.store, task.name, services.lineage) is None:
-            services.controller(task).baseline(actor=ACTOR)
+        session = _open(
+            at.lab, at.task, policy, at.campaign, at.services, at.budget, at.stop, at.lease
+        )
+        stage = "baseline"
+        if find_lineage(at.lab.store, at.task.name, at.services.lineage) is None:
+            at.services.controller(at.task).baseline(actor=ACTOR)
         stage = "run"
         ending = policy.run(session)
         if ending.state is CampaignState.FINISHED:
@@ -280,15 +304,14 @@ def _run(policy: CampaignPolicy, session: CampaignSession, lease: Lease) -> Endi
         raise
     except Exception as exc:
         try:
-            lease.heartbeat()  # a store read: is the campaign still ours to end?
+            at.lease.heartbeat()  # a store read: is the campaign still ours to end?
         except LeaseLost:
             raise exc from None
         if stage == "baseline":
             reason, message = EndReason.PREFLIGHT_FAILED, f"the baseline failed: {_kind(exc)}"
         else:
             reason, message = EndReason.ERROR, _kind(exc)
-        ending = Ending(CampaignState.STOPPED, reason, message)
-        _end_campaign(session.lab.store, session.campaign_id, ending)
+        _end_campaign(at.lab.store, at.campaign.id, Ending(CampaignState.STOPPED, reason, message))
         raise
 
 
@@ -304,9 +327,11 @@ class ExperimentsFailing(RsilabError):
 def _with_failure_limit(
     check: Callable[[], None], store: Store, campaign_id: str, limit: int
 ) -> Callable[[], None]:
-    """``check``, then :class:`ExperimentsFailing` once the campaign's last ``limit`` finished
-    experiments all failed. The records are read again only when the ledger moved."""
+    """``check``, then :class:`ExperimentsFailing` once the last ``limit`` experiments this
+    run finished all failed (what earlier runs left does not count: a resume after a fix
+    starts afresh). The records are read again only when the ledger moved."""
     seen: list[int] = [-1]
+    before = {e.id for e in store.query_as(Experiment, campaign_id=campaign_id) if e.is_finished()}
 
     def checked() -> None:
         check()
@@ -314,7 +339,11 @@ def _with_failure_limit(
         if head == seen[0]:
             return
         seen[0] = head
-        done = [e for e in store.query_as(Experiment, campaign_id=campaign_id) if e.is_finished()]
+        done = [
+            e
+            for e in store.query_as(Experiment, campaign_id=campaign_id)
+            if e.is_finished() and e.id not in before
+        ]
         done.sort(key=lambda e: e.finished_at or "")
         last = done[-limit:]
         if (
@@ -322,10 +351,10 @@ def _with_failure_limit(
             and len(last) == limit
             and all(e.state is ExperimentState.FAILED for e in last)
         ):
-            why = (last[-1].summary_text or "no summary")[:300]
             raise ExperimentsFailing(
-                f"{limit} experiments in a row failed (the last: {why}); nothing is proposed. "
-                f"Fix the cause, then resume"
+                f"{limit} experiments in a row failed; nothing is proposed. The last, "
+                f"{last[-1].id}: {(last[-1].summary_text or 'no summary')[:200]}. Its job logs "
+                f"say why (`rsilab show {last[-1].id}`); fix the cause, then resume"
             )
 
     return checked

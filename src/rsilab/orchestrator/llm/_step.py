@@ -173,6 +173,12 @@ class StepRunner:
                 f"LLMError: the LLM failed in {actor}'s step: {outcome.detail}. Nothing is lost: "
                 f"`rsilab resume {self.campaign_id}` runs the step again",
             )
+        if outcome.stop is StopReason.CANCELLED:
+            raise Halt(
+                CampaignState.STOPPED,
+                EndReason.STOPPED_BY_USER,
+                "cancelled; resume to continue (the step runs again)",
+            )
         if outcome.stop is StopReason.WALL_TIME:
             raise Halt(
                 CampaignState.STOPPED,
@@ -211,6 +217,7 @@ class StepRunner:
         return StepBudget(
             wall_s=left.wall_s,
             tokens=left.tokens,
+            cancelled=lambda: self.stop.cancelling,
             experiments=lambda: (
                 max(0, self.budget.experiments - self.experiments()),
                 self.budget.experiments,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 from rsilab.agents.llm import ChatModel, resolve_chat_model
@@ -65,6 +65,8 @@ __all__ = ["MAX_IDLE_ROUNDS", "MAX_TURNS", "LlmPolicy", "run_llm_campaign"]
 MAIN, REVIEWER = "main", "reviewer"
 MAX_IDLE_ROUNDS = 3
 """Rounds in a row without a new experiment after which the campaign stops (resumable)."""
+TICK_S = 0.2
+"""How often the round's thread looks at the stop request while its steps run."""
 
 
 class LlmPolicy(CampaignPolicy):
@@ -179,16 +181,35 @@ def _model_for(agents: str, lab: Lab) -> ChatModel:
     return model
 
 
-def run_at_once(steps: Sequence[Callable[[], None]], thread_prefix: str) -> None:
-    """Run ``steps`` at once, each on its own thread (one alone runs on this thread); the
-    first failure is raised once every step has ended, so none is abandoned half-way."""
-    if len(steps) <= 1:
-        for step in steps:
-            step()
+def run_at_once(
+    steps: Sequence[Callable[[], None]],
+    thread_prefix: str,
+    *,
+    stop: StopRequest | None = None,
+    on_cancel: Callable[[], None] | None = None,
+) -> None:
+    """Run ``steps`` at once, each on its own thread; the first failure is raised once every
+    step has ended, so none is abandoned half-way. While they run, this thread watches
+    ``stop``: once it cancels, ``on_cancel`` runs once (it kills the steps' running jobs, so a
+    tool call waiting on one returns)."""
+    if not steps:
         return
+    interrupted = False
     with ThreadPoolExecutor(len(steps), thread_name_prefix=thread_prefix) as pool:
         futures = [pool.submit(step) for step in steps]
-        wait(futures)
+        cancelled = False
+        while not all(f.done() for f in futures):
+            try:
+                wait(futures, timeout=TICK_S, return_when=FIRST_COMPLETED)
+            except KeyboardInterrupt:  # no handler turned it into a request: cancel, then end
+                interrupted = True
+                if stop is not None:
+                    stop.cancel()
+            if stop is not None and stop.cancelling and not cancelled and on_cancel is not None:
+                cancelled = True
+                on_cancel()
+    if interrupted:
+        raise KeyboardInterrupt
     for future in futures:
         future.result()  # the first failure, now that all have ended
 
@@ -267,7 +288,10 @@ class _Rounds:
         if len(steps) == 1 and self.steps.experiments() >= self.budget.experiments:
             return
         run_at_once(
-            [functools.partial(self._worker, round_no, a, d) for a, d in steps], "rsilab-worker"
+            [functools.partial(self._worker, round_no, a, d) for a, d in steps],
+            "rsilab-worker",
+            stop=self.steps.stop,
+            on_cancel=lambda: self.steps.door.cancel_running_jobs("worker-1"),
         )
 
     # -- the roles ---------------------------------------------------------------------------

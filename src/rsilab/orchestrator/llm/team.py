@@ -193,7 +193,12 @@ class _TeamRounds(_Rounds):
         steps = [
             functools.partial(self._researcher, round_no, n) for n in self.names if n in oriented
         ]
-        run_at_once(steps, "rsilab-researcher")
+        run_at_once(
+            steps,
+            "rsilab-researcher",
+            stop=self.steps.stop,
+            on_cancel=lambda: self.steps.door.cancel_running_jobs(self.names[0]),
+        )
 
     def _researcher(self, round_no: int, name: str) -> None:
         if self.steps.experiments() >= self.budget.experiments:

@@ -73,6 +73,8 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
             task=campaign.task.name,
             lineage=lineage,
             state=str(campaign.state),
+            end_reason=None if campaign.end_reason is None else str(campaign.end_reason),
+            end_detail=campaign.end_detail,
             created_at=campaign.created_at,
             settings=dict(campaign.settings),
             notes=campaign.notes,

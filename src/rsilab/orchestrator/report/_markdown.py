@@ -50,6 +50,8 @@ def _header(r: CampaignReport) -> str:
         f"Task **{c.task}** (lineage `{c.lineage}`), state **{c.state}**, started "
         f"{_time(c.created_at)}. Settings: {settings}.",
     ]
+    if c.end_reason is not None:
+        lines.append(f"Ended: **{c.end_reason}** ({_flat(c.end_detail) or 'no detail'}).")
     if c.settings.get("unsandboxed"):
         where = c.settings.get("sandbox", "plain processes")
         lines += [

@@ -244,6 +244,10 @@ class CampaignSummary(Model):
     task: str = Field(description="Task name.")
     lineage: str = Field(description="Lineage the campaign proposed to.")
     state: str = Field(description="running, stopped, finished or failed.")
+    end_reason: str | None = Field(
+        default=None, description="Why its last run ended (an EndReason); None while running."
+    )
+    end_detail: str = Field(default="", description="The end in words.")
     created_at: str = Field(description="When it started.")
     settings: dict[str, Any] = Field(description="Agents, budget, workers, seed.")
     notes: str = Field(default="", description="Free text from the person who started it.")

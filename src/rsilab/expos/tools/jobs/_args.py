@@ -13,21 +13,22 @@ from rsilab.controller.settings import rules_for
 from rsilab.errors import ToolError
 from rsilab.expos.context import ToolEnv
 from rsilab.expos.guards import GuardRefusal
-from rsilab.expos.tools._base import require
+from rsilab.expos.tools._base import live_workspace, require
 from rsilab.records import FlagStage
 from rsilab.store.artifacts import hash_file
 from rsilab.tasks import Manifest, ManifestError, Task, load_manifest
 
 
 def workspace_of(env: ToolEnv) -> Path:
-    """The caller's workspace folder, resolved; a ``no_workspace`` ToolError without one."""
+    """The caller's workspace folder, made a workspace of the lab's sandbox and resolved; a
+    ``no_workspace`` ToolError without one, or for a folder that holds the lab."""
     if env.call.workspace is None or not Path(env.call.workspace).is_dir():
         raise ToolError(
             "no_workspace",
             "this call has no workspace folder; jobs run in the caller's workspace",
             expected="a workspace folder in the call context (prepare_workspace fills it)",
         )
-    return Path(env.call.workspace).resolve()
+    return live_workspace(env, Path(env.call.workspace))
 
 
 def require_dev_feedback(task: Task) -> None:

@@ -53,6 +53,7 @@ from rsilab.expos.tools.jobs._work import (
     write_extras,
 )
 from rsilab.records import DataTier, Job, JobInputs, JobKind, JobStatus, new_id
+from rsilab.sandbox import hand_over
 from rsilab.sandbox.base import RunSpec
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
@@ -154,6 +155,7 @@ def _plan_train(
 ) -> tuple[Job, RunSpec]:
     write_fold_data(data, plan.task, splits, fold)
     write_extras(plan.store, plan.artifacts, plan.exp, data)
+    hand_over(plan.workspace, data)
     model_out = f"{RUNS_DIR}/{job_id}/model{MODEL_SUFFIX[plan.manifest.model]}"
     spec = train_spec(
         plan.manifest,
@@ -267,6 +269,7 @@ def _run_step(run: FoldRun, step: FoldStep) -> ScoredTiers:
         # The stored blob, not the workspace file: the bytes the train job was recorded with.
         _clear(step.model_in)
         run.artifacts.materialize(trained.model_out_sha256, step.model_in, "file")
+        hand_over(run.workspace, step.model_in.parent)
         inputs = predict.inputs.model_copy(update={"model_in_sha256": trained.model_out_sha256})
         predict = predict.model_copy(update={"inputs": inputs})
     done = _run(run, predict, step.predict_spec)

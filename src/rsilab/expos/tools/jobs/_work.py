@@ -36,6 +36,7 @@ from rsilab.records import (
     JobStatus,
     new_id,
 )
+from rsilab.sandbox import hand_over
 from rsilab.sandbox.base import RunSpec
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
@@ -84,8 +85,11 @@ def job_folder(workspace: Path, job_id: str) -> Path:
     runs = workspace / RUNS_DIR
     if runs.is_symlink() or (runs.exists() and not runs.is_dir()):
         runs.unlink()
-    folder = runs / job_id
+    made = folder = runs / job_id
+    if not runs.is_dir():
+        made = runs
     folder.mkdir(parents=True)
+    hand_over(workspace, made)  # the job writes its model there, as the sandbox user
     return folder
 
 
@@ -101,6 +105,7 @@ def place_model(
         return None
     target = folder / f"model-in{suffix}"
     artifacts.materialize(sha256, target, "file")
+    hand_over(workspace, target)
     return str(target.relative_to(workspace))
 
 
@@ -123,6 +128,7 @@ def write_job_data(
     # The controller's own splits, so agents' jobs and its re-training see the same data.
     write_data_dir(data, public_data(task, services.controller(task).evaluator.splits))
     write_extras(store, artifacts, exp, data)
+    hand_over(workspace, data)
     return data
 
 

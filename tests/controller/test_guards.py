@@ -1,0 +1,324 @@
+"""The training-stage guards, called directly on stored trees (no job runs): each refusal
+with its state, rule and words, and the weights suffixes, named here as literals."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rsilab.controller.guards import TrainingGuards, evaluator_sha256, private_data_sha256
+from rsilab.controller.overlap import PrivateIndex
+from rsilab.records import (
+    Candidate,
+    CandidateState,
+    Dataset,
+    EventDraft,
+    Job,
+    JobInputs,
+    JobKind,
+    JobStatus,
+    Record,
+)
+from rsilab.store import Lab
+from rsilab.store.artifacts import hash_file
+from rsilab.tasks import Sample, Task, get_driver, get_scorer, get_task, plant_traps
+
+WEIGHTS = (
+    ".safetensors", ".pt", ".pth", ".bin", ".ckpt", ".npz", ".npy", ".onnx", ".h5", ".gguf",
+    ".pkl", ".pickle", ".joblib", ".msgpack",
+)  # fmt: skip
+"""Suffixes of files that hold weights: in a candidate they must come from a recorded job."""
+SECRET = bytes(range(32))
+PREDICT_ONLY = '[harness]\nname = "synthetic"\npredict = "python predict.py"\nmodel = "none"\n'
+
+Tree = Callable[..., str]
+
+
+@pytest.fixture(scope="module")
+def index() -> PrivateIndex:
+    """synthetic's private items under :data:`SECRET`, built once for the module."""
+    return PrivateIndex.build(get_task("synthetic"), SECRET)
+
+
+@pytest.fixture
+def guards(
+    lab: Lab, synthetic: Task, index: PrivateIndex, monkeypatch: pytest.MonkeyPatch
+) -> TrainingGuards:
+    made = TrainingGuards(synthetic, SECRET, lab.store, lab.artifacts)
+    monkeypatch.setattr(made, "private_index", lambda: index)
+    return made
+
+
+@pytest.fixture
+def tree(lab: Lab, synthetic: Task, tmp_path: Path) -> Tree:
+    """Store a copy of synthetic's harness with ``files`` written (bytes or text); its hash."""
+    counter = iter(range(1000))
+
+    def make(**files: str | bytes) -> str:
+        folder = tmp_path / f"tree-{next(counter)}"
+        shutil.copytree(synthetic.harness, folder)
+        for name, content in files.items():
+            path = folder / name.replace("__", "/")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+        return lab.artifacts.put_tree(folder).sha256
+
+    return make
+
+
+def _candidate(harness: str, data_ids: list[str] | None = None) -> Candidate:
+    return Candidate(
+        task="synthetic",
+        parent_version_id="ver-000000000000",
+        harness_sha256=harness,
+        data_ids=data_ids or [],
+    )
+
+
+def _commit(lab: Lab, *records: Record) -> None:
+    lab.store.commit(EventDraft(actor="t", role="controller", action="seed"), list(records))
+
+
+def test_an_honest_candidate_passes(guards: TrainingGuards, tree: Tree) -> None:
+    harness = tree()
+    assert guards.check(_candidate(harness), head_harness_sha256=harness) is None
+
+
+def test_a_tree_that_cannot_be_restored_is_invalid(guards: TrainingGuards) -> None:
+    refusal = guards.check(_candidate("f" * 64))
+    assert refusal is not None
+    assert (refusal.state, refusal.public, refusal.rule) == (
+        CandidateState.INVALID,
+        "the harness tree cannot be restored",
+        None,
+    )
+    assert refusal.reason.startswith("the harness tree cannot be restored: ")
+
+
+def test_a_link_out_of_the_tree_is_invalid(
+    guards: TrainingGuards, lab: Lab, synthetic: Task, tmp_path: Path
+) -> None:
+    folder = tmp_path / "linked"
+    shutil.copytree(synthetic.harness, folder)
+    os.symlink("/etc/hostname", folder / "host")
+    refusal = guards.check(_candidate(lab.artifacts.put_tree(folder).sha256))
+    assert refusal is not None and refusal.state is CandidateState.INVALID
+    assert "host" in refusal.reason
+
+
+def test_private_items_in_the_tree_are_refused_with_a_flag(
+    lab: Lab, synthetic: Task, tmp_path: Path
+) -> None:
+    guards = TrainingGuards(synthetic, SECRET, lab.store, lab.artifacts)  # its own index
+    folder = tmp_path / "leaky"
+    shutil.copytree(synthetic.harness, folder)
+    planted = plant_traps(synthetic, folder, SECRET)
+    refusal = guards.check(_candidate(lab.artifacts.put_tree(folder).sha256))
+    assert refusal is not None
+    public = "training data overlaps the private tiers"
+    assert (refusal.state, refusal.rule, refusal.public) == (
+        CandidateState.REJECTED,
+        "private_data_in_training",
+        public,
+    )
+    names = ", ".join(sorted(p.relative_to(folder).as_posix() for p in planted))
+    pattern = rf"\d+ private samples \(\d+ exact, \d+ near-duplicate matches\) found in {names}"
+    assert re.fullmatch(pattern, refusal.detail), refusal.detail
+    assert refusal.reason == f"{public}: {refusal.detail}"
+
+
+def test_private_items_in_registered_data_are_refused(
+    guards: TrainingGuards, lab: Lab, synthetic: Task, tmp_path: Path, tree: Tree
+) -> None:
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (planted,) = plant_traps(synthetic, folder, SECRET)
+    as_file = lab.artifacts.put_bytes(planted.read_bytes())
+    as_tree = lab.artifacts.put_tree(planted.parent)
+    file_data = Dataset(name="extra.jsonl", artifact_sha256=as_file.sha256, artifact_kind="file")
+    tree_data = Dataset(name="extra", artifact_sha256=as_tree.sha256, artifact_kind="tree")
+    _commit(lab, file_data, tree_data)
+    for data, where in ((file_data, "extra.jsonl"), (tree_data, planted.name)):
+        refusal = guards.check(_candidate(tree(), [data.id]))
+        assert refusal is not None and refusal.rule == "private_data_in_training"
+        assert refusal.detail.endswith(f"found in {where}"), refusal.detail
+
+
+def test_a_dataset_name_that_steers_a_path_is_invalid(
+    guards: TrainingGuards, lab: Lab, tree: Tree
+) -> None:
+    blob = lab.artifacts.put_bytes(b"harmless\n")
+    data = Dataset(name="../escaped", artifact_sha256=blob.sha256, artifact_kind="file")
+    _commit(lab, data)
+    refusal = guards.check(_candidate(tree(), [data.id]))
+    assert refusal is not None and refusal.state is CandidateState.INVALID
+    assert refusal.rule is None and "plain file name" in refusal.public
+
+
+@pytest.mark.parametrize("suffix", [*WEIGHTS, ".PT", ".SafeTensors"])
+def test_weights_from_nowhere_are_refused(guards: TrainingGuards, tree: Tree, suffix: str) -> None:
+    refusal = guards.check(_candidate(tree(**{f"w__model{suffix}": b"\x01" * 64})))
+    detail = f"weights not produced by a recorded job: w/model{suffix}"
+    assert refusal is not None
+    assert (refusal.state, refusal.rule, refusal.detail, refusal.public, refusal.reason) == (
+        CandidateState.REJECTED,
+        "unrecorded_weights",
+        detail,
+        detail,
+        detail,
+    )
+
+
+def test_other_files_are_not_weights(guards: TrainingGuards, tree: Tree) -> None:
+    files = {"notes.json": b"\x01" * 64, "model.txt": b"\x02" * 64, "pt": b"\x03" * 64}
+    assert guards.check(_candidate(tree(**files))) is None
+
+
+def test_weights_a_recorded_job_made_or_the_task_ships_pass(
+    guards: TrainingGuards, lab: Lab, synthetic: Task, tree: Tree, tmp_path: Path
+) -> None:
+    made = tmp_path / "made.pt"
+    made.write_bytes(b"\x05" * 64)
+    inputs = JobInputs(workspace_sha256="0" * 64, seed=0)
+    job = Job(
+        kind=JobKind.TRAIN,
+        status=JobStatus.SUCCEEDED,
+        inputs=inputs,
+        model_out_sha256=hash_file(made),
+    )
+    _commit(lab, job)
+    shipped = (synthetic.harness / "config.json").read_bytes()
+    harness = tree(**{"w__made.pt": made.read_bytes(), "w__ship.npy": shipped})
+    assert guards.check(_candidate(harness)) is None
+
+
+def test_a_failed_job_does_not_vouch_for_weights(
+    guards: TrainingGuards, lab: Lab, tree: Tree, tmp_path: Path
+) -> None:
+    made = tmp_path / "made.pt"
+    made.write_bytes(b"\x06" * 64)
+    inputs = JobInputs(workspace_sha256="0" * 64, seed=0)
+    job = Job(
+        kind=JobKind.TRAIN, status=JobStatus.FAILED, inputs=inputs, model_out_sha256=hash_file(made)
+    )
+    _commit(lab, job)
+    refusal = guards.check(_candidate(tree(**{"made.pt": made.read_bytes()})))
+    assert refusal is not None and refusal.rule == "unrecorded_weights"
+
+
+def test_a_link_to_weights_is_named_once(
+    guards: TrainingGuards, lab: Lab, synthetic: Task, tmp_path: Path
+) -> None:
+    folder = tmp_path / "linked"
+    shutil.copytree(synthetic.harness, folder)
+    (folder / "model.pt").write_bytes(b"\x07" * 64)
+    os.symlink("model.pt", folder / "alias.pt")
+    refusal = guards.check(_candidate(lab.artifacts.put_tree(folder).sha256))
+    assert refusal is not None
+    assert refusal.detail == "weights not produced by a recorded job: model.pt"
+
+
+def test_dropping_the_train_step_is_refused_where_the_head_trains(
+    guards: TrainingGuards, tree: Tree
+) -> None:
+    trains, predict_only = tree(), tree(**{"harness.toml": PREDICT_ONLY})
+    refusal = guards.check(_candidate(predict_only), head_harness_sha256=trains)
+    assert refusal is not None
+    assert (refusal.state, refusal.rule, refusal.detail, refusal.reason) == (
+        CandidateState.REJECTED,
+        "training_dropped",
+        "the harness has no train step, while the lineage's head trains",
+        "the harness has no train step, while the lineage's head trains",
+    )
+    assert refusal.public == (
+        "the candidate drops the training step: in a lineage whose system trains, the "
+        "controller must re-train every candidate itself (keep train in harness.toml)"
+    )
+    # without a head, or under a head that never trained, there is nothing to drop
+    assert guards.check(_candidate(predict_only)) is None
+    assert guards.check(_candidate(predict_only), head_harness_sha256=predict_only) is None
+    # a candidate whose manifest is broken is left to the evaluation, which reports it
+    broken = tree(**{"harness.toml": "[harness\n"})
+    assert guards.check(_candidate(broken), head_harness_sha256=trains) is None
+    # a head whose manifest is broken trains nothing to compare with
+    assert guards.check(_candidate(predict_only), head_harness_sha256=broken) is None
+
+
+def test_the_heads_train_step_is_read_once(
+    guards: TrainingGuards, lab: Lab, tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trains, predict_only = tree(), tree(**{"harness.toml": PREDICT_ONLY})
+    first = guards.check(_candidate(predict_only), head_harness_sha256=trains)
+    restored: list[str] = []
+    original = lab.artifacts.materialize
+
+    def counting(sha: str, *args: object, **kwargs: object) -> object:
+        restored.append(sha)
+        return original(sha, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lab.artifacts, "materialize", counting)
+    again = guards.check(_candidate(predict_only), head_harness_sha256=trains)
+    assert first == again and trains not in restored
+
+
+# what the controller fingerprints, so that it never compares scores across a change
+
+
+class _Evaluator:
+    """Stands in for a SystemEvaluator: its task and its private samples, by tier."""
+
+    def __init__(self, task: Task, samples: dict[tuple[str, str], list[Sample]]) -> None:
+        self.task = task
+        self.samples = samples
+
+    def private_samples(self, benchmark: str, tier: str) -> list[Sample]:
+        return self.samples[(benchmark, str(tier))]
+
+
+def _sample(sample_id: str, value: int) -> Sample:
+    return Sample(id=sample_id, input={"x": value}, target=value)
+
+
+def test_the_private_data_fingerprint_covers_every_private_sample(synthetic: Task) -> None:
+    samples = {
+        (bench.name, tier): [_sample(f"{bench.name}-{tier}-{i}", i) for i in range(2)]
+        for bench in synthetic.benchmarks
+        for tier in ("accept", "final")
+    }
+    expected = hashlib.sha256()
+    for bench in synthetic.benchmarks:
+        for tier in ("accept", "final"):
+            for sample in samples[(bench.name, tier)]:
+                expected.update(sample.model_dump_json().encode())
+    fingerprint = private_data_sha256(_Evaluator(synthetic, samples))  # type: ignore[arg-type]
+    assert fingerprint == expected.hexdigest()
+    for key in samples:  # any one private sample changed changes it
+        changed = {**samples, key: [_sample(samples[key][0].id, 99), samples[key][1]]}
+        other = private_data_sha256(_Evaluator(synthetic, changed))  # type: ignore[arg-type]
+        assert other != fingerprint, key
+
+
+def test_the_evaluator_fingerprint_covers_scorers_and_the_predict_driver(synthetic: Task) -> None:
+    quality, robustness = synthetic.benchmarks
+    expected = hashlib.sha256()
+    for bench in synthetic.benchmarks:
+        expected.update(inspect.getsource(get_scorer(bench.scorer).fn).encode())
+    assert evaluator_sha256(synthetic) == expected.hexdigest()
+    rescored = synthetic.model_copy(
+        update={"benchmarks": [quality, robustness.model_copy(update={"scorer": "squared_error"})]}
+    )
+    assert evaluator_sha256(rescored) != evaluator_sha256(synthetic)
+    driven = synthetic.model_copy(update={"predict_driver": get_task("kernel").predict_driver})
+    driver = get_driver(str(driven.predict_driver)).source()
+    expected.update(driver.encode())
+    assert evaluator_sha256(driven) == expected.hexdigest()
