@@ -1,4 +1,5 @@
-"""Suite-wide isolation: every test gets its own key folder and no inherited lab."""
+"""Suite-wide isolation: every test gets its own key folder and no inherited lab; no
+workspace filesystem outlives the session."""
 
 from __future__ import annotations
 
@@ -18,3 +19,13 @@ def isolated_environment(
     for name in ("RSILAB_LAB", "RSILAB_LEDGER_KEY"):
         monkeypatch.delenv(name, raising=False)
     yield key_dir
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_mounts_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Workspace images a test left mounted (a killed process's, by design) are unmounted,
+    so the temporary folders can be deleted."""
+    yield
+    from rsilab.sandbox._workspaces import unmount_all_under
+
+    unmount_all_under(tmp_path_factory.getbasetemp())

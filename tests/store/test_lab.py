@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,17 @@ def test_key_file_is_private(tmp_path: Path, isolated_environment: Path) -> None
     with Lab.init(tmp_path / "lab") as lab:
         key_file = isolated_environment / f"{lab.store.lab_id}.key"
     assert key_file.stat().st_mode & 0o077 == 0
+
+
+def test_the_lab_folder_is_its_owners_alone(tmp_path: Path) -> None:
+    """Mode 0700: no other uid (a sandbox's above all) lists or reads it by its host path;
+    a lab made looser before is tightened when opened."""
+    with Lab.init(tmp_path / "lab"):
+        pass
+    assert stat.S_IMODE((tmp_path / "lab").stat().st_mode) == 0o700
+    (tmp_path / "lab").chmod(0o755)
+    with Lab.open(tmp_path / "lab"):
+        assert stat.S_IMODE((tmp_path / "lab").stat().st_mode) == 0o700
 
 
 def test_init_twice_is_refused(tmp_path: Path) -> None:

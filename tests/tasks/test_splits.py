@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -51,12 +52,29 @@ def test_pool_partition_uses_every_item_once(secret: bytes) -> None:
     assert targets == set(range(10))
 
 
-def test_file_splits_read_and_private_ids_rekeyed(small_task: Path, secret: bytes) -> None:
+def test_file_splits_read_and_every_id_rekeyed(small_task: Path, secret: bytes) -> None:
     task = load_task(small_task)
     splits = make_splits(task, task.benchmarks[0], secret)
-    assert [s.id for s in splits[DataTier.TRAIN]][:2] == ["train-0", "train-1"]
+    train = [s.id for s in splits[DataTier.TRAIN]]
+    assert train[:2] != ["train-0", "train-1"]
+    assert all(re.fullmatch(r"train-[0-9a-f]{12}", i) for i in train)
     assert all(not s.id.startswith("final-0") for s in splits[DataTier.FINAL][1:])
     assert splits[DataTier.FINAL][0].input == {"x": 300, "note": "item 0 of final"}
+
+
+@pytest.mark.parametrize("name", ["digits", "kernel", "policy", "synthetic", "textcls"])
+def test_every_builtin_sample_id_is_an_opaque_keyed_hash(name: str, secret: bytes) -> None:
+    """An id says nothing of the source row (digit-17, a docstring's digest, n512): it is
+    <tier>-<12 hex digits> under the secret, and another secret gives other ids."""
+    task = get_task(name)
+    for bench in task.benchmarks:
+        first = make_splits(task, bench, secret)
+        other = make_splits(task, bench, b"another secret")
+        for tier in TIERS:
+            ids = [s.id for s in first[tier]]
+            assert all(re.fullmatch(rf"{tier.value}-[0-9a-f]{{12}}", i) for i in ids), ids[:3]
+            assert len(set(ids)) == len(ids)
+            assert not set(ids) & {s.id for s in other[tier]}
 
 
 def test_read_jsonl_names_file_and_line(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ about a sixth more predict work; the job's resources count in the candidate's).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -114,6 +115,9 @@ class SystemEvaluation:
     """The model-use probe's finding: True when predict answered every accept sample alike
     with the trained model emptied; False when it failed or answered differently; None when
     no probe ran (not asked, or nothing trained)."""
+    predictions: list[str] = field(default_factory=list)
+    """Per seed, the sha256 of predict's outputs on the private tiers (canonical JSON in
+    sample order): equal hashes mean the seeds answered every private sample alike."""
 
 
 def controller_seeds(secret: bytes, subject: str, count: int) -> list[int]:
@@ -238,6 +242,7 @@ class SystemEvaluator:
             job_ids=[j for r in per_seed for j in r.job_ids],
             resources=total,
             model_ignored=per_seed[0].model_ignored if per_seed else None,
+            predictions=[r.predictions for r in per_seed],
         )
 
     def _one_seed(
@@ -313,6 +318,8 @@ class SystemEvaluator:
                 "predict broke the output contract on the private tiers (one JSON object "
                 "with id and output per input line, in order)",
             ) from None
+        canonical = json.dumps([outputs[s.id] for s in samples], sort_keys=True)
+        result.predictions = hashlib.sha256(canonical.encode()).hexdigest()
         for bench in self.task.benchmarks:
             for tier in PRIVATE_TIERS:
                 tier_samples = self.private_samples(bench.name, tier)
@@ -497,6 +504,7 @@ class _SeedResult:
     invalid: dict[tuple[str, DataTier], int] = field(default_factory=dict)
     model: str | None = None
     model_ignored: bool | None = None
+    predictions: str = ""
     job_ids: list[str] = field(default_factory=list)
     resources: Resources = field(default_factory=Resources)
 

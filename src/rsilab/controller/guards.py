@@ -1,10 +1,13 @@
 """Training-stage guards and evaluation fingerprints: what is checked before a candidate runs.
 
-:class:`TrainingGuards` looks at a candidate's stored tree and the registered data it names:
-links out of the tree and unusable dataset names make it invalid; private items in it (exact
-inputs, their ids, near-duplicates, rescaled copies), weights files no recorded job produced, or
-a harness that no longer trains where the lineage's head does make it refused, with a
-:class:`Refusal` saying which protocol flag to record. Nothing here runs a job.
+:class:`TrainingGuards` looks at a candidate's stored tree, the registered data it names and
+the host files its text names by absolute path (what its recipe may read): links out of the
+tree and unusable dataset names make it invalid; private items or a copy of a declared raw
+source in any of it (the content guard, :mod:`rsilab.controller.content`: opened containers,
+every serialisation, exact and near-duplicate items), data the guard cannot open within its
+caps, weights files no recorded job produced, or a harness that no longer trains where the
+lineage's head does make it refused. Every :class:`Refusal` names the protocol flag to
+record, invalid ones included. Nothing here runs a job.
 :func:`private_data_sha256` and :func:`evaluator_sha256` fingerprint what scores, so the
 controller can refuse to compare scores once either changed.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from threading import Lock
 
+from rsilab.controller.content import ContentIndex, Uncheckable, named_paths, regular_files
 from rsilab.controller.evaluation import (
     PRIVATE_TIERS,
     SystemEvaluator,
@@ -27,7 +31,8 @@ from rsilab.controller.evaluation import (
 )
 from rsilab.controller.jobs import model_produced_by_job
 from rsilab.controller.overlap import PrivateIndex
-from rsilab.records import Candidate, CandidateState, Dataset
+from rsilab.controller.unpack import Caps
+from rsilab.records import Candidate, CandidateState, Dataset, FlagStage
 from rsilab.store.artifacts import ArtifactStore, hash_file
 from rsilab.store.base import Store
 from rsilab.tasks import ManifestError, Task, get_driver, get_scorer, load_manifest
@@ -46,14 +51,15 @@ class Refusal:
     """Why a candidate stops before evaluation.
 
     ``reason`` is for people; ``public`` is what the proposing agent may read (which guard,
-    never what matched); ``rule`` names the protocol flag to record, if any.
+    never what matched); ``rule`` names the protocol flag to record, at ``stage``.
     """
 
     state: CandidateState
     reason: str
     public: str
-    rule: str | None = None
+    rule: str
     detail: str = ""
+    stage: FlagStage = FlagStage.TRAINING
 
 
 def private_data_sha256(evaluator: SystemEvaluator) -> str:
@@ -79,12 +85,22 @@ def evaluator_sha256(task: Task) -> str:
 class TrainingGuards:
     """The training-stage checks of one task's candidates. Thread-safe."""
 
-    def __init__(self, task: Task, secret: bytes, store: Store, artifacts: ArtifactStore) -> None:
+    def __init__(
+        self,
+        task: Task,
+        secret: bytes,
+        store: Store,
+        artifacts: ArtifactStore,
+        *,
+        caps: Caps | None = None,
+    ) -> None:
         self.task = task
         self.secret = secret
         self.store = store
         self.artifacts = artifacts
+        self.caps = caps or Caps()
         self._index: PrivateIndex | None = None
+        self._content: ContentIndex | None = None
         self._trains: dict[str, bool] = {}
         self._lock = Lock()
 
@@ -94,6 +110,14 @@ class TrainingGuards:
             if self._index is None:
                 self._index = PrivateIndex.build(self.task, self.secret)
             return self._index
+
+    def content_index(self) -> ContentIndex:
+        """The content guard's index: private items, numeric references, raw sources."""
+        private = self.private_index()
+        with self._lock:
+            if self._content is None:
+                self._content = ContentIndex.build(self.task, self.secret, private=private)
+            return self._content
 
     def check(
         self, candidate: Candidate, *, head_harness_sha256: str | None = None
@@ -107,14 +131,23 @@ class TrainingGuards:
             tree = Path(tmp) / "tree"
             try:
                 self.artifacts.materialize(candidate.harness_sha256, tree, "tree")
+            except Exception as exc:  # a missing or malformed tree is the candidate's fault
+                public = "the harness tree cannot be restored"
+                return Refusal(
+                    CandidateState.INVALID, f"{public}: {exc}", public, "candidate_invalid", public
+                )
+            try:
                 check_tree_links(tree)
+            except SystemInvalid as exc:
+                return Refusal(
+                    CandidateState.INVALID, exc.reason, exc.public, "link_leaves_harness",
+                    exc.reason, FlagStage.ACCESS,
+                )  # fmt: skip
+            try:
                 extra = self._extra_data_files(candidate, Path(tmp) / "data")
             except SystemInvalid as exc:
-                return Refusal(CandidateState.INVALID, exc.reason, exc.public)
-            except Exception as exc:  # a missing or malformed tree is the candidate's fault
-                reason = f"the harness tree cannot be restored: {exc}"
                 return Refusal(
-                    CandidateState.INVALID, reason, "the harness tree cannot be restored"
+                    CandidateState.INVALID, exc.reason, exc.public, "candidate_invalid", exc.public
                 )
             return (
                 self._overlap(tree, extra)
@@ -122,24 +155,35 @@ class TrainingGuards:
                 or self._training_dropped(tree, head_harness_sha256)
             )
 
+    def scan(self, tree: Path, extra: list[tuple[str, Path]]) -> Refusal | None:
+        """The content guard on ``tree``, registered data ``extra`` ((name, file or folder))
+        and the host files the tree names: a refusal, or None when nothing was found."""
+        return self._overlap(tree, extra)
+
     def _overlap(self, tree: Path, extra: list[tuple[str, Path]]) -> Refusal | None:
-        index = self.private_index()
-        hits = index.scan_tree(tree)
+        index = self.content_index()
+        files = [(p.relative_to(tree).as_posix(), p) for p in regular_files(tree)]
         for name, path in extra:
-            hits += (
-                index.scan_tree(path)
-                if path.is_dir()
-                else index.scan_bytes(path.read_bytes(), name)
+            if path.is_dir():
+                files += [(f"{name}/{p.relative_to(path).as_posix()}", p)
+                          for p in regular_files(path)]  # fmt: skip
+            else:
+                files.append((name, path))
+        files += [(f"named path {p}", p) for p in named_paths(tree)]
+        try:
+            report = index.scan(files, self.caps)
+        except Uncheckable as exc:
+            detail = f"training data the guard cannot check: {exc}"
+            public = (
+                "training data the guard cannot check (an archive past the size, ratio or "
+                f"depth caps, or a container it cannot open): {exc.where}"
             )
-        if not hits:
+            return Refusal(
+                CandidateState.REJECTED, detail, public, "uncheckable_training_data", detail
+            )
+        if not report.leaks():
             return None
-        exact = sum(1 for h in hits if h.kind == "exact")
-        samples = len({(h.benchmark, h.tier, h.sample_id) for h in hits})
-        where = sorted({h.where.split(":")[0] for h in hits})[:5]
-        detail = (
-            f"{samples} private samples ({exact} exact, {len(hits) - exact} near-duplicate "
-            f"matches) found in {', '.join(where)}"
-        )
+        detail = report.detail()
         public = "training data overlaps the private tiers"
         return Refusal(
             CandidateState.REJECTED,

@@ -5,15 +5,20 @@ counted scores. Order of work for a proposal (:meth:`HostController.judge`):
 
 1. proposal cap (a campaign's proposals are numbered; past the cap a proposal is rejected);
 2. validity: the stored tree materialises, holds no link out of itself, and has a manifest;
-3. training-stage guards: no private item (exact, near-duplicate or rescaled) in the tree or
-   in the registered data it names; no weights file that a recorded job did not produce; no
-   dropped train step where the lineage's head trains (``training_dropped``);
+   an invalid candidate is flagged too (``link_leaves_harness``, ``candidate_invalid``);
+3. training-stage guards: no private item and no copy of a declared raw source in the tree,
+   the registered data it names or the host files it names (the content guard,
+   :mod:`rsilab.controller.content`: containers opened, every serialisation read, exact and
+   near-duplicate items), nothing the guard cannot open within its caps; no weights file
+   that a recorded job did not produce; no dropped train step where the lineage's head
+   trains (``training_dropped``);
 4. the evaluator's code and the private data hash as they did at baseline;
 5. re-training with the controller's own seeds and scoring both private tiers, plus the
    model-use probe when the head trains (see :mod:`rsilab.controller.evaluation`);
-6. the model-use checks: every controller seed gave a byte-identical model while the parent's
-   seeds gave different ones (``seed_ignored``: train ignores ``--seed``, so the seed spread
-   the acceptance rule relies on is gone), or predict answered alike with the model emptied
+6. the model-use checks (:mod:`rsilab.controller.model_use`): every controller seed gave the
+   same predictions on the private tiers, or one model, while the parent's scores vary
+   across its seeds (``seed_ignored``: train ignores ``--seed``, so the seed spread the
+   acceptance rule relies on is gone), or predict answered alike with the model emptied
    (``model_ignored``); either is flagged and the candidate rejected, not counted;
 7. the acceptance rule on the accept tier against the lineage's *current* head (a candidate
    built from a superseded version is judged against the head; its parent stays recorded),
@@ -52,6 +57,7 @@ from rsilab.controller.lineage import (
     require_lineage,
     version_evaluations,
 )
+from rsilab.controller.model_use import model_use_check
 from rsilab.controller.overlap import PrivateIndex
 from rsilab.controller.recovery import holds_baseline_claim, holds_candidate_claim
 from rsilab.errors import ConflictError, UserError
@@ -282,8 +288,7 @@ class HostController:
         head = self.store.get_as(lineage.head_id, SystemVersion)
         refusal = self.guards.check(candidate, head_harness_sha256=head.harness_sha256)
         if refusal is not None:
-            if refusal.rule is not None:
-                self._flag(FlagStage.TRAINING, refusal.rule, refusal.detail, candidate)
+            self._flag(refusal.stage, refusal.rule, refusal.detail, candidate)
             return self._finish(candidate, refusal.state, refusal.reason, refusal.public)
         try:
             recipe = self._recipe(candidate)
@@ -296,6 +301,9 @@ class HostController:
                 probe_model=any(head.model_sha256s),  # the head's predict uses a trained model
             )
         except SystemInvalid as exc:
+            # A controller job that fails counts against the candidate, with a flag: its
+            # detail is the public step, since the reason may quote private logs.
+            self._flag(FlagStage.EVALUATION, "candidate_invalid", exc.public, candidate)
             return self._finish(candidate, CandidateState.INVALID, exc.reason, exc.public)
         evaluations = self._evaluations(candidate.id, candidate.campaign_id, result)
         self._commit("candidate_evaluated", candidate.id, candidate.campaign_id, evaluations)
@@ -310,38 +318,9 @@ class HostController:
     def _model_use(
         self, candidate: Candidate, result: SystemEvaluation
     ) -> tuple[FlagStage, str, str, str] | None:
-        """(stage, rule, detail, public note) of a model-use check ``result`` fails, or None.
-
-        Neither message holds a private number: the details name hashes and counts of seeds.
-        """
-        models = result.models
-        parent = self.store.get_as(candidate.parent_version_id, SystemVersion)
-        parent_models = {m for m in parent.model_sha256s if m}
-        if len(models) >= 2 and all(models) and len(set(models)) == 1 and len(parent_models) >= 2:
-            # With one model for every seed the measured seed spread is zero and the gain is
-            # one draw picked by the author (the luckiest seed pinned in train.py), not the
-            # system's expected effect; the parent shows that this system's seeds do matter.
-            detail = (
-                f"training ignored the controller's seed: its {len(models)} seeds gave one "
-                f"model ({str(models[0])[:12]}), while the parent's {len(parent.model_sha256s)} "
-                f"seeds gave {len(parent_models)} different ones"
-            )
-            public = (
-                "training ignored the controller's seed (every seed gave the same model, while "
-                "the parent's seeds give different ones): train must use --seed"
-            )
-            return FlagStage.TRAINING, "seed_ignored", detail, public
-        if result.model_ignored:
-            detail = (
-                "predict's outputs do not depend on the trained model: with the model file "
-                "emptied it gave the same output for every accept-tier sample"
-            )
-            public = (
-                "predict does not use the model the controller trained (its outputs stayed the "
-                "same with the model file emptied)"
-            )
-            return FlagStage.EVALUATION, "model_ignored", detail, public
-        return None
+        """(stage, rule, detail, public note) of a model-use check ``result`` fails, or None
+        (see :mod:`rsilab.controller.model_use`)."""
+        return model_use_check(self.store, candidate, result)
 
     def judge_safely(self, candidate_id: str) -> Candidate | None:
         """:meth:`judge` for background use: never raises. A candidate the controller could

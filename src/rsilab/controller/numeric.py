@@ -112,7 +112,8 @@ class NumericReference:
     @property
     def usable(self) -> bool:
         """Whether the reference has private and public items and enough columns to judge."""
-        return len(self.live) >= MIN_COLUMNS and self.private.any() and (~self.private).any()
+        both = bool(self.private.any()) and bool((~self.private).any())
+        return len(self.live) >= MIN_COLUMNS and both
 
     def match(self, table: _Floats) -> list[NumericHit]:
         """The rows of ``table`` (rows x columns, any width) that pass the ratio test.
@@ -165,8 +166,9 @@ class NumericReference:
         guesses: list[tuple[_Ints, _Ints]] = []
         if x.shape[1] == self.width:
             where = np.searchsorted(self.live, varying)
-            same = (where < len(self.live)) & (self.live[np.minimum(where, len(self.live) - 1)]
-                                               == varying)
+            same = (where < len(self.live)) & (
+                self.live[np.minimum(where, len(self.live) - 1)] == varying
+            )
             guesses.append((np.flatnonzero(same), where[same]))
         guesses.append(_monotone(shape_cost))
         corr = _correlations(z)
@@ -223,9 +225,7 @@ class NumericReference:
         public_d, _ = _nearest(mapped, reference[~self.private])
         items = np.flatnonzero(self.private)[item]
         hits = np.flatnonzero(private_d < RATIO * public_d)
-        return [
-            NumericHit(int(r), int(items[r]), float(private_d[r] / public_d[r])) for r in hits
-        ]
+        return [NumericHit(int(r), int(items[r]), float(private_d[r] / public_d[r])) for r in hits]
 
 
 def _scaled(cost: _Floats) -> _Floats:
@@ -321,7 +321,7 @@ def _squared(a: _Floats, b: _Floats, b_norm: _Floats) -> _Floats:
     # float32 halves the cost; the ratio test does not need more digits
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
     out = (a32**2).sum(1)[:, None] + b_norm[None, :].astype(np.float32) - 2 * a32 @ b32.T
-    return np.maximum(out, 0.0).astype(np.float64)
+    return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
 
 
 def _nearest(a: _Floats, b: _Floats) -> tuple[_Floats, _Ints]:

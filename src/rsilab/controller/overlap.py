@@ -26,10 +26,11 @@ searches data for them in two ways:
   tasks: their splits hold no proportional pair).
 
 Binary files are scanned too (NUL bytes read as line ends, bad bytes as U+FFFD), so a leaked
-file cannot hide behind one NUL byte. What is not checked: compressed or encrypted copies and
-other transformations (scaled values written as text rather than JSON, shifted or noisy
-values, paraphrases) are beyond these detectors; weights are the
-provenance rule's business. Symbolic links and other non-regular files are not followed.
+file cannot hide behind one NUL byte. This index reads text as it is: opening containers and
+compressed forms, reading binary serialisations and finding numeric near-duplicates (shifted,
+noisy, permuted values) is :mod:`rsilab.controller.content`'s work, which calls it on every
+layer it opens. Paraphrases are beyond it; weights are the provenance rule's business.
+Symbolic links and other non-regular files are not followed.
 
 Windows are kept as 64-bit hashes (a polynomial over 8-byte blake2b token digests), so the
 index is small and a scan is linear in the data: one pass of regexes, then numpy.
@@ -93,15 +94,16 @@ class OverlapHit:
     """``DataTier.ACCEPT`` or ``DataTier.FINAL``."""
     sample_id: str
     """The private sample's (re-keyed) id."""
-    kind: Literal["exact", "scaled", "near"]
+    kind: Literal["exact", "scaled", "near", "numeric"]
     """``exact``: its input's canonical JSON (or text line); ``scaled``: its numeric input
-    multiplied by a constant; ``near``: shared token windows."""
+    multiplied by a constant; ``near``: shared token windows; ``numeric``: a row of a numeric
+    table passed the ratio test of :mod:`rsilab.controller.numeric`."""
     where: str
     """Path relative to the scanned root (or the name given to scan_bytes), with ``:LINE``
     when the line is known (JSON lines, text lines, the first shared window of a near hit)."""
     share: float
     """1.0 for exact and scaled hits; for near hits the share of the sample's private-specific
-    windows found."""
+    windows found; for numeric hits one minus the ratio of distances."""
 
 
 class _Ref(NamedTuple):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -85,13 +85,13 @@ class _Array(Opaque):
         return _from_buffer(data, dtype, shape, "F" if fortran else "C") if shape else self
 
 
-def _from_buffer(data: Any, dtype: Any, shape: Any, order: str) -> Any:
+def _from_buffer(data: Any, dtype: Any, shape: Any, order: Literal["C", "F"]) -> Any:
     resolved = dtype.resolve() if isinstance(dtype, _Dtype) else None
     if resolved is None or not isinstance(data, bytes | bytearray):
         return data
     try:
         flat = np.frombuffer(bytes(data), dtype=resolved)
-        return flat.reshape(tuple(int(s) for s in shape), order=order).copy()
+        return flat.reshape([int(s) for s in shape], order=order).copy()
     except (ValueError, TypeError):
         return data
 

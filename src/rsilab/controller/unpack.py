@@ -172,9 +172,7 @@ class Opener:
         out += chunk
         self.count(where, len(chunk))
         if len(out) > self.caps.ratio_floor and len(out) > self.caps.ratio * max(packed, 1):
-            raise Uncheckable(
-                where, f"decompresses more than {self.caps.ratio:g} times its size"
-            )
+            raise Uncheckable(where, f"decompresses more than {self.caps.ratio:g} times its size")
 
     def _member(self, where: str) -> None:
         self.members += 1
@@ -205,10 +203,16 @@ class Opener:
 
     def _tar(self, where: str, data: bytes) -> Iterator[tuple[str, bytes]]:
         try:
-            archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:")
+            archive = tarfile.open(fileobj=io.BytesIO(data), mode="r:")  # noqa: SIM115
             members = archive.getmembers()
         except (tarfile.TarError, OSError, ValueError) as exc:
             raise Uncheckable(where, f"a damaged tar archive ({exc})") from None
+        with archive:
+            yield from self._tar_members(where, archive, members)
+
+    def _tar_members(
+        self, where: str, archive: tarfile.TarFile, members: list[tarfile.TarInfo]
+    ) -> Iterator[tuple[str, bytes]]:
         for member in members:
             if not (member.isfile() or member.islnk()):
                 continue
@@ -238,9 +242,9 @@ def sniff(data: bytes) -> str | None:
         return "zip"
     if data[257:262] == b"ustar":
         return "tar"
-    if len(head) >= 2 and head[0] == 0x78 and head[1] in (0x01, 0x5E, 0x9C, 0xDA):
-        if (head[0] << 8 | head[1]) % 31 == 0 and _opens(zlib.decompressobj, data):
-            return "zlib"
+    zlib_header = len(head) >= 2 and head[0] == 0x78 and head[1] in (0x01, 0x5E, 0x9C, 0xDA)
+    if zlib_header and _opens(zlib.decompressobj, data):
+        return "zlib"
     for magic, kind in _UNSUPPORTED.items():
         if head.startswith(magic):
             return kind

@@ -4,7 +4,7 @@ the runtime environment jobs see, and :func:`default_sandbox`, which picks one."
 from rsilab.sandbox._bwrap_args import WORKSPACE
 from rsilab.sandbox._identity import SandboxUser, lab_user
 from rsilab.sandbox._images import DiskLimits
-from rsilab.sandbox._workspaces import Confinement, WorkspaceRefused, check_placement, hand_over
+from rsilab.sandbox._places import Confinement, WorkspaceRefused, check_placement, hand_over
 from rsilab.sandbox.base import (
     KillReason,
     Limits,

@@ -27,68 +27,20 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-from rsilab.errors import UserError
 from rsilab.sandbox import _images
-from rsilab.sandbox._identity import SandboxUser
+from rsilab.sandbox._places import (
+    Confinement,
+    WorkspaceRefused,
+    check_placement,
+    hand_over,
+    strip_setid,
+)
 from rsilab.sandbox.owners import is_dead, owned_prefix, owner_of
-
-
-class WorkspaceRefused(UserError):
-    """A folder cannot be a workspace (it holds the lab, or lies in its private parts)."""
-
-
-@dataclass(frozen=True)
-class Confinement:
-    """What one lab asks of its sandbox.
-
-    Attributes:
-        user: who jobs run as when rsilab is root (see :mod:`._identity`).
-        private: folders no job may reach: never a workspace, never inside or holding one
-            (the lab, the ledger key folder).
-        workspaces: the lab's own folder of workspaces (inside ``private``, allowed below).
-        state: where workspace images and their records live (inside the lab).
-        workspace_mb: the size of a workspace's filesystem, unless a caller asks for more.
-    """
-
-    user: SandboxUser
-    private: tuple[Path, ...] = ()
-    workspaces: Path | None = None
-    state: Path | None = None
-    workspace_mb: int = 1024
-
-
-def check_placement(folder: Path, confinement: Confinement) -> None:
-    """Refuse a workspace that holds a private folder, or lies inside one outside the lab's
-    ``workspaces`` folder.
-
-    Raises:
-        WorkspaceRefused: saying which private folder, and what to do.
-    """
-    folder = folder.resolve()
-    allowed = confinement.workspaces.resolve() if confinement.workspaces else None
-    for private in (p.resolve() for p in confinement.private):
-        if private.is_relative_to(folder):
-            raise WorkspaceRefused(
-                f"workspace {folder} holds {private}, which jobs must never reach (a job there "
-                "could read and change it)",
-                "use a folder that does not contain the lab or its key folder (without "
-                "--workspace, rsilab uses one inside LAB/workspaces)",
-            )
-        inside_allowed = (
-            allowed is not None and folder.is_relative_to(allowed) and folder != allowed
-        )
-        if folder.is_relative_to(private) and not inside_allowed:
-            raise WorkspaceRefused(
-                f"workspace {folder} lies inside {private}, which jobs must never reach",
-                "use a folder outside the lab, or one under LAB/workspaces/",
-            )
 
 
 def _ours(image: Path | None, state: Path) -> bool:
@@ -115,41 +67,6 @@ def _check_not_nested(folder: Path, state: Path) -> None:
                 f"workspace {folder} lies inside the workspace filesystem at {point}",
                 "use a folder of its own for each workspace, not one inside another",
             )
-
-
-def hand_over(workspace: Path, *paths: Path) -> None:
-    """Give ``paths`` (and everything under them; default: the whole workspace) to the owner
-    of ``workspace``, as host code must after writing there; links are never followed.
-
-    A no-op unless this process is root and the workspace belongs to someone else.
-    """
-    info = workspace.lstat()
-    if os.geteuid() != 0 or info.st_uid == 0:
-        return
-    owner = (info.st_uid, info.st_gid)
-    for top in paths or (workspace,):
-        for path in _walk(top):
-            with contextlib.suppress(FileNotFoundError):
-                entry = path.lstat()
-                if (entry.st_uid, entry.st_gid) != owner:
-                    os.chown(path, *owner, follow_symlinks=False)
-
-
-def _strip_setid(top: Path) -> None:
-    """Clear set-user-id and set-group-id bits a job left (its filesystem was ``nosuid``;
-    the plain folder is not)."""
-    for path in _walk(top):
-        info = path.lstat()
-        if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
-            os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
-
-
-def _walk(top: Path) -> Iterator[Path]:
-    yield top
-    if top.is_dir() and not top.is_symlink():
-        for folder, dirs, files in os.walk(top, followlinks=False):
-            for name in dirs + files:
-                yield Path(folder, name)
 
 
 _held: dict[Path, int] = {}
@@ -325,7 +242,7 @@ class WorkspaceFs:
             _images.unmount(staging)
         user = self.confinement.user
         os.chown(folder, user.uid, user.gid)
-        _strip_setid(folder)
+        strip_setid(folder)
         for path in (image, record, staging, record.with_suffix(".lock")):
             with contextlib.suppress(FileNotFoundError):
                 path.rmdir() if path == staging else path.unlink()
@@ -400,15 +317,12 @@ def remove_stale_scratch() -> list[Path]:
     return removed
 
 
-def on_own_filesystem(workspace: Path) -> bool:
-    """Whether ``workspace`` lies on a loop-mounted filesystem (its size is a kernel limit)."""
-    try:
-        return os.major(os.stat(workspace).st_dev) == 7  # loop devices' major number
-    except OSError:
-        return False
-
-
-def owned_by(workspace: Path, uid: int) -> bool:
-    """Whether the workspace folder itself belongs to ``uid`` (not followed if a link)."""
-    info = workspace.lstat()
-    return info.st_uid == uid and stat.S_ISDIR(info.st_mode)
+def unmount_all_under(root: Path) -> list[Path]:
+    """Unmount every loop-mounted filesystem under ``root`` without saving its contents (a
+    test session's last step, so its temporary folders can be deleted); returns them."""
+    root = root.resolve()
+    found = [p for p, source in _images.mounts() if p.is_relative_to(root) and "loop" in source]
+    for point in reversed(found):
+        with contextlib.suppress(OSError):
+            _images.unmount(point)
+    return found

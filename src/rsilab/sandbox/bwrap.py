@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -39,31 +38,21 @@ from pathlib import Path
 
 from rsilab.sandbox import _cgroup, _images, _seccomp
 from rsilab.sandbox._bwrap_args import SANDBOX_HOME, WORKSPACE, Layout, write_files
+from rsilab.sandbox._bwrap_watch import NO_CGROUP_NOTE, job_result, make_watch
 from rsilab.sandbox._common import (
-    DiskWatch,
     FdArgs,
-    decode_status,
     job_env,
-    kill_reason_of_signal,
     processes_of,
     rlimit_args,
     validate,
 )
 from rsilab.sandbox._identity import SandboxUser, caller, ephemeral_user
 from rsilab.sandbox._images import DiskLimits
-from rsilab.sandbox._supervise import Supervised, Watch, supervise
+from rsilab.sandbox._places import Confinement, check_job, on_own_filesystem
+from rsilab.sandbox._supervise import Supervised, supervise
 from rsilab.sandbox._tree import TreeSampler
-from rsilab.sandbox._workspaces import (
-    Confinement,
-    WorkspaceFs,
-    WorkspaceRefused,
-    check_placement,
-    on_own_filesystem,
-    owned_by,
-    remove_stale_scratch,
-)
+from rsilab.sandbox._workspaces import WorkspaceFs, remove_stale_scratch
 from rsilab.sandbox.base import (
-    KillReason,
     Limits,
     RunResult,
     RunSpec,
@@ -81,7 +70,6 @@ _SETPRIV_CAPS = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-ad
 # bind ports below 1024 there, so `rsilab agent` can serve an LLM endpoint's port 443 on it.
 # It reaches nothing more; where /proc/sys is read-only the job simply keeps the default.
 _LOW_PORTS = '{ echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start; } 2>/dev/null; exec "$@"'
-_NO_CGROUP_NOTE = "no cgroups: limits hold per process (rlimits), not for the whole tree"
 _POLLED_DISK_NOTE = "disk: the workspace's size is polled, not a kernel limit"
 
 
@@ -243,30 +231,12 @@ class BwrapSandbox(Sandbox):
         assert self._layout is not None
         return self._run(spec, self._layout)
 
-    def _check(self, spec: RunSpec, workspace: Path, layout: Layout) -> None:
-        """Refuse a job that would reach the lab, or write a folder that is not a workspace."""
+    def _run(self, spec: RunSpec, layout: Layout) -> RunResult:
+        workspace = validate(spec)
         for path in (layout.runtime, layout.base_prefix):
             if path.is_relative_to(workspace) or workspace.is_relative_to(path):
                 raise ValueError(f"workspace {workspace} overlaps the runtime at {path}")
-        writable = [] if spec.read_only_workspace else [workspace]
-        writable += [Path(m.source).resolve() for m in spec.mounts if m.writable]
-        try:
-            check_placement(workspace, self.confinement)
-            for mount in spec.mounts:
-                check_placement(Path(mount.source), self.confinement)
-        except WorkspaceRefused as exc:
-            raise SandboxError(f"{exc.message}; {exc.hint}") from exc
-        for folder in writable:
-            if self.root and not owned_by(folder, self.uid):
-                raise SandboxError(
-                    f"{folder} is not a workspace of this sandbox (not owned by its uid "
-                    f"{self.uid}): jobs could not write there; make it with "
-                    "Sandbox.workspace() or Sandbox.scratch()"
-                )
-
-    def _run(self, spec: RunSpec, layout: Layout) -> RunResult:
-        workspace = validate(spec)
-        self._check(spec, workspace, layout)
+        check_job(spec, workspace, self.confinement, self.uid if self.root else None)
         args = self._args(spec, workspace, layout)
         cgroup = _cgroup.JobCgroup(self._cgroups) if self._cgroups.available else None
         try:
@@ -279,7 +249,9 @@ class BwrapSandbox(Sandbox):
         finally:
             if cgroup is not None:
                 cgroup.remove()
-        return self._result(seen, cgroup, tree, self._disk_note(spec, workspace))
+        note = self._disk_note(spec, workspace)
+        notes = [note] if note else []
+        return job_result(seen, cgroup, tree, notes, self._cgroups.reason)
 
     def _args(self, spec: RunSpec, workspace: Path, layout: Layout) -> list[str]:
         """bwrap's options, read from a file descriptor (see :class:`FdArgs`)."""
@@ -345,7 +317,8 @@ class BwrapSandbox(Sandbox):
             raise SandboxError(f"cannot start bwrap: {exc}") from exc
         if tree is not None:
             tree.root = proc.pid
-        watch = self._watch(proc, spec, workspace, cgroup, tree)
+        poll = self._disk_note(spec, workspace) is not None
+        watch = make_watch(proc, spec, workspace, cgroup, tree, poll)
         assert proc.stdin is not None
         try:
             if cgroup is not None:
@@ -362,83 +335,6 @@ class BwrapSandbox(Sandbox):
                     pipe.close()
             raise SandboxError(f"cannot put the job into its cgroups: {exc}") from exc
         return supervise(proc, spec.stdin, spec.limits, watch, started, spec.cancel, spec.on_output)
-
-    def _watch(
-        self,
-        proc: subprocess.Popen[bytes],
-        spec: RunSpec,
-        workspace: Path,
-        cgroup: _cgroup.JobCgroup | None,
-        tree: TreeSampler | None,
-    ) -> Watch:
-        polled = self._disk_note(spec, workspace) is not None
-        disk = DiskWatch(workspace, spec.limits) if polled else None
-
-        def disk_over() -> KillReason | None:
-            return KillReason.DISK if disk is not None and disk.over() else None
-
-        def kill_group() -> None:
-            # Killing bwrap kills the job's pid namespace (--die-with-parent on its init).
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-
-        if cgroup is None:
-            assert tree is not None
-
-            def sample() -> KillReason | None:
-                tree.sample()
-                return disk_over()
-
-            return Watch(check=sample, kill=kill_group)
-
-        def check() -> KillReason | None:
-            if cgroup.oom_kills():
-                return KillReason.MEMORY
-            if cgroup.fork_failures():
-                return KillReason.PROCESSES
-            if cgroup.cpu_s() > spec.limits.cpu_s:
-                return KillReason.CPU_TIME
-            return disk_over()
-
-        def kill() -> None:
-            cgroup.kill_all()
-            kill_group()
-
-        return Watch(check=check, kill=kill)
-
-    def _result(
-        self,
-        seen: Supervised,
-        cgroup: _cgroup.JobCgroup | None,
-        tree: TreeSampler | None,
-        disk_note: str | None,
-    ) -> RunResult:
-        # bwrap reports a job killed by signal N as exit status 128 + N.
-        exit_code, sig = decode_status(seen.returncode)
-        if exit_code is not None and 128 < exit_code <= 128 + 64:
-            sig, exit_code = exit_code - 128, None
-        killed = seen.killed or kill_reason_of_signal(sig)
-        notes = list(seen.notes) + ([disk_note] if disk_note else [])
-        cpu_s, peak = (tree.cpu_s, tree.peak_mb) if tree is not None else (0.0, 0.0)
-        if cgroup is not None:
-            final = cgroup.final
-            cpu_s, peak = final.cpu_s, final.peak_memory_mb
-            notes += cgroup.notes
-            if killed is None and final.oom_kills:
-                killed = KillReason.MEMORY
-            elif killed is None and final.fork_failures and exit_code != 0:
-                killed = KillReason.PROCESSES
-        else:
-            notes.append(f"bwrap sandbox: {_NO_CGROUP_NOTE} ({self._cgroups.reason})")
-            notes.append("CPU time and peak memory are sampled from /proc: lower bounds")
-        return seen.result(
-            exit_code=exit_code,
-            signal=sig,
-            killed=killed,
-            cpu_s=cpu_s,
-            peak_memory_mb=peak,
-            notes=notes,
-        )
 
     def describe(self) -> list[str]:
         cgroups = self._cgroups.available
@@ -463,7 +359,7 @@ class BwrapSandbox(Sandbox):
                 "yes - memory, processes, CPU time for the whole tree (cgroups); wall time, "
                 "output; killed with its parent"
                 if cgroups
-                else f"partly - {_NO_CGROUP_NOTE}; wall time kills the whole tree"
+                else f"partly - {NO_CGROUP_NOTE}; wall time kills the whole tree"
             ),
             f"disk: {'yes' if disk.enforced else 'partly'} - {disk.reason}",
             "cgroups: "

@@ -6,7 +6,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from rsilab.sandbox._workspaces import Confinement
+from rsilab.sandbox._places import Confinement
 from rsilab.sandbox.base import Sandbox, SandboxUnavailable
 from rsilab.sandbox.bwrap import BwrapSandbox
 from rsilab.sandbox.process import ProcessSandbox

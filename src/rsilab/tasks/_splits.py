@@ -1,9 +1,11 @@
 """Deterministic splits of a benchmark into train, dev, accept and final, and JSONL files.
 
 ``make_splits(task, benchmark, secret)`` depends only on its arguments: the same lab secret
-gives the same splits, another secret other splits. Private samples (accept, final) get ids
-re-keyed with the secret, so a harness cannot key outputs on ids it has seen. Private samples
-never go into a folder a sandbox sees: :func:`write_data_dir` refuses them.
+gives the same splits, another secret other splits. Every sample's id is re-keyed with the
+secret into ``<tier>-<12 hex digits>``: a private id cannot be guessed, so a harness cannot key
+outputs on ids it has seen, and a public id is opaque, so it does not say which row of a
+public source (``digit-17``, a docstring's digest) it is, nor so which rows are private.
+Private samples never go into a folder a sandbox sees: :func:`write_data_dir` refuses them.
 """
 
 from __future__ import annotations
@@ -101,8 +103,10 @@ def make_splits(task: Task, benchmark: Benchmark, secret: bytes) -> Splits:
             tier: list(source.generate(tier, derive_seed(secret, task.name, benchmark.name, tier)))
             for tier in TIERS
         }
-    for tier in (DataTier.ACCEPT, DataTier.FINAL):
+    for tier in TIERS:
         splits[tier] = _rekey(secret, task.name, benchmark.name, tier, splits[tier])
+        if len({s.id for s in splits[tier]}) != len(splits[tier]):
+            raise SplitError(f"{benchmark.name}: sample ids repeat within the {tier} tier")
     return splits
 
 

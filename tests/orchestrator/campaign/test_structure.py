@@ -70,6 +70,7 @@ ALLOWED_COMMITS = {
     ("controller/host.py", "_commit"),
     ("controller/jobs.py", "_commit"),
     ("controller/lineage.py", "rollback"),
+    ("controller/recovery.py", "_commit"),
     ("expos/campaigns.py", "open_campaign"),
     ("expos/dispatch.py", "_record"),
     ("expos/dispatch.py", "_record_failure"),

@@ -8,6 +8,7 @@ accept or reject, with no private number in any setting.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,10 +21,11 @@ from rsilab.controller.lineage import find_lineage
 from rsilab.controller.settings import rules_for
 from rsilab.errors import NotFoundError, ToolError
 from rsilab.expos.context import ToolEnv
+from rsilab.expos.guards import GuardRefusal
 from rsilab.expos.registry import Category
 from rsilab.expos.services import snapshot_workspace
 from rsilab.expos.tools._base import Name, RecordId, live_workspace, require, tool
-from rsilab.records import Candidate, Experiment, ExperimentState, SystemVersion
+from rsilab.records import Candidate, Experiment, ExperimentState, FlagStage, SystemVersion
 from rsilab.sandbox import hand_over
 from rsilab.tasks import (
     DATA_DIR,
@@ -165,13 +167,14 @@ def propose_candidate(
     workspace = _workspace(env)
     exp = env.read(experiment_id, Experiment, field_name="experiment_id")
     try:
-        load_manifest(workspace)
+        manifest = load_manifest(workspace)
     except ManifestError as exc:
         raise ToolError(
             "invalid_candidate",
             f"the workspace is not a harness: {exc}",
             expected="a harness.toml at the workspace root (prepare_workspace makes one)",
         ) from None
+    check_recorded_config(exp, workspace, manifest.config)
     datasets = [find_dataset(env, ref, f"data.{i}") for i, ref in enumerate(data)]
     controller = services.controller(task)
     lineage = find_lineage(env.store, task.name, services.lineage)
@@ -204,6 +207,51 @@ def propose_candidate(
         "harness_sha256": harness,
         "verdict": _verdict(env, candidate.id)["verdict"],
     }
+
+
+def check_recorded_config(exp: Experiment, workspace: Path, config_file: str | None) -> None:
+    """Refuse when the config ``exp`` records disagrees with the workspace's config file.
+
+    An experiment's config is what reviewers and the records say it ran; a candidate whose
+    files run something else would make that record false. An empty recorded config claims
+    nothing and passes; otherwise every recorded key must be in the file (the harness's
+    ``config``, a JSON object) with an equal value. Keys the file has besides are allowed.
+
+    Raises:
+        GuardRefusal: ``config_mismatch``, naming the first keys that differ.
+    """
+    if not exp.config:
+        return
+    actual: Any = None
+    if config_file is not None:
+        try:
+            actual = json.loads((workspace / config_file).read_text("utf-8"))
+        except (OSError, ValueError):
+            actual = None
+    if not isinstance(actual, dict):
+        where = config_file or "(the harness names no config file)"
+        raise GuardRefusal(
+            rule="config_mismatch",
+            stage=FlagStage.REPORTING,
+            message=f"experiment {exp.id} records a config, but the workspace's config {where} "
+            "is not a JSON object; record the config the workspace runs",
+            field="experiment_id",
+        )
+    wrong = [
+        f"{key}: recorded {json.dumps(value)[:40]}, workspace "
+        + (json.dumps(actual[key])[:40] if key in actual else "has no such key")
+        for key, value in sorted(exp.config.items())
+        if key not in actual or actual[key] != value
+    ]
+    if wrong:
+        raise GuardRefusal(
+            rule="config_mismatch",
+            stage=FlagStage.REPORTING,
+            message=f"experiment {exp.id}'s recorded config differs from the workspace's "
+            f"{config_file} ({'; '.join(wrong[:3])}); propose under an experiment that "
+            "records the config the workspace runs",
+            field="experiment_id",
+        )
 
 
 def _verdict(env: ToolEnv, candidate_id: str) -> dict[str, Any]:

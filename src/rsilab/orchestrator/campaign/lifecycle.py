@@ -12,8 +12,9 @@ them is a :class:`CampaignPolicy`. The sequence, for all of them:
 3. a new campaign opened with :meth:`CampaignPolicy.settings` and where its jobs run, or the
    one named found (a finished campaign is final: nothing is written, the result says so);
 4. the campaign's lease (no second process runs it), kept alive on a thread;
-5. recovery of what a dead run left (jobs interrupted, open experiments closed, pending
-   intents listed) and the run's budget recorded where it changed;
+5. recovery of what a dead run left: the controller's work first (a candidate a dead judge
+   left is judged again, with the same seeds), then jobs interrupted, open experiments
+   closed, pending intents listed; and the run's budget recorded where it changed;
 6. the lineage's baseline when it has none (inside the campaign, so a run killed during it
    leaves a campaign to resume; a baseline that fails ends it ``preflight_failed``);
 7. :meth:`CampaignPolicy.run` with a :class:`CampaignSession`: the campaign, its services,
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rsilab.controller.lineage import find_lineage
+from rsilab.controller.recovery import recover_controller_work
 from rsilab.errors import RsilabError, UserError
 from rsilab.expos.campaigns import open_campaign
 from rsilab.expos.services import LabServices
@@ -256,6 +258,9 @@ def _open(
     def recover() -> None:
         recover_campaign(lab.store, lease, pending=intents.pending(), keep_open=keep)
 
+    # the controller's work first: a dead judge's candidate is judged again (same seeds)
+    # before recovery marks what else was left unfinished
+    recover_controller_work(lab, campaign.id, controller=services.controller(task))
     recover()
     record_budget(lab.store, campaign, budget)
     limit = int(campaign.settings.get("max_failures_in_a_row", MAX_FAILURES_IN_A_ROW))

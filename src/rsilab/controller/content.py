@@ -1,0 +1,303 @@
+"""The content guard: private items, or the task's raw sources, in what a candidate trains on.
+
+:class:`ContentIndex` joins the detectors, for one task under one secret:
+
+- the declared raw sources (``Task.data_sources``), opened: the sha256 of each file and of
+  every layer and member inside it (a ``digits.csv.gz`` and the CSV it holds). A file of the
+  candidate's data, or anything inside it, with one of those hashes is a *copy* of a source;
+- :class:`~rsilab.controller.overlap.PrivateIndex`: exact inputs, their ids, rescaled vectors
+  and token-window near-duplicates, in text;
+- one :class:`~rsilab.controller.numeric.NumericReference` per benchmark whose inputs are
+  numeric vectors: near-duplicate rows under affine maps, noise, column order and subsets.
+
+:meth:`ContentIndex.scan` opens every file (containers and compressed forms, nested, within
+:class:`~rsilab.controller.unpack.Caps`), reads every serialisation the built-in tasks and
+common tools use (:mod:`rsilab.controller.readers`: JSON, JSON Lines, CSV and other delimited
+text, pickle read without running it, npy and npz), and runs each detector on what it finds.
+
+A :class:`ContentReport` *leaks* when a source is copied, when any private item is found
+exactly (its canonical input, its id, or a text input as a whole line), or when the items
+found approximately (near, scaled, numeric) of one benchmark reach that benchmark's
+:attr:`ContentIndex.min_hits`: one approximate match can be chance, a copy of the private
+data is many.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import stat
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rsilab.controller.numeric import MIN_COLUMNS, MIN_ROWS, NumericReference
+from rsilab.controller.overlap import OverlapHit, PrivateIndex
+from rsilab.controller.readers import plain_json, read
+from rsilab.controller.unpack import Caps, Opener, Uncheckable
+from rsilab.records import DataTier
+from rsilab.tasks import TIERS, Task, make_splits
+
+__all__ = ["MIN_HITS", "ContentIndex", "ContentReport", "Uncheckable", "regular_files"]
+
+MIN_HITS = 10
+"""Private items found approximately that make a leak, at most (see :func:`min_hits`)."""
+_MIN_SOURCE_BYTES = 256  # a smaller file (an empty __init__.py) is no evidence of a copy
+_PATH = re.compile(r"""["'](/[^"'\s\\]{1,1024})["']""")
+
+
+def min_hits(private_items: int) -> int:
+    """Approximate hits that make a leak for a benchmark with ``private_items``: 5% of them,
+    at least 2 and at most :data:`MIN_HITS`."""
+    return max(2, min(MIN_HITS, math.ceil(0.05 * private_items)))
+
+
+@dataclass
+class _Bench:
+    name: str
+    reference: NumericReference
+    refs: list[tuple[DataTier, str]]  # (tier, id) of each reference row; public ones unused
+
+
+@dataclass
+class ContentReport:
+    """What a scan found."""
+
+    hits: list[OverlapHit] = field(default_factory=list)
+    """Private items found, one per (item, kind, place)."""
+    copies: list[tuple[str, str]] = field(default_factory=list)
+    """(place, declared source) for each copy of a raw source."""
+    min_hits: dict[str, int] = field(default_factory=dict)
+    """Approximate hits that make a leak, per benchmark."""
+
+    def approximate(self) -> dict[str, int]:
+        """Distinct private items found only approximately, per benchmark."""
+        exact = {(h.benchmark, h.sample_id) for h in self.hits if h.kind == "exact"}
+        found: dict[str, set[str]] = defaultdict(set)
+        for h in self.hits:
+            if h.kind != "exact" and (h.benchmark, h.sample_id) not in exact:
+                found[h.benchmark].add(h.sample_id)
+        return {name: len(ids) for name, ids in found.items()}
+
+    def leaks(self) -> bool:
+        """Whether the data holds private items or a source (see the module docstring)."""
+        if self.copies or any(h.kind == "exact" for h in self.hits):
+            return True
+        return any(n >= self.min_hits.get(b, MIN_HITS) for b, n in self.approximate().items())
+
+    def detail(self) -> str:
+        """One line for people: what was found where (never a private value)."""
+        parts = []
+        if self.copies:
+            where = ", ".join(sorted({f"{w} (= {s})" for w, s in self.copies})[:3])
+            parts.append(f"a copy of the task's declared data source: {where}")
+        if self.hits:
+            exact = {(h.benchmark, h.sample_id) for h in self.hits if h.kind == "exact"}
+            kinds = sorted({h.kind for h in self.hits})
+            places = sorted({h.where.split(":")[0] for h in self.hits})[:5]
+            samples = len({(h.benchmark, h.sample_id) for h in self.hits})
+            parts.append(
+                f"{samples} private samples ({len(exact)} exact; kinds {', '.join(kinds)}) "
+                f"found in {', '.join(places)}"
+            )
+        return "; ".join(parts)
+
+
+class ContentIndex:
+    """Everything the content guard compares a candidate's data with, for one task."""
+
+    def __init__(
+        self,
+        private: PrivateIndex,
+        numeric: Sequence[_Bench],
+        sources: dict[str, str],
+        minimum: dict[str, int],
+    ) -> None:
+        """Use :meth:`build`."""
+        self.private = private
+        self.numeric = list(numeric)
+        self.sources = sources
+        self.min_hits = minimum
+
+    @classmethod
+    def build(
+        cls, task: Task, secret: bytes, *, private: PrivateIndex | None = None
+    ) -> ContentIndex:
+        """The index of ``task`` under ``secret`` (``private``: a PrivateIndex already built).
+
+        Raises:
+            rsilab.tasks.SplitError: a benchmark's samples cannot be read or split.
+            OSError: a declared source cannot be read.
+            Uncheckable: a declared source passes the caps.
+        """
+        private = private or PrivateIndex.build(task, secret)
+        benches, minimum = [], {}
+        for bench in task.benchmarks:
+            splits = make_splits(task, bench, secret)
+            minimum[bench.name] = min_hits(sum(len(splits[t]) for t in TIERS if t.is_private))
+            numeric = _numeric_bench(bench.name, splits)
+            if numeric is not None:
+                benches.append(numeric)
+        shipped = {_sha(p.read_bytes()) for p in regular_files(task.harness)}
+        return cls(private, benches, _source_hashes(task.data_sources, shipped), minimum)
+
+    def scan(self, files: Iterable[tuple[str, Path]], caps: Caps | None = None) -> ContentReport:
+        """What the regular files ``files`` ((place, path) pairs) hold.
+
+        Raises:
+            Uncheckable: a cap is passed or a container cannot be opened.
+            OSError: a file cannot be read.
+        """
+        opener = Opener(caps)
+        report = ContentReport(min_hits=dict(self.min_hits))
+        small: dict[int, list[tuple[str, npt.NDArray[np.float64]]]] = defaultdict(list)
+        for where, path in files:
+            opener.count(where, path.stat().st_size)
+            for node in opener.nodes(where, path.read_bytes()):
+                self._node(node.where, node.data, node.container, report, small, opener)
+        for pooled in small.values():
+            table = np.vstack([t for _, t in pooled])
+            place = ", ".join(sorted({w for w, _ in pooled})[:3])
+            report.hits.extend(self._numeric(table, f"{place} (pooled)"))
+        return report
+
+    def _node(
+        self,
+        where: str,
+        data: bytes,
+        container: bool,
+        report: ContentReport,
+        small: dict[int, list[tuple[str, npt.NDArray[np.float64]]]],
+        opener: Opener,
+    ) -> None:
+        if len(data) >= _MIN_SOURCE_BYTES and (source := self.sources.get(_sha(data))):
+            report.copies.append((where, source))
+        if container:
+            return
+        report.hits.extend(self.private.scan_bytes(data, where))
+        parsed = read(where, data)
+        if parsed.binary:
+            text = plain_json(parsed.values).encode()
+            opener.count(where, len(text))
+            report.hits.extend(self.private.scan_bytes(text, where))
+        for table in parsed.tables:
+            if len(table) < MIN_ROWS:
+                small[table.shape[1]].append((where, table))
+            else:
+                report.hits.extend(self._numeric(table, where))
+
+    def _numeric(self, table: npt.NDArray[np.float64], where: str) -> list[OverlapHit]:
+        if table.shape[1] < MIN_COLUMNS:
+            return []
+        hits = []
+        for bench in self.numeric:
+            for hit in bench.reference.match(table):
+                tier, sample_id = bench.refs[hit.item]
+                share = round(1.0 - hit.ratio, 3)
+                hits.append(OverlapHit(bench.name, tier, sample_id, "numeric", where, share))
+        return hits
+
+
+def regular_files(root: Path) -> Iterator[Path]:
+    """Regular files under ``root`` in sorted order; links are not followed; errors raise."""
+
+    def fail(error: OSError) -> None:
+        raise error
+
+    for folder, dirs, files in os.walk(root, onerror=fail):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder, name)
+            if stat.S_ISREG(path.lstat().st_mode):
+                yield path
+
+
+def named_paths(root: Path, limit: int = 200) -> list[Path]:
+    """Existing regular files outside ``root`` that text files under it name by absolute
+    path (what a recipe may read besides its tree), at most ``limit``."""
+    found: dict[Path, None] = {}
+    inside = root.resolve()
+    for path in regular_files(root):
+        if path.stat().st_size > 4 << 20:
+            continue
+        text = path.read_bytes().decode("utf-8", errors="replace")
+        for match in _PATH.finditer(text):
+            named = Path(match[1])
+            try:
+                if named.resolve().is_relative_to(inside) or not named.is_file():
+                    continue
+                if stat.S_ISREG(named.stat().st_mode):
+                    found.setdefault(named)
+            except (OSError, ValueError):
+                continue
+            if len(found) >= limit:
+                return list(found)
+    return list(found)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _source_hashes(sources: Sequence[Path], shipped: set[str]) -> dict[str, str]:
+    """sha256 -> source name, for every declared source file and everything inside it."""
+    opener = Opener(Caps(total_bytes=4 << 30, ratio=1e9, members=1_000_000))
+    hashes: dict[str, str] = {}
+    for source in sources:
+        paths = list(regular_files(source)) if source.is_dir() else [source]
+        for path in paths:
+            if not path.is_file():
+                continue
+            for node in opener.nodes(path.name, path.read_bytes()):
+                digest = _sha(node.data)
+                if len(node.data) >= _MIN_SOURCE_BYTES and digest not in shipped:
+                    hashes.setdefault(digest, str(path))
+    return hashes
+
+
+def _vector(value: Any) -> list[float] | None:
+    """A sample input as a flat vector of numbers (a list, nested lists, or the numeric
+    leaves of a dict in key order), or None."""
+    if isinstance(value, dict):
+        flat: list[float] = []
+        for key in sorted(value):
+            part = _vector(value[key]) if isinstance(value[key], list | dict) else None
+            item = value[key]
+            if part is not None:
+                flat.extend(part)
+            elif isinstance(item, int | float) and not isinstance(item, bool):
+                flat.append(float(item))
+        return flat
+    if isinstance(value, list):
+        try:
+            array = np.array(value, dtype=np.float64)
+        except (ValueError, TypeError, OverflowError):
+            return None
+        return array.ravel().tolist() if np.isfinite(array).all() else None
+    return None
+
+
+def _numeric_bench(name: str, splits: dict[DataTier, list[Any]]) -> _Bench | None:
+    """The numeric reference of one benchmark, or None when its inputs are not vectors of at
+    least :data:`MIN_COLUMNS` numbers of one length."""
+    vectors, private, refs = [], [], []
+    for tier in TIERS:
+        for sample in splits[tier]:
+            vector = _vector(sample.input)
+            if vector is None or len(vector) < MIN_COLUMNS:
+                continue
+            vectors.append(vector)
+            private.append(tier.is_private)
+            refs.append((tier, sample.id))
+    lengths = {len(v) for v in vectors}
+    if len(lengths) != 1:
+        return None
+    reference = NumericReference(np.array(vectors), np.array(private, dtype=bool))
+    return _Bench(name, reference, refs) if reference.usable else None

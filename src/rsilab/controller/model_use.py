@@ -1,0 +1,77 @@
+"""The model-use checks: after the controller's evaluation, is the trained model really used?
+
+:func:`model_use_check` reads a candidate's evaluation and its parent version's records and
+names the first check it fails:
+
+- ``model_ignored``: the model-use probe found predict answering alike with the model
+  emptied (checked first: such a predict also answers alike under every seed);
+- ``seed_ignored``: the parent's evaluation shows that this system's training seeds matter (a
+  private sample scored differently under two of its seeds), yet the candidate's controller
+  seeds all gave the same **predictions** on every private sample, or the same model file.
+  The acceptance rule relies on the seed spread; with one answer for every seed the gain is a
+  single draw the author picked (a lucky seed pinned in ``train.py``). Predictions, not model
+  bytes, decide: a model made to differ per seed (the seed written into it) while answering
+  alike is still caught, and a deterministic parent (its scores never vary across seeds) is
+  never a reason to flag a candidate.
+
+Neither message holds a private number.
+"""
+
+from __future__ import annotations
+
+from rsilab.controller.evaluation import PRIVATE_TIERS, SystemEvaluation
+from rsilab.controller.lineage import version_evaluations
+from rsilab.records import Candidate, FlagStage, SystemVersion
+from rsilab.store.base import StoreReader
+
+__all__ = ["model_use_check", "seeds_matter"]
+
+
+def seeds_matter(store: StoreReader, version: SystemVersion) -> bool:
+    """Whether ``version``'s own evaluation shows a private sample scored differently under
+    two of its seeds (so its predictions do vary with the training seed)."""
+    for tier in PRIVATE_TIERS:
+        for evaluation in version_evaluations(store, version, tier).values():
+            scores: dict[str, set[float]] = {}
+            for sample in evaluation.samples:
+                scores.setdefault(sample.sample_id, set()).add(sample.score)
+            if any(len(values) > 1 for values in scores.values()):
+                return True
+    return False
+
+
+def model_use_check(
+    store: StoreReader, candidate: Candidate, result: SystemEvaluation
+) -> tuple[FlagStage, str, str, str] | None:
+    """(stage, rule, detail, public note) of the first model-use check ``result`` fails.
+
+    ``model_ignored`` comes first: a predict that ignores its model also answers alike under
+    every seed, and the probe names the cause."""
+    if result.model_ignored:
+        detail = (
+            "predict's outputs do not depend on the trained model: with the model file "
+            "emptied it gave the same output for every accept-tier sample"
+        )
+        public = (
+            "predict does not use the model the controller trained (its outputs stayed the "
+            "same with the model file emptied)"
+        )
+        return FlagStage.EVALUATION, "model_ignored", detail, public
+    seeds = len(result.seeds)
+    if seeds >= 2:
+        parent = store.get_as(candidate.parent_version_id, SystemVersion)
+        predictions, models = result.predictions, result.models
+        alike = len(predictions) == seeds and all(predictions) and len(set(predictions)) == 1
+        one_model = all(models) and len(set(models)) == 1
+        if (alike or one_model) and seeds_matter(store, parent):
+            what = "the same predictions on every private sample" if alike else "one model"
+            detail = (
+                f"training ignored the controller's seed: its {seeds} seeds gave {what}, "
+                f"while the parent's scores vary across its seeds"
+            )
+            public = (
+                f"training ignored the controller's seed (every seed gave {what}, while the "
+                "parent's seeds give different results): train must use --seed"
+            )
+            return FlagStage.TRAINING, "seed_ignored", detail, public
+    return None
