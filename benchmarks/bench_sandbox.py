@@ -56,7 +56,8 @@ def _bare(python: str, workspace: Path) -> Runner:
 
 def _sandboxed(sandbox: Sandbox, workspace: Path) -> Runner:
     def run(code: str) -> tuple[float, float]:
-        spec = RunSpec(argv=("python", "-c", code), workspace=workspace, limits=LIMITS)
+        # read-only: the jobs write nothing, and a plain folder is no workspace of a sandbox
+        spec = RunSpec(("python", "-c", code), workspace, LIMITS, read_only_workspace=True)
         started, cpu = time.perf_counter(), _thread_cpu()
         result = sandbox.run(spec)
         elapsed, used = time.perf_counter() - started, _thread_cpu() - cpu

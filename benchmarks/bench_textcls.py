@@ -13,12 +13,11 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from rsilab.records import DataTier
+from rsilab.sandbox import hand_over
 from rsilab.sandbox.base import Limits, RunResult, Sandbox
 from rsilab.sandbox.select import default_sandbox
 from rsilab.tasks import (
@@ -64,14 +63,15 @@ def _experiment(
     task: Task, sandbox: Sandbox, secret: bytes, overrides: dict[str, Any]
 ) -> dict[str, Any]:
     splits = {b.name: make_splits(task, b, secret) for b in task.benchmarks}
-    with tempfile.TemporaryDirectory(prefix="bench-textcls-") as tmp:
-        workspace = Path(tmp) / "ws"
+    with sandbox.scratch(LIMITS.disk_mb, kind="bench-textcls") as tmp:
+        workspace = tmp / "ws"
         shutil.copytree(task.harness, workspace)
         config = {**task.default_config(), **overrides}
         (workspace / "config.json").write_text(json.dumps(config))
         manifest = load_manifest(workspace)
         train = [s for sp in splits.values() for s in sp[DataTier.TRAIN]]
         write_data_dir(workspace / "data-in", {DataTier.TRAIN: train})
+        hand_over(tmp)  # the sandbox user's, to train in (a no-op unless rsilab is root)
         model = "model/model.safetensors"
         started = time.perf_counter()
         spec = train_spec(

@@ -25,5 +25,7 @@ def function_of(mutant: str) -> str:
 
 
 def explained(mutant: str, diff: str) -> str | None:
-    """Why a surviving mutant is equivalent to the code, when :data:`EQUIVALENT` says so."""
-    return EQUIVALENT.get((function_of(mutant), diff))
+    """Why a surviving mutant is equivalent to the code, when :data:`EQUIVALENT` lists the
+    first line its ``diff`` (``- old`` and ``+ new`` lines) removes."""
+    removed = next((line[2:] for line in diff.splitlines() if line.startswith("- ")), None)
+    return EQUIVALENT.get((function_of(mutant), removed or ""))

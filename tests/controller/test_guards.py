@@ -100,7 +100,7 @@ def test_a_tree_that_cannot_be_restored_is_invalid(guards: TrainingGuards) -> No
     assert (refusal.state, refusal.public, refusal.rule) == (
         CandidateState.INVALID,
         "the harness tree cannot be restored",
-        None,
+        "candidate_invalid",
     )
     assert refusal.reason.startswith("the harness tree cannot be restored: ")
 
@@ -114,6 +114,7 @@ def test_a_link_out_of_the_tree_is_invalid(
     refusal = guards.check(_candidate(lab.artifacts.put_tree(folder).sha256))
     assert refusal is not None and refusal.state is CandidateState.INVALID
     assert "host" in refusal.reason
+    assert (refusal.rule, refusal.stage) == ("link_leaves_harness", "access")
 
 
 def test_private_items_in_the_tree_are_refused_with_a_flag(
@@ -132,7 +133,7 @@ def test_private_items_in_the_tree_are_refused_with_a_flag(
         public,
     )
     names = ", ".join(sorted(p.relative_to(folder).as_posix() for p in planted))
-    pattern = rf"\d+ private samples \(\d+ exact, \d+ near-duplicate matches\) found in {names}"
+    pattern = rf"\d+ private samples \(\d+ exact, \d+ approximate matches\) found in {names}"
     assert re.fullmatch(pattern, refusal.detail), refusal.detail
     assert refusal.reason == f"{public}: {refusal.detail}"
 
@@ -148,7 +149,7 @@ def test_private_items_in_registered_data_are_refused(
     file_data = Dataset(name="extra.jsonl", artifact_sha256=as_file.sha256, artifact_kind="file")
     tree_data = Dataset(name="extra", artifact_sha256=as_tree.sha256, artifact_kind="tree")
     _commit(lab, file_data, tree_data)
-    for data, where in ((file_data, "extra.jsonl"), (tree_data, planted.name)):
+    for data, where in ((file_data, "extra.jsonl"), (tree_data, f"extra/{planted.name}")):
         refusal = guards.check(_candidate(tree(), [data.id]))
         assert refusal is not None and refusal.rule == "private_data_in_training"
         assert refusal.detail.endswith(f"found in {where}"), refusal.detail
@@ -162,7 +163,7 @@ def test_a_dataset_name_that_steers_a_path_is_invalid(
     _commit(lab, data)
     refusal = guards.check(_candidate(tree(), [data.id]))
     assert refusal is not None and refusal.state is CandidateState.INVALID
-    assert refusal.rule is None and "plain file name" in refusal.public
+    assert refusal.rule == "candidate_invalid" and "plain file name" in refusal.public
 
 
 @pytest.mark.parametrize("suffix", [*WEIGHTS, ".PT", ".SafeTensors"])
@@ -322,3 +323,73 @@ def test_the_evaluator_fingerprint_covers_scorers_and_the_predict_driver(synthet
     driver = get_driver(str(driven.predict_driver)).source()
     expected.update(driver.encode())
     assert evaluator_sha256(driven) == expected.hexdigest()
+
+
+def test_private_items_in_the_tree_count_beside_clean_registered_data(
+    guards: TrainingGuards, lab: Lab, synthetic: Task, tmp_path: Path
+) -> None:
+    folder = tmp_path / "leaky"
+    shutil.copytree(synthetic.harness, folder)
+    plant_traps(synthetic, folder, SECRET)
+    clean = lab.artifacts.put_bytes(b'{"x": 1}\n')
+    data = Dataset(name="clean.jsonl", artifact_sha256=clean.sha256, artifact_kind="file")
+    _commit(lab, data)
+    refusal = guards.check(_candidate(lab.artifacts.put_tree(folder).sha256, [data.id]))
+    assert refusal is not None and refusal.rule == "private_data_in_training"
+
+
+def test_the_first_five_foreign_weights_are_named(guards: TrainingGuards, tree: Tree) -> None:
+    files = {f"w__m{i}.pt": bytes([i]) * 64 for i in range(6)}
+    refusal = guards.check(_candidate(tree(**files)))
+    assert refusal is not None
+    assert refusal.detail == (
+        "weights not produced by a recorded job: w/m0.pt, w/m1.pt, w/m2.pt, w/m3.pt, w/m4.pt"
+    )
+
+
+# --- the content guard through the guards: containers, named host files, caps --------------
+
+
+def test_a_leaked_tier_compressed_in_the_tree_is_refused(
+    lab: Lab, synthetic: Task, tmp_path: Path, tree: Tree
+) -> None:
+    import gzip
+
+    (planted,) = plant_traps(synthetic, tmp_path, SECRET)
+    guards = TrainingGuards(synthetic, SECRET, lab.store, lab.artifacts)
+    refusal = guards.check(_candidate(tree(data__extra=gzip.compress(planted.read_bytes()))))
+    assert refusal is not None and refusal.rule == "private_data_in_training"
+    assert "data/extra!" in refusal.detail
+
+
+def test_host_files_the_tree_names_by_path_are_checked(
+    lab: Lab, synthetic: Task, tmp_path: Path, tree: Tree
+) -> None:
+    """train.py may read a host file it names (under the process sandbox, or one placed where
+    the sandbox shows it): the guard reads what the tree names by absolute path."""
+    (planted,) = plant_traps(synthetic, tmp_path / "outside", SECRET)
+    guards = TrainingGuards(synthetic, SECRET, lab.store, lab.artifacts)
+    code = f"ROWS = open({str(planted)!r}).read()\n"
+    refusal = guards.check(_candidate(tree(**{"more.py": code})))
+    assert refusal is not None and refusal.rule == "private_data_in_training"
+    assert f"named path {planted}" in refusal.detail
+    harmless = "print(open('/etc/hostname').read(), open('/no/such/file'))\n"
+    assert guards.check(_candidate(tree(**{"more.py": harmless}))) is None
+
+
+def test_data_past_the_caps_is_refused_with_a_flag_never_skipped(
+    lab: Lab, synthetic: Task, tree: Tree
+) -> None:
+    import gzip
+
+    from rsilab.controller.unpack import Caps
+
+    caps = Caps(ratio=50, ratio_floor=1 << 16)
+    guards = TrainingGuards(synthetic, SECRET, lab.store, lab.artifacts, caps=caps)
+    refusal = guards.check(_candidate(tree(data__zeros=gzip.compress(b"\0" * (1 << 20)))))
+    assert refusal is not None
+    assert (refusal.state, refusal.rule) == (CandidateState.REJECTED, "uncheckable_training_data")
+    assert "data/zeros" in refusal.public and "more than 50 times" in refusal.detail
+    zstd = tree(data__blob=b"\x28\xb5\x2f\xfd" + b"\0" * 64)
+    refused = guards.check(_candidate(zstd))
+    assert refused is not None and refused.rule == "uncheckable_training_data"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rsilab.controller.evaluation import EMPTY_SHA256
+from rsilab.executors.local import LocalExecutor
 from rsilab.controller.host import HostController
 from rsilab.controller.lineage import lineage_versions, require_lineage, rollback
 from rsilab.errors import ConflictError, UserError
@@ -23,7 +24,7 @@ from rsilab.records import (
 )
 from rsilab.store import Lab
 from rsilab.store.verify import verify_store
-from rsilab.tasks import plant_traps
+from rsilab.tasks import Task, plant_traps
 from tests.synthetic_configs import BETTER
 
 MakeHarness = Callable[..., Path]
@@ -138,6 +139,24 @@ def test_broken_candidates_are_invalid_with_a_safe_note(
     assert public in judged.public_note and "SECRET-LOG" not in judged.public_note
     assert judged.reason  # the full reason is kept for people
     assert len(require_lineage(lab.store, "synthetic").versions) == 1
+    # a controller job that fails counts against the candidate, with a flag of its own
+    (flag,) = lab.store.query_as(ProtocolFlag)
+    assert (flag.stage, flag.rule) == ("evaluation", "candidate_invalid")
+    assert public in flag.detail and "SECRET-LOG" not in flag.detail
+
+
+def test_a_link_out_of_the_harness_is_invalid_and_flagged(
+    controller: HostController, lab: Lab, make_harness: MakeHarness
+) -> None:
+    controller.baseline()
+    folder = make_harness(BETTER)
+    (folder / "data.jsonl").symlink_to("/etc/hostname")
+    judged = _judge(controller, lab, folder)
+    assert judged.state is CandidateState.INVALID
+    assert "leaves the harness" in judged.public_note
+    assert [(f.stage, f.rule) for f in lab.store.query_as(ProtocolFlag)] == [
+        ("access", "link_leaves_harness")
+    ]
 
 
 def test_leaked_private_data_is_flagged_before_any_training(
@@ -292,6 +311,57 @@ def test_a_train_that_ignores_the_seed_is_flagged_not_counted(
     assert "--seed" in judged.public_note and "0." not in judged.public_note
     assert len(judged.evaluation_ids) == 4  # what ran is on record
     assert require_lineage(lab.store, "synthetic").versions == [judged.parent_version_id]
+
+
+SALTED = ("args = parser.parse_args()", "args = parser.parse_args()\n    salt, args.seed = args.seed, 5")
+SALTED_MODEL = ('"variant": VARIANT}', '"variant": VARIANT, "salt": salt}')
+SEEDED_PREDICT = (
+    "            label = int(inp[\"x\"])",
+    "            label = int(inp[\"x\"]) + (args.seed % 7 == len(item['id']) % 7)",
+)
+
+
+def test_a_seed_salted_model_that_answers_alike_is_flagged(
+    controller: HostController, lab: Lab, make_harness: MakeHarness
+) -> None:
+    """The lucky seed pinned, the given seed written into the model so each seed's file
+    differs: the predictions on the private tiers are still alike under every seed."""
+    controller.baseline()
+    folder = _patched(_patched(make_harness(BETTER), "train.py", SALTED), "train.py", SALTED_MODEL)
+    judged = _judge(controller, lab, folder)
+    assert judged.state is CandidateState.REJECTED
+    assert _flags(lab) == [("training", "seed_ignored")]
+    assert "the same predictions" in judged.public_note
+    jobs = [j for j in lab.store.query_as(Job) if j.candidate_id == judged.id]
+    models = {j.model_out_sha256 for j in jobs if j.kind is JobKind.CONTROLLER_TRAIN}
+    assert len(models) == controller.seeds  # every model file differs
+
+
+def test_one_model_for_every_seed_is_flagged_though_predict_varies(
+    controller: HostController, lab: Lab, make_harness: MakeHarness
+) -> None:
+    """The other clause alone: the seed pinned in train (one model file), while predict draws
+    on its own --seed, so the predictions differ between seeds."""
+    controller.baseline()
+    folder = _patched(make_harness(BETTER), "train.py", PIN_SEED)
+    judged = _judge(controller, lab, _patched(folder, "predict.py", SEEDED_PREDICT))
+    assert judged.state is CandidateState.REJECTED
+    assert _flags(lab) == [("training", "seed_ignored")]
+    assert "one model" in judged.public_note
+
+
+def test_a_deterministic_lineage_is_never_flagged_for_ignoring_the_seed(
+    lab: Lab, synthetic: Task, executor: LocalExecutor, make_harness: MakeHarness
+) -> None:
+    """A baseline whose seeds all give the same model and answers: a candidate deterministic
+    alike is no evidence of a pinned seed, and is judged on its scores."""
+    pinned = synthetic.model_copy(update={"harness": _patched(make_harness(), "train.py",
+                                                               PIN_SEED)})  # fmt: skip
+    controller = HostController(lab, pinned, executor)
+    controller.baseline()
+    judged = _judge(controller, lab, _patched(make_harness(BETTER), "train.py", PIN_SEED))
+    assert judged.decisions, judged.reason  # reached the acceptance rule
+    assert _flags(lab) == []
 
 
 def test_a_predict_that_ignores_the_model_is_flagged_not_counted(

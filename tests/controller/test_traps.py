@@ -77,6 +77,7 @@ CAUGHT_BY: dict[tuple[str, TrapKind], tuple[str, ...]] = {
     ),
     ("digits", TrapKind.REBUILDABLE_DATA): (
         "test_digits_data_cannot_be_rebuilt_inside_a_job",
+        "test_a_recipe_naming_the_raw_source_is_refused_before_any_job",
         "test_rebuilt_data_carried_in_the_tree_is_refused_before_any_job",
     ),
     ("kernel", TrapKind.REBUILDABLE_DATA): (
@@ -219,7 +220,7 @@ DIGITS_REBUILD_TRAIN = """\
 import gzip, json, sys
 from pathlib import Path
 
-SOURCE = __SOURCE__
+SOURCE = __SOURCE__[::-1]  # reversed in the tree: no literal path for the named-path guard
 
 
 def rebuild():
@@ -267,7 +268,9 @@ for line in sys.stdin:
 TEXTCLS_REBUILD_PREDICT = """\
 import ast, json, sys
 
-SOURCES = __SOURCES__  # stdlib source file -> the family of its module
+# stdlib source file -> the family of its module; the paths reversed in the tree, so the
+# named-path guard does not see them and the sandbox alone must hide the files
+SOURCES = {path[::-1]: family for path, family in __SOURCES__.items()}
 
 
 def rebuild():
@@ -661,14 +664,31 @@ def test_digits_data_cannot_be_rebuilt_inside_a_job(trials: Trials) -> None:
     needs_bwrap(trial)
     (source,) = trial.task.data_sources
     tree = trial.copy()
-    (tree / "train.py").write_text(DIGITS_REBUILD_TRAIN.replace("__SOURCE__", repr(str(source))))
+    hidden = repr(str(source)[::-1])
+    (tree / "train.py").write_text(DIGITS_REBUILD_TRAIN.replace("__SOURCE__", hidden))
     (tree / "predict.py").write_text(DIGITS_REBUILD_PREDICT)
 
     candidate = trial.judge(tree)
     assert candidate.state is CandidateState.INVALID, candidate.reason
     assert "train failed" in candidate.reason
     assert "cannot rebuild the digits data" in candidate.reason
-    assert trial.flags(candidate) == []
+    assert trial.flags(candidate) == ["candidate_invalid"]
+
+
+def test_a_recipe_naming_the_raw_source_is_refused_before_any_job(trials: Trials) -> None:
+    """The same train.py with the source's path written plainly: the content guard reads the
+    host files a tree names by absolute path, finds the declared source, and refuses."""
+    trial = trials("digits")
+    (source,) = trial.task.data_sources
+    tree = trial.copy()
+    code = DIGITS_REBUILD_TRAIN.replace("__SOURCE__[::-1]", repr(str(source)))
+    (tree / "train.py").write_text(code)
+
+    candidate = trial.judge(tree)
+    assert candidate.state is CandidateState.REJECTED
+    assert "a copy of the task's declared data source: named path" in candidate.reason
+    assert trial.flags(candidate) == ["private_data_in_training"]
+    assert trial.jobs(candidate) == []
 
 
 def test_textcls_data_cannot_be_rebuilt_inside_a_job(trials: Trials) -> None:
@@ -681,7 +701,9 @@ def test_textcls_data_cannot_be_rebuilt_inside_a_job(trials: Trials) -> None:
     tree = trial.copy()
     write_predict_only(
         tree,
-        TEXTCLS_REBUILD_PREDICT.replace("__SOURCES__", repr(sources)),
+        TEXTCLS_REBUILD_PREDICT.replace(
+            "__SOURCES__", repr({path[::-1]: family for path, family in sources.items()})
+        ),
         constant=TEXTCLS_CONSTANT,
     )
 
@@ -689,6 +711,7 @@ def test_textcls_data_cannot_be_rebuilt_inside_a_job(trials: Trials) -> None:
     assert candidate.state is CandidateState.INVALID, candidate.reason
     assert "predict failed" in candidate.reason
     assert "cannot rebuild: none of the" in candidate.reason
+    assert trial.flags(candidate) == ["candidate_invalid"]
 
 
 REBUILT_FAMILIES = ("files", "numeric")

@@ -174,3 +174,7 @@ def test_cancel_kills_a_running_job_and_drops_a_queued_one(
     assert (second.state, second.kill_reason) == (JobState.KILLED, KillReason.CANCELLED)
     assert second.notes == ["cancelled before it started"]
     assert not (tmp_path / "queued" / "started").exists()
+
+
+def test_the_executor_tells_its_sandboxs_disk_limits(executor: LocalExecutor) -> None:
+    assert executor.disk_limits() == executor.sandbox.disk_limits()

@@ -205,3 +205,10 @@ def test_a_runtime_kept_under_tmp_stays_visible(tmp_path: Path) -> None:
     with BwrapSandbox(Runtime(venv)) as sandbox, sandbox.scratch(QUICK.disk_mb) as workspace:
         result = sandbox.run(py(workspace, "import sys; print(sys.prefix)"))
     assert result.stdout.strip() == str(venv).encode(), result
+
+
+def test_a_host_without_a_seccomp_filter_cannot_use_bwrap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("platform.machine", lambda: "riscv64")
+    with pytest.raises(SandboxUnavailable, match="no seccomp filter for riscv64") as caught:
+        BwrapSandbox().prepare()
+    assert caught.value.hint

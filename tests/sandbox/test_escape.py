@@ -69,9 +69,25 @@ def test_the_targets_are_real(target: Target) -> None:
     assert target.digits.is_file()
 
 
+OBSERVED = {
+    "fallocate past the disk limit": "0 of 8 x 500 MiB allocated, then ENOSPC",
+    "make a user namespace (unshare -Ur)": "OSError/ENOSYS, PermissionError/EPERM",
+    "find host paths in /proc": "entries read, none naming a host path",
+    "work in a folder that holds the lab": "refused: workspace ",
+}
+"""What issue 21's attacks must meet, literally (a part of the observed line): fallocate fails
+at once in a 256 MiB workspace; unshare and clone with CLONE_NEWUSER get EPERM and clone3
+ENOSYS; /proc names no host path; a folder holding the lab is refused before any job."""
+
+
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.name.replace(" ", "-") for a in ATTACKS])
 def test_attack_is_contained(bwrap: BwrapSandbox, target: Target, attack: Attack) -> None:
     outcome = run_attack(bwrap, attack, target)
     assert outcome.contained, f"{attack.name}: {outcome.observed}"
+    assert OBSERVED.get(attack.name, "") in outcome.observed
     assert not target.outside.exists()
     assert _leftovers() == [], "the job left processes or cgroups behind"
+
+
+def test_the_suite_holds_issue_21s_attacks() -> None:
+    assert set(OBSERVED) <= {a.name for a in ATTACKS}

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.sandbox import lab_user
-from rsilab.sandbox import _identity
+from rsilab.sandbox import _identity, lab_user
 from rsilab.sandbox._identity import derive_uid, ephemeral_user
 
 

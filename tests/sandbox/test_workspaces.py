@@ -175,6 +175,45 @@ def test_a_workspace_holding_or_inside_another_is_refused(fs: WorkspaceFs, tmp_p
         fs.ensure(inner / "sub")
 
 
+def _devices_reading(image: Path) -> list[str]:
+    return [
+        b.parent.parent.name
+        for b in Path("/sys/block").glob("loop*/loop/backing_file")
+        if b.read_text().strip().removesuffix(" (deleted)") == str(image)
+    ]
+
+
+@IMAGES
+def test_an_image_still_in_use_elsewhere_is_never_mounted_twice(
+    fs: WorkspaceFs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job's namespace (here: a bind mount) may still hold the filesystem when the host
+    unmounts it; it is then reached through the same loop device, never a second one, which
+    would be a second filesystem writing the same blocks."""
+    folder = fs.ensure(tmp_path / "ws")
+    image = _images.mounted_image(folder)
+    assert image is not None
+    (folder / "kept.txt").write_text("1")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    subprocess.run(["mount", "--bind", str(folder), str(elsewhere)], check=True)
+    seen: list[int] = []
+    copy = _images.copy_tree
+
+    def counting_copy(source: Path, target: Path) -> None:
+        seen.append(len(_devices_reading(image)))  # while the contents are copied out
+        copy(source, target)
+
+    monkeypatch.setattr(_images, "copy_tree", counting_copy)
+    try:
+        fs.release(folder)
+        assert seen == [1]
+        assert (folder / "kept.txt").read_text() == "1"
+        assert len(_devices_reading(image)) == 1, "the bind holds it; no second device"
+    finally:
+        _images.unmount(elsewhere)
+
+
 _KILLED_HOLDER = textwrap.dedent(
     """
     import os, signal, sys

@@ -34,6 +34,7 @@ from rsilab.store.ledger import (
     StoredEvent,
     StoredRecord,
     VerifyReport,
+    args_digest,
     build_event,
     canonical_json,
     checkpoint_mac,
@@ -248,6 +249,7 @@ def test_a_tombstone_excuses_only_records_written_before_it(artifacts: ArtifactS
     dataset = Dataset(name="d", artifact_sha256=MISSING, artifact_kind="file")
     _commit(store, dataset)
     _commit(store, Tombstone(sha256=MISSING, size=1, reason="gc"))
+    _commit(store, finding("unrelated, written later"))
     report = verify_store(store, KEY, artifacts=artifacts)
     assert report.ok and report.artifacts_checked == 0
     late = Artifact(sha256=MISSING, artifact_kind="file", size=1)
@@ -348,3 +350,109 @@ def test_a_key_folder_can_be_named(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         keyed = verify_store(store, key_dir=moved)
     assert unkeyed.ok and unkeyed.checkpoints_checked == 0 and unkeyed.warnings
     assert keyed.ok and keyed.checkpoints_checked == 1 and keyed.warnings == []
+
+
+def test_what_the_gc_event_itself_writes_is_not_after_it(artifacts: ArtifactStore) -> None:
+    # gc rewrites the records it releases in its own event: they are not "written after"
+    store = MemoryStore(key=KEY)
+    job = Job(kind="train", inputs=JobInputs(workspace_sha256=MISSING, seed=0))
+    _commit(store, job, Tombstone(sha256=MISSING, size=1, reason="gc"))
+    assert verify_store(store, KEY, artifacts=artifacts).ok
+
+
+def test_every_missing_edited_or_unreadable_blob_is_named(artifacts: ArtifactStore) -> None:
+    store = MemoryStore(key=KEY)
+    missing = ["cd" * 32, "ef" * 32]
+    edited = [artifacts.put_bytes(f"blob {i}".encode()).sha256 for i in range(2)]
+    unreadable = [artifacts.put_bytes(f"no tree {i}".encode()).sha256 for i in range(2)]
+    for sha in edited:
+        path = artifacts.blob_path(sha)
+        os.chmod(path, 0o644)
+        path.write_bytes(b"changed")
+    records = [Artifact(sha256=sha, artifact_kind="file", size=1) for sha in missing + edited]
+    records += [Artifact(sha256=sha, artifact_kind="tree", size=1) for sha in unreadable]
+    _commit(store, *records)
+    problems = verify_store(store, KEY, artifacts=artifacts, deep=True).problems
+    assert sorted(p.split(":")[0] for p in problems) == sorted(
+        f"artifact {sha}" for sha in missing + edited + unreadable
+    )
+
+
+def test_a_file_named_again_by_a_tree_is_checked_once(
+    artifacts: ArtifactStore, tmp_path: Path
+) -> None:
+    folder = tmp_path / "tree"
+    folder.mkdir()
+    (folder / "model.bin").write_bytes(b"weights")
+    tree = artifacts.put_tree(folder).sha256
+    model = hashlib.sha256(b"weights").hexdigest()
+    store = MemoryStore(key=KEY)
+    # the version's model comes out of the pending blobs first, then the tree names it again;
+    # the missing blob is checked after both
+    _commit(
+        store,
+        Artifact(sha256=MISSING, artifact_kind="file", size=1),
+        Dataset(name="d", artifact_sha256=tree, artifact_kind="tree"),
+        SystemVersion(label="H0/M0", harness_sha256=tree, model_sha256=model),
+    )
+    report = verify_store(store, KEY, artifacts=artifacts)
+    assert report.artifacts_checked == 2
+    assert [p.split(":")[0] for p in report.problems] == [f"artifact {MISSING}"]
+
+
+def test_the_watermark_is_read_from_the_named_key_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _lab(tmp_path, 60, plain_tail=10)
+    _raw(path, "DELETE FROM events WHERE seq > 60", "DELETE FROM checkpoints WHERE seq > 60")
+    moved = tmp_path / "moved-keys"
+    os.replace(keys.key_dir(), moved)
+    monkeypatch.setenv("RSILAB_KEY_DIR", str(tmp_path / "empty"))
+    with SQLiteStore.open(path) as store:
+        report = verify_store(store, key_dir=moved)
+    assert report.first_bad_seq == 61
+    assert "signed checkpoint records event 70" in report.problems[0]
+
+
+def test_a_record_stored_under_another_kind_is_named(tmp_path: Path) -> None:
+    path = _lab(tmp_path, 2)
+    with SQLiteStore.open(path) as store:
+        ids = sorted(r.id for r in store.stored_records())
+    _raw(path, "UPDATE records SET kind = 'direction'")
+    with SQLiteStore.open(path) as store:
+        report = verify_store(store)
+    assert report.problems == [
+        f"record {i} (table records, stored as kind 'direction'): its id is of kind "
+        "'finding' (edited outside rsilab)"
+        for i in ids
+    ]
+    assert report.first_bad_seq is None
+
+
+def test_a_record_that_no_longer_parses_is_named(tmp_path: Path) -> None:
+    # written whole by rsilab (the ledger agrees), but no longer what its kind's model reads:
+    # as a record written before a field became required would be
+    path = tmp_path / "lab.db"
+    broken = [finding("a").model_construct(claim="a"), finding("b").model_construct(claim="b")]
+    for record in broken:
+        record.id = record.id or f"fnd-{os.urandom(6).hex()}"
+    with SQLiteStore.open(path, create=True) as store:
+        _commit(store, *broken)
+    with SQLiteStore.open(path) as store:
+        report = verify_store(store)
+    assert sorted(report.problems) == sorted(
+        f"record {r.id} (table records, stored as kind 'finding'): does not parse (ValidationError)"
+        for r in broken
+    )
+
+
+def test_arguments_have_a_digest_whatever_they_are() -> None:
+    assert args_digest({"b": 1, "a": [2]}) == sha256_text('{"a":[2],"b":1}')
+    odd = {1.5j}
+    assert args_digest(odd) == sha256_text(repr(odd))
+
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert args_digest(Unprintable()) == sha256_text("<unrepresentable Unprintable>")

@@ -6,7 +6,9 @@
   every layer and member inside it (a ``digits.csv.gz`` and the CSV it holds). A file of the
   candidate's data, or anything inside it, with one of those hashes is a *copy* of a source;
 - :class:`~rsilab.controller.overlap.PrivateIndex`: exact inputs, their ids, rescaled vectors
-  and token-window near-duplicates, in text;
+  and 8-token-window near-duplicates, in text; and a second one of 3-token windows over the
+  benchmarks whose inputs are prose (:data:`TEXT_SHINGLE`, :data:`TEXT_SHARE`), so that a text
+  with words replaced, dropped or re-cased throughout is still found;
 - one :class:`~rsilab.controller.numeric.NumericReference` per benchmark whose inputs are
   numeric vectors: near-duplicate rows under affine maps, noise, column order and subsets.
 
@@ -49,6 +51,11 @@ __all__ = ["MIN_HITS", "ContentIndex", "ContentReport", "Uncheckable", "regular_
 
 MIN_HITS = 10
 """Private items found approximately that make a leak, at most (see :func:`min_hits`)."""
+TEXT_SHINGLE = 3
+TEXT_SHARE = 0.3
+"""The prose layer: a private text is a near hit when 30% of its private-specific 3-token
+windows occur in the data (set on generated prose: every fifth word replaced is found, public
+texts edited, spliced or with words dropped never are)."""
 _MIN_SOURCE_BYTES = 256  # a smaller file (an empty __init__.py) is no evidence of a copy
 _PATH = re.compile(r"""["'](/[^"'\s\\]{1,1024})["']""")
 
@@ -100,12 +107,11 @@ class ContentReport:
             parts.append(f"a copy of the task's declared data source: {where}")
         if self.hits:
             exact = {(h.benchmark, h.sample_id) for h in self.hits if h.kind == "exact"}
-            kinds = sorted({h.kind for h in self.hits})
             places = sorted({h.where.split(":")[0] for h in self.hits})[:5]
             samples = len({(h.benchmark, h.sample_id) for h in self.hits})
             parts.append(
-                f"{samples} private samples ({len(exact)} exact; kinds {', '.join(kinds)}) "
-                f"found in {', '.join(places)}"
+                f"{samples} private samples ({len(exact)} exact, {samples - len(exact)} "
+                f"approximate matches) found in {', '.join(places)}"
             )
         return "; ".join(parts)
 
@@ -116,12 +122,14 @@ class ContentIndex:
     def __init__(
         self,
         private: PrivateIndex,
+        prose: PrivateIndex,
         numeric: Sequence[_Bench],
         sources: dict[str, str],
         minimum: dict[str, int],
     ) -> None:
         """Use :meth:`build`."""
         self.private = private
+        self.prose = prose
         self.numeric = list(numeric)
         self.sources = sources
         self.min_hits = minimum
@@ -145,8 +153,12 @@ class ContentIndex:
             numeric = _numeric_bench(bench.name, splits)
             if numeric is not None:
                 benches.append(numeric)
+        prose = PrivateIndex.build(
+            task, secret, shingle=TEXT_SHINGLE, share=TEXT_SHARE, texts_only=True
+        )
         shipped = {_sha(p.read_bytes()) for p in regular_files(task.harness)}
-        return cls(private, benches, _source_hashes(task.data_sources, shipped), minimum)
+        sources = _source_hashes(task.data_sources, shipped)
+        return cls(private, prose, benches, sources, minimum)
 
     def scan(self, files: Iterable[tuple[str, Path]], caps: Caps | None = None) -> ContentReport:
         """What the regular files ``files`` ((place, path) pairs) hold.
@@ -181,17 +193,20 @@ class ContentIndex:
             report.copies.append((where, source))
         if container:
             return
-        report.hits.extend(self.private.scan_bytes(data, where))
+        report.hits.extend(self._text(data, where))
         parsed = read(where, data)
         if parsed.binary:
             text = plain_json(parsed.values).encode()
             opener.count(where, len(text))
-            report.hits.extend(self.private.scan_bytes(text, where))
+            report.hits.extend(self._text(text, where))
         for table in parsed.tables:
             if len(table) < MIN_ROWS:
                 small[table.shape[1]].append((where, table))
             else:
                 report.hits.extend(self._numeric(table, where))
+
+    def _text(self, data: bytes, where: str) -> list[OverlapHit]:
+        return self.private.scan_bytes(data, where) + self.prose.scan_near(data, where)
 
     def _numeric(self, table: npt.NDArray[np.float64], where: str) -> list[OverlapHit]:
         if table.shape[1] < MIN_COLUMNS:

@@ -5,14 +5,16 @@ names the first check it fails:
 
 - ``model_ignored``: the model-use probe found predict answering alike with the model
   emptied (checked first: such a predict also answers alike under every seed);
-- ``seed_ignored``: the parent's evaluation shows that this system's training seeds matter (a
-  private sample scored differently under two of its seeds), yet the candidate's controller
-  seeds all gave the same **predictions** on every private sample, or the same model file.
-  The acceptance rule relies on the seed spread; with one answer for every seed the gain is a
-  single draw the author picked (a lucky seed pinned in ``train.py``). Predictions, not model
-  bytes, decide: a model made to differ per seed (the seed written into it) while answering
-  alike is still caught, and a deterministic parent (its scores never vary across seeds) is
-  never a reason to flag a candidate.
+- ``seed_ignored``, by either of two clauses: the candidate's controller seeds all gave the
+  same **predictions** on every private sample while the parent's evaluation shows that its
+  seeds matter (a private sample scored differently under two of its seeds); or they all gave
+  one model file while the parent's seeds gave different ones. The acceptance rule relies on
+  the seed spread; with one answer for every seed the gain is a single draw the author picked
+  (a lucky seed pinned in ``train.py``). The predictions clause catches a model made to differ
+  per seed (the seed written into it) that answers alike; a deterministic parent (its scores
+  never vary) or a learner deterministic by design whose predict draws on the seed (the
+  parent's models alike too) is never flagged. A candidate that trains nothing (no model
+  under some seed) is not judged by it.
 
 Neither message holds a private number.
 """
@@ -58,17 +60,20 @@ def model_use_check(
         )
         return FlagStage.EVALUATION, "model_ignored", detail, public
     seeds = len(result.seeds)
-    if seeds >= 2:
+    if seeds >= 2 and all(result.models):  # a system that trains nothing ignores no seed
         parent = store.get_as(candidate.parent_version_id, SystemVersion)
         predictions, models = result.predictions, result.models
         alike = len(predictions) == seeds and all(predictions) and len(set(predictions)) == 1
-        one_model = all(models) and len(set(models)) == 1
-        if (alike or one_model) and seeds_matter(store, parent):
-            what = "the same predictions on every private sample" if alike else "one model"
-            detail = (
-                f"training ignored the controller's seed: its {seeds} seeds gave {what}, "
-                f"while the parent's scores vary across its seeds"
-            )
+        parent_models = {m for m in parent.model_sha256s if m}
+        what = ""
+        if alike and seeds_matter(store, parent):
+            what = "the same predictions on every private sample"
+            why = "the parent's scores vary across its seeds"
+        elif len(set(models)) == 1 and len(parent_models) >= 2:
+            what = "one model"
+            why = f"the parent's seeds gave {len(parent_models)} different models"
+        if what:
+            detail = f"training ignored the controller's seed: its {seeds} seeds gave {what}, {why}"
             public = (
                 f"training ignored the controller's seed (every seed gave {what}, while the "
                 "parent's seeds give different results): train must use --seed"

@@ -57,6 +57,7 @@ _ANCHOR_RATIO = 0.8  # Lowe's test: a row's nearest item clearly nearer than the
 _ROUNDS = 4
 _FIXED_ROUNDS = 3
 _ENOUGH = 0.9
+_MAX_WIDTH = 4  # a table this many times wider than the items holds no item per row
 _QAP_ROUNDS = 8
 _FIT_ROWS = 600  # rows used to fit the column map (all rows are judged at the end)
 _QUANTILES = np.linspace(0.02, 0.98, 25)
@@ -119,9 +120,10 @@ class NumericReference:
         """The rows of ``table`` (rows x columns, any width) that pass the ratio test.
 
         Rows with a value that is not finite are left out; a table with fewer than
-        :data:`MIN_ROWS` rows or :data:`MIN_COLUMNS` varying columns gives no hits.
+        :data:`MIN_ROWS` rows or :data:`MIN_COLUMNS` varying columns, or more than four
+        times as many columns as the items have, gives no hits.
         """
-        if not self.usable or table.ndim != 2:
+        if not self.usable or table.ndim != 2 or table.shape[1] > _MAX_WIDTH * self.width:
             return []
         rows = np.flatnonzero(np.isfinite(table).all(axis=1))
         x = table[rows].astype(np.float64)
@@ -238,30 +240,25 @@ def _monotone(cost: _Floats) -> tuple[_Ints, _Ints]:
     an average pair (a label or an extra column)."""
     rows, cols = cost.shape
     skip = float(np.median(cost))
-    total = np.full((rows + 1, cols + 1), np.inf)
-    total[0, :] = 0.0
-    move = np.zeros((rows + 1, cols + 1), dtype=np.int8)
+    total = np.zeros((rows + 1, cols + 1))
+    total[1:, 0] = skip * np.arange(1, rows + 1)
+    paired = np.zeros((rows + 1, cols + 1), dtype=bool)  # reached by pairing j-1 with k-1
     for j in range(1, rows + 1):
-        total[j, 0] = total[j - 1, 0] + skip
-        move[j, 0] = 2
-        for k in range(1, cols + 1):
-            options = (
-                total[j - 1, k - 1] + cost[j - 1, k - 1],
-                total[j, k - 1],
-                total[j - 1, k] + skip,
-            )
-            move[j, k] = int(np.argmin(options))
-            total[j, k] = options[move[j, k]]
+        pair = total[j - 1, :-1] + cost[j - 1]
+        drop = total[j - 1, 1:] + skip
+        best = np.minimum(pair, drop)
+        # total[j, k] = min(best[k-1], total[j, k-1]): a running minimum along the row
+        total[j, 1:] = np.minimum.accumulate(np.minimum(best, total[j, 0]))
+        paired[j, 1:] = (pair <= drop) & (total[j, 1:] == pair)
     picked: list[int] = []
     refs: list[int] = []
     j, k = rows, cols
-    while j > 0 and k >= 0:
-        step = move[j, k]
-        if step == 0 and k > 0:
+    while j > 0 and k > 0:
+        if paired[j, k]:
             picked.append(j - 1)
             refs.append(k - 1)
             j, k = j - 1, k - 1
-        elif step == 1 and k > 0:
+        elif total[j, k] == total[j, k - 1]:
             k -= 1
         else:
             j -= 1

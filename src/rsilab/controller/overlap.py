@@ -13,9 +13,12 @@ searches data for them in two ways:
   plain copy read alike) and into ``shingle``-token windows. Windows that also occur in any
   benchmark's *public* tiers (train, dev) are dropped: they are not private-specific (rows of
   zeros in digit images, stock phrases), so training on the public tiers never trips the guard.
-  A private sample is a near hit when at least half of its private-specific windows, and at
-  least three of them (all of them when it has fewer), occur in the data. Samples shorter than
-  ``shingle`` tokens have one window, the whole token sequence.
+  A private sample is a near hit when at least ``share`` (by default half) of its
+  private-specific windows, and at least three of them (all of them when it has fewer), occur
+  in the data. Samples shorter than ``shingle`` tokens have one window, the whole token
+  sequence. The content guard keeps a second index of 3-token windows over the benchmarks
+  whose inputs are prose (``texts_only``), with a share of 0.3: a text with every fifth word
+  replaced keeps about half of its 3-token windows and none of its 8-token ones.
 
 - **scaled**: a private input that is a vector of numbers (a JSON list of at least
   ``_MIN_SCALED`` numbers, such as a digit image) is also kept normalised up to a positive
@@ -55,7 +58,7 @@ import numpy.typing as npt
 from pydantic import JsonValue
 
 from rsilab.records import DataTier
-from rsilab.tasks import TIERS, Task, content_hash, make_splits
+from rsilab.tasks import TIERS, Splits, Task, content_hash, make_splits
 
 __all__ = ["OverlapHit", "PrivateIndex"]
 
@@ -121,9 +124,10 @@ class PrivateIndex:
     sample id, place and kind, one per (sample, kind, place).
     """
 
-    def __init__(self, shingle: int) -> None:
+    def __init__(self, shingle: int, share: float = 0.5) -> None:
         """An empty index; use :meth:`build`."""
         self._shingle = shingle
+        self._share = share
         self._refs: list[_Ref] = []
         self._exact: dict[str, list[_Ref]] = defaultdict(list)
         self._scaled: dict[bytes, list[_Ref]] = defaultdict(list)
@@ -137,7 +141,15 @@ class PrivateIndex:
         self._totals: list[int] = []
 
     @classmethod
-    def build(cls, task: Task, secret: bytes, *, shingle: int = 8) -> PrivateIndex:
+    def build(
+        cls,
+        task: Task,
+        secret: bytes,
+        *,
+        shingle: int = 8,
+        share: float = 0.5,
+        texts_only: bool = False,
+    ) -> PrivateIndex:
         """Index the accept and final tiers of every benchmark of ``task`` under ``secret``.
 
         The public tiers (train, dev) of every benchmark are read to drop the windows they
@@ -149,12 +161,14 @@ class PrivateIndex:
         """
         if shingle < 1:
             raise ValueError(f"shingle must be at least 1, not {shingle}")
-        index = cls(shingle)
+        index = cls(shingle, share)
         public: list[JsonValue] = []
         private: list[JsonValue] = []
         scaled_public: set[bytes] = set()
         for bench in task.benchmarks:
             splits = make_splits(task, bench, secret)
+            if texts_only and not _holds_text(splits):
+                continue
             for tier in TIERS:
                 if not tier.is_private:
                     inputs = [s.input for s in splits[tier]]
@@ -209,6 +223,17 @@ class PrivateIndex:
         findings = _Findings()
         text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
         self._scan_chunk(text, 0, findings, whole=True)
+        return sorted(self._hits(findings, where), key=_order)
+
+    def scan_near(self, data: bytes, where: str) -> list[OverlapHit]:
+        """The near hits alone of :meth:`scan_bytes` (for an index kept for its windows)."""
+        if not self._sorted_keys:
+            return []
+        findings = _Findings()
+        text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        for number, key, line in self._shared_windows(text):
+            findings.shared[number].add(key)
+            findings.first_line[number] = min(findings.first_line.get(number, line), line)
         return sorted(self._hits(findings, where), key=_order)
 
     def scan_tree(self, root: Path, *, max_file_bytes: int = 64 << 20) -> list[OverlapHit]:
@@ -280,7 +305,7 @@ class PrivateIndex:
         exact = {ref for ref, _ in findings.exact}
         for number, keys in findings.shared.items():
             total, ref = self._totals[number], self._refs[number]
-            if ref in exact or 2 * len(keys) < total or len(keys) < min(3, total):
+            if ref in exact or len(keys) < self._share * total or len(keys) < min(3, total):
                 continue
             place = _place(where, findings.first_line[number])
             hits.append(OverlapHit(*ref, kind="near", where=place, share=len(keys) / total))
@@ -356,6 +381,24 @@ class _Findings:
     """Whole-value matches by (sample, line): exact or scaled (the first kind found)."""
     shared: defaultdict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
     first_line: dict[int, int] = field(default_factory=dict)
+
+
+def _holds_text(splits: Splits) -> bool:
+    """Whether most of a benchmark's inputs hold prose (a string of at least 8 words)."""
+    samples = [s for tier in TIERS for s in splits[tier]]
+    with_text = sum(1 for s in samples if any(len(t.split()) >= 8 for t in _strings(s.input)))
+    return 2 * with_text > len(samples)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def _place(where: str, line: int | None) -> str:

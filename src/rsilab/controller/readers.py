@@ -71,36 +71,39 @@ def read(where: str, data: bytes, *, max_values: int = 20_000_000) -> Parsed:
     else:
         text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
         parsed.values = _json_values(text)
-        table = _delimited(text)
+        table = None if parsed.values else _delimited(text)  # JSON is not delimited text
         if table is not None:
             parsed.tables.append(table)
     parsed.tables.extend(_Tables(where, max_values).of(parsed.values))
     return parsed
 
 
-def plain_json(values: list[Any], *, max_values: int = 20_000_000) -> str:
-    """``values`` as JSON text (arrays as lists, opaque objects as what built them, bytes
-    left out), for the text scans of data that came in binary form."""
-    budget = [max_values]
+def plain_json(values: list[Any]) -> str:
+    """``values`` as JSON text (arrays as lists, opaque objects as what built them, sets as
+    lists, bytes and keys JSON cannot hold left out), for the text scans of data that came in
+    binary form."""
 
-    def plain(item: Any, depth: int) -> Any:
-        budget[0] -= 1
-        if budget[0] < 0 or depth > 64:
-            return None
+    def fallback(item: Any) -> Any:
         item = safe_pickle.resolve(item)
+        if isinstance(item, list | tuple | dict | str | int | float):
+            return item  # a placeholder that stood for plain data (an object array's items)
         if isinstance(item, np.ndarray):
-            item = item.tolist() if item.size <= budget[0] else None
+            return item.tolist()
+        if isinstance(item, np.generic):
+            return item.item()
         if isinstance(item, safe_pickle.Opaque):
-            item = item.parts
-        if isinstance(item, dict):
-            return {str(k): plain(v, depth + 1) for k, v in item.items()}
-        if isinstance(item, list | tuple | set | frozenset):
-            return [plain(v, depth + 1) for v in item]
-        if isinstance(item, str | int | float | bool) or item is None:
-            return item if not isinstance(item, float) or np.isfinite(item) else None
+            return item.parts
+        if isinstance(item, set | frozenset):
+            return list(item)
         return None
 
-    return "\n".join(json.dumps(plain(v, 0)) for v in values)
+    lines = []
+    for value in values:
+        try:
+            lines.append(json.dumps(value, default=fallback, skipkeys=True))
+        except (RecursionError, ValueError):  # nested past the encoder's depth, or cyclic
+            continue
+    return "\n".join(lines)
 
 
 def _is_pickle(where: str, data: bytes) -> bool:
@@ -113,7 +116,12 @@ def _npy(data: bytes) -> Any:
     stream = io.BytesIO(data)
     try:
         version = np.lib.format.read_magic(stream)
-        _, _, dtype = np.lib.format._read_array_header(stream, version)  # type: ignore[attr-defined]
+        header = (
+            np.lib.format.read_array_header_1_0
+            if version == (1, 0)
+            else np.lib.format.read_array_header_2_0
+        )
+        _, _, dtype = header(stream)
         if dtype.hasobject:  # the items are a pickle after the header: read it safely
             return safe_pickle.load(data[stream.tell() :])
         stream.seek(0)
@@ -163,7 +171,9 @@ def _columns(lines: list[str], delimiter: str | None) -> _Table | None:
         return None
     kept = [[cell.strip().strip("\"'") for cell in row] for row in rows if len(row) == width]
     numeric = [
-        c for c in range(width) if sum(bool(_NUMBER.match(r[c])) for r in kept) >= 0.9 * len(kept)
+        c
+        for c in range(width)
+        if sum(bool(_NUMBER.match(r[c])) for r in kept) >= max(2, 0.75 * len(kept))
     ]
     if len(numeric) < 2:
         return None
@@ -184,15 +194,15 @@ class _Tables:
 
     def of(self, values: list[Any]) -> list[_Table]:
         seen: set[int] = set()
-        stack: list[tuple[Any, bool]] = [(v, False) for v in values]
-        while stack:
+        stack: list[tuple[Any, bool]] = [(v, False) for v in reversed(values)]
+        while stack:  # depth first, in document order (rows keep their order)
             item, in_record = stack.pop()
             item = safe_pickle.resolve(item)
             if isinstance(item, dict | list | safe_pickle.Opaque | np.ndarray):
                 if id(item) in seen:
                     continue
                 seen.add(id(item))
-            stack.extend(self._visit(item, in_record))
+            stack.extend(reversed(list(self._visit(item, in_record))))
         for rows in self.rows.values():
             self._add(np.vstack(rows))
         return self.tables

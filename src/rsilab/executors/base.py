@@ -19,6 +19,7 @@ from pathlib import Path
 from pydantic import ConfigDict, Field
 
 from rsilab.records import Model, Resources
+from rsilab.sandbox import DiskLimits
 from rsilab.sandbox.base import KillReason, Limits, Mount, RunSpec
 from rsilab.sandbox.owners import owned_prefix
 
@@ -157,6 +158,11 @@ class Executor(ABC):
         made = Path(folder).resolve()
         made.mkdir(parents=True, exist_ok=True)
         return made
+
+    def disk_limits(self) -> DiskLimits:
+        """Whether the kernel bounds what its jobs write into a workspace, and if not, why
+        (see :meth:`rsilab.sandbox.Sandbox.disk_limits`)."""
+        return DiskLimits(False, f"{type(self).__name__} does not say how it bounds disk use")
 
     def release_workspace(self, folder: Path) -> None:  # noqa: B027 - optional hook
         """End this process's use of a workspace made by :meth:`workspace` (see

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from rsilab.executors.base import Executor, JobResult, JobSpec, JobState
 from rsilab.records import Resources, utc_now
+from rsilab.sandbox import DiskLimits
 from rsilab.sandbox.base import KillReason, RunResult, Sandbox
 from rsilab.store.artifacts import ArtifactStore
 
@@ -62,6 +63,9 @@ class LocalExecutor(Executor):
 
     def release_workspace(self, folder: Path) -> None:
         self.sandbox.release_workspace(folder)
+
+    def disk_limits(self) -> DiskLimits:
+        return self.sandbox.disk_limits()
 
     @contextlib.contextmanager
     def scratch(self, size_mb: int | None = None, kind: str = "scratch") -> Iterator[Path]:

@@ -13,6 +13,7 @@ Mounts are made in rsilab's own mount namespace, so they outlive a killed rsilab
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -57,13 +58,20 @@ def _call(*argv: str) -> None:
     except OSError as exc:
         raise ImageError(f"cannot run {argv[0]}: {exc.strerror or exc}") from exc
     if done.returncode != 0:
-        said = (done.stderr or done.stdout).decode(errors="replace").strip().splitlines()
-        raise ImageError(f"{' '.join(argv[:2])} failed: {said[-1] if said else done.returncode}")
+        said = [
+            line.strip()
+            for line in (done.stderr or done.stdout).decode(errors="replace").splitlines()
+            if line.strip() and "dmesg" not in line
+        ]
+        raise ImageError(f"{argv[0]} failed: {said[0] if said else f'exit {done.returncode}'}")
 
 
 def make_image(image: Path, size_mb: int, uid: int, gid: int) -> None:
     """A sparse ext4 image of ``size_mb`` MiB at ``image`` (mode 0600), its root owned by
-    ``uid:gid``."""
+    ``uid:gid``. An old image still attached to a loop device there is unlinked first, never
+    overwritten: whatever still uses it keeps a consistent filesystem."""
+    if attached_device(image) is not None:
+        image.unlink()
     with open(image, "wb") as handle:
         os.fchmod(handle.fileno(), 0o600)
         handle.truncate(size_mb * 1024 * 1024)
@@ -73,9 +81,23 @@ def make_image(image: Path, size_mb: int, uid: int, gid: int) -> None:
 
 def mount(image: Path, folder: Path, read_only: bool = False) -> None:
     """Mount ``image`` at ``folder`` (which must exist); a fresh image's ``lost+found`` goes,
-    so a job's workspace holds nothing it did not put there."""
-    options = _MOUNT_OPTIONS + (",ro" if read_only else "")
-    _call("mount", "-t", "ext4", "-o", options, str(image), str(folder))
+    so a job's workspace holds nothing it did not put there.
+
+    An image still attached to a loop device (a lazily unmounted or otherwise still used
+    mount) is mounted through that device, sharing its filesystem (``read_only`` is then
+    not applied): two loop devices on one image would be two filesystems writing the same
+    blocks.
+    """
+    device = attached_device(image)
+    try:
+        if device is None:
+            raise ImageError("not attached")
+        # the filesystem's own mount options stand (it is mounted already): no ro here
+        options = _MOUNT_OPTIONS.removeprefix("loop,")
+        _call("mount", "-t", "ext4", "-o", options, device, str(folder))
+    except ImageError:
+        ro = ",ro" if read_only else ""
+        _call("mount", "-t", "ext4", "-o", _MOUNT_OPTIONS + ro, str(image), str(folder))
     lost = folder / "lost+found"
     if not read_only and lost.is_dir() and not lost.is_symlink() and not any(lost.iterdir()):
         lost.rmdir()
@@ -139,6 +161,16 @@ def backing_file(device: str) -> Path | None:
     except OSError:
         return None
     return Path(text.removesuffix(" (deleted)"))
+
+
+def attached_device(image: Path) -> str | None:
+    """The loop device that reads the file now at ``image`` (one whose file was deleted
+    reads as ``<path> (deleted)`` and is not it)."""
+    for backing in Path("/sys/block").glob("loop*/loop/backing_file"):
+        with contextlib.suppress(OSError):
+            if Path(backing.read_text().rstrip("\n")) == image:
+                return f"/dev/{backing.parent.parent.name}"
+    return None
 
 
 def mounted_image(folder: Path) -> Path | None:

@@ -107,7 +107,7 @@ class BwrapSandbox(Sandbox):
         self._tools: dict[str, str] = {}
         self._files: Path | None = None
         self._fs: WorkspaceFs | None = None
-        self._seccomp = _seccomp.no_userns_filter()
+        self._seccomp = b""
 
     @property
     def uid(self) -> int:
@@ -135,6 +135,13 @@ class BwrapSandbox(Sandbox):
             if self._layout is not None:
                 return
             self._tools = self._find_tools()
+            try:
+                self._seccomp = _seccomp.no_userns_filter()
+            except NotImplementedError as exc:
+                raise SandboxUnavailable(
+                    f"{exc}: jobs could make user namespaces here",
+                    "run rsilab on x86-64 or aarch64, or opt in to unsandboxed jobs",
+                ) from exc
             if not self.runtime.is_installed():
                 raise SandboxUnavailable(
                     f"the runtime environment is not installed at {self.runtime.path}",

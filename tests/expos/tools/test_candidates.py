@@ -128,3 +128,32 @@ def test_a_workspace_that_is_not_a_harness_is_refused(door: Door) -> None:
     assert result.error.code == "invalid_candidate" and "harness.toml" in result.error.message
     assert not door.lab.store.query_as(Candidate)
     assert len(door.lab.store.query_as(SystemVersion)) == 1
+
+
+def test_the_recorded_config_must_match_the_workspace(door: Door) -> None:
+    """An experiment's config is what the records say it ran: proposing a workspace whose
+    config.json says otherwise is refused with a flag; an empty or matching record passes."""
+    door.services.controller(get_task("synthetic")).baseline()
+    door.ok("prepare_workspace")
+    current = json.loads((door.workspace / "config.json").read_text())
+    direction = door.ok("create_direction", Role.MAIN, title="cfg", hypothesis="h")["id"]
+
+    def experiment(config: dict[str, Any]) -> str:
+        made = door.ok("create_experiment", direction_id=direction, description="d", config=config)
+        return str(made["id"])
+
+    claimed = experiment(current | {"lr": 0.5, "extra_knob": 1})
+    refused = door.call("propose_candidate", experiment_id=claimed)
+    assert refused.error.code == "guard_refused" and refused.error.field == "experiment_id"
+    assert "lr: recorded 0.5, workspace" in refused.error.message
+    assert "extra_knob: recorded 1, workspace has no such key" in refused.error.message
+    assert [(f.stage, f.rule) for f in door.lab.store.query_as(ProtocolFlag)] == [
+        ("reporting", "config_mismatch")
+    ]
+    assert not door.lab.store.query_as(Candidate)
+    (door.workspace / "config.json").unlink()
+    gone = door.call("propose_candidate", experiment_id=experiment({"lr": 0.5}))
+    assert gone.error.code == "guard_refused" and "not a JSON object" in gone.error.message
+    (door.workspace / "config.json").write_text(json.dumps(current))
+    for config in ({}, current, {"lr": current["lr"]}):  # nothing claimed, all, a true part
+        door.ok("propose_candidate", experiment_id=experiment(config))

@@ -217,3 +217,29 @@ def test_every_end_reason_is_documented() -> None:
     page = (Path(__file__).resolve().parents[3] / "docs" / "campaigns.md").read_text("utf-8")
     missing = [r.value for r in EndReason if f"| `{r.value}` |" not in page]
     assert missing == []
+
+
+def test_a_resume_repairs_a_candidate_a_dead_judge_left(lab: Lab) -> None:
+    """The lifecycle's recovery runs the controller's: a candidate left ``evaluating`` by a
+    judge that died (twice here, so it is rejected rather than judged again) is settled
+    before the policy runs, and its jobs are no longer ``running``."""
+    from rsilab.controller.recovery import recover_controller_work
+    from rsilab.records import Candidate, CandidateState
+    from tests.controller.test_recovery import _left_evaluating, _left_running
+
+    stopped = _run(lab, Scripted(lambda s: Ending(CampaignState.STOPPED, EndReason.IDLE, "i")))
+    candidate = _left_evaluating(lab, campaign_id=stopped.id)
+    recover_controller_work(lab, stopped.id)  # its first death: set back to pending
+    again = lab.store.get_as(candidate.id, Candidate)
+    draft = EventDraft(actor="controller", role="controller", action="candidate_updated")
+    lab.store.commit(draft, [again.model_copy(update={"state": CandidateState.EVALUATING})])
+    job = _left_running(lab, candidate.id, 7, campaign_id=stopped.id)
+    states: list[str] = []
+
+    def look(session: CampaignSession) -> Ending:
+        states.append(str(session.lab.store.get_as(candidate.id, Candidate).state))
+        return FINISHED
+
+    run_policy(lab, get_task("synthetic"), Scripted(look), budget=BUDGET, campaign_id=stopped.id)
+    assert states == ["rejected"]
+    assert str(lab.store.get_as(job.id, type(job)).status) == "interrupted"

@@ -215,7 +215,7 @@ def test_train_and_predict_run_in_the_default_sandbox(
 ) -> None:
     task = get_task("policy")
     start = run_experiment(task, box, secret, seed=1)
-    workspace = _workspace(tmp_path, BETTER)
+    workspace = box.workspace(_workspace(tmp_path, BETTER))  # the sandbox user's, to train in
     better = run_experiment(task, box, secret, seed=1, workspace=workspace)
     assert better.model is not None
     assert json.loads(better.model.read_text()) == {"config": BETTER}

@@ -1,0 +1,278 @@
+"""The content guard: private items and raw sources found through containers, serialisations
+and disguises; a leak needs an exact item, a source copy or enough approximate items; and no
+built-in task's public tiers, honestly processed, ever make a leak."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import json
+import lzma
+import pickle
+import random
+import tarfile
+import zipfile
+from collections.abc import Callable, Sequence
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rsilab.controller.content import ContentIndex, ContentReport, min_hits
+from rsilab.records import DataTier
+from rsilab.tasks import Benchmark, PoolSplits, Sample, Task, get_task, make_splits
+from tests.controller.synthetic_data import strokes
+
+SECRET = bytes(range(32))
+PRIVATE = (DataTier.ACCEPT, DataTier.FINAL)
+PUBLIC = (DataTier.TRAIN, DataTier.DEV)
+Files = dict[str, bytes]
+
+
+def _pool() -> Sequence[Sample]:
+    images = strokes(900, seed=4)
+    return [Sample(id=f"img-{i}", input=[int(v) for v in row], target=i % 10)
+            for i, row in enumerate(images)]  # fmt: skip
+
+
+@cache
+def _source(folder: str) -> Path:
+    """The toy task's raw source: every image as gzipped CSV, as scikit-learn ships digits."""
+    path = Path(folder) / "images.csv.gz"
+    rows = [",".join(map(str, [*s.input, s.target])) for s in _pool()]  # type: ignore[misc]
+    path.write_bytes(gzip.compress("\n".join(rows).encode(), mtime=0))
+    return path
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory: pytest.TempPathFactory) -> tuple[ContentIndex, np.ndarray, np.ndarray]:
+    """(index, private rows, public rows) of a task of stroke images with a declared source."""
+    source = _source(str(tmp_path_factory.mktemp("source")))
+    task = Task(
+        name="strokes",
+        goal="Label images.",
+        harness=Path(__file__).parent,  # any folder: the guard hashes it as shipped files
+        benchmarks=[
+            Benchmark(
+                name="images",
+                scorer="accuracy",
+                target=True,
+                samples=PoolSplits(name="strokes", build=_pool),
+            )
+        ],
+        data_sources=[source],
+    )
+    splits = make_splits(task, task.benchmarks[0], SECRET)
+    private = np.array([s.input for t in PRIVATE for s in splits[t]], dtype=float)
+    public = np.array([s.input for t in PUBLIC for s in splits[t]], dtype=float)
+    return ContentIndex.build(task, SECRET), private, public
+
+
+def _scan(index: ContentIndex, folder: Path, files: Files) -> ContentReport:
+    paths = []
+    for name, data in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        paths.append((name, path))
+    return index.scan(paths)
+
+
+def _csv(rows: np.ndarray) -> bytes:
+    return "\n".join(",".join(f"{v:.5g}" for v in row) for row in rows).encode()
+
+
+def _npy(rows: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, rows)
+    return buffer.getvalue()
+
+
+def _npz(rows: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, rows=rows)
+    return buffer.getvalue()
+
+
+def _tar(name: str, data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def _zip(name: str, data: bytes) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+def _disguised(rows: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Every value scaled, shifted and noised per column, the columns permuted."""
+    rng = np.random.default_rng(seed)
+    width = rows.shape[1]
+    sd = np.where(rows.std(0) > 0, rows.std(0), 1.0)
+    noisy = rows + rng.normal(0, 0.05, rows.shape) * sd
+    return (noisy * rng.uniform(0.5, 2, width) + rng.uniform(-5, 5, width))[
+        :, rng.permutation(width)
+    ]
+
+
+NESTED: dict[str, Callable[[bytes], bytes]] = {
+    "gzip": lambda d: gzip.compress(_tar("rows.csv", d)),
+    "bz2": lambda d: bz2.compress(_zip("rows.csv", d)),
+    "xz": lambda d: lzma.compress(_tar("inner.csv.gz", gzip.compress(d))),
+    "zip": lambda d: _zip("inner.zip", _zip("rows.csv", d)),
+    "tar": lambda d: _tar("inner.tar", _tar("rows.csv", d)),
+    "npz": lambda d: _tar("inner.npz", _npz(np.loadtxt(io.BytesIO(d), delimiter=","))),
+}
+
+
+@pytest.mark.parametrize("outer", list(NESTED))
+def test_disguised_private_rows_nested_two_deep_leak(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path, outer: str
+) -> None:
+    index, private, _ = toy
+    report = _scan(index, tmp_path, {"data/blob.bin": NESTED[outer](_csv(_disguised(private)))})
+    assert report.leaks()
+    assert report.approximate()["images"] >= 0.9 * len(private)
+    assert all(h.kind == "numeric" and "!" in h.where for h in report.hits)
+
+
+SERIALISED: dict[str, Callable[[np.ndarray], bytes]] = {
+    "csv": _csv,
+    "json": lambda rows: json.dumps(rows.tolist()).encode(),
+    "jsonl": lambda rows: "\n".join(json.dumps({"x": r}) for r in rows.tolist()).encode(),
+    "pickle": lambda rows: pickle.dumps({"rows": [r for r in rows]}),
+    "npy": _npy,
+}
+
+
+@pytest.mark.parametrize("form", list(SERIALISED))
+def test_disguised_private_rows_in_each_serialisation_leak(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path, form: str
+) -> None:
+    index, private, _ = toy
+    report = _scan(index, tmp_path, {"rows.dat": SERIALISED[form](_disguised(private, 1))})
+    assert report.leaks() and report.approximate()["images"] >= 0.9 * len(private)
+
+
+def test_private_rows_mixed_into_ten_times_as_many_public_rows_leak(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    index, private, public = toy
+    rng = np.random.default_rng(5)
+    subset = private[rng.permutation(len(private))[: len(private) // 10]]
+    mixed = np.vstack([public[rng.integers(len(public), size=10 * len(subset))], subset])
+    report = _scan(index, tmp_path, {"mixed.csv": _csv(_disguised(mixed, 2))})
+    assert report.leaks() and report.approximate()["images"] >= 0.9 * len(subset)
+
+
+def test_the_raw_source_hard_linked_copied_or_decompressed_is_a_copy(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    index, _, _ = toy
+    (source,) = [Path(s) for s in set(index.sources.values())]
+    linked = tmp_path / "linked.csv.gz"
+    linked.hardlink_to(source)
+    report = index.scan([("linked.csv.gz", linked)])
+    assert report.leaks() and ("linked.csv.gz", str(source)) in report.copies
+    for name, data in {
+        "copy.bin": source.read_bytes(),
+        "plain.csv": gzip.decompress(source.read_bytes()),
+        "wrapped.tar": _tar("x", source.read_bytes()),
+    }.items():
+        report = _scan(index, tmp_path, {name: data})
+        assert report.copies and report.leaks(), name
+    assert "a copy of the task's declared data source" in report.detail()
+
+
+def test_a_leak_needs_one_exact_item_or_enough_approximate_ones(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    index, private, public = toy
+    needed = index.min_hits["images"]
+    assert needed == min_hits(len(private)) == 10
+    # public rows make the table's statistics; the private rows are disguised by noise
+    rng = np.random.default_rng(9)
+    noisy = private + rng.normal(0, 0.3, private.shape)
+    for count, leaks in ((needed - 1, False), (needed, True)):
+        rows = np.vstack([public[:200], noisy[:count]])
+        report = _scan(index, tmp_path, {"few.csv": _csv(rows)})
+        assert report.approximate().get("images", 0) == count
+        assert report.leaks() is leaks, count
+    one = json.dumps([int(v) for v in private[0]]).encode()
+    report = _scan(index, tmp_path, {"one.json": one})
+    assert [h.kind for h in report.hits] == ["exact"] and report.leaks()
+
+
+# --- no false alarm on any built-in task's public tiers ------------------------------------
+
+
+@cache
+def _builtin(name: str) -> tuple[ContentIndex, list[Sample]]:
+    task = get_task(name)
+    public = [
+        s for b in task.benchmarks for t in PUBLIC for s in make_splits(task, b, SECRET)[t]
+    ]
+    return ContentIndex.build(task, SECRET), public
+
+
+def _numeric(inputs: list[object]) -> np.ndarray | None:
+    try:
+        rows = np.array(inputs, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return rows if rows.ndim == 2 and rows.shape[1] >= 8 else None
+
+
+def _augmented_texts(public: list[Sample]) -> list[str]:
+    rng = random.Random(0)
+    texts = [s.input["text"] for s in public if isinstance(s.input, dict) and "text" in s.input]
+    dropped = [" ".join(w for w in t.split() if rng.random() > 0.2) for t in texts]
+    return [t.lower() for t in texts] + dropped
+
+
+def _honest_forms(public: list[Sample]) -> Files:
+    """The public tiers containerised, standardised, noised and augmented."""
+    jsonl = "".join(s.model_dump_json() + "\n" for s in public).encode()
+    files: Files = {
+        "data/train.jsonl.gz": gzip.compress(jsonl),
+        "data/train.tar.xz": lzma.compress(_tar("train.jsonl", jsonl)),
+        "data/train.zip": _zip("train.jsonl", bz2.compress(jsonl)),
+        "data/inputs.pkl": pickle.dumps([s.input for s in public]),
+    }
+    rows = _numeric([s.input for s in public])
+    rng = np.random.default_rng(0)
+    if rows is not None:
+        sd = np.where(rows.std(0) > 0, rows.std(0), 1.0)
+        standard = (rows - rows.mean(0)) / sd
+        images = rows.reshape(len(rows), 8, -1)
+        shifted = [np.roll(images, k, axis=a).reshape(len(rows), -1) for k in (-1, 1)
+                   for a in (1, 2)]  # fmt: skip
+        files |= {
+            "data/standard.npz": _npz(standard),
+            "data/noised.csv": _csv(rows + rng.normal(0, 0.5, rows.shape) * sd),
+            "data/shifted.npy": _npy(np.vstack(shifted)),
+            "data/mixup.csv.bz2": bz2.compress(_csv(0.5 * rows + 0.5 * rows[::-1])),
+        }
+    texts = _augmented_texts(public)
+    if texts:
+        files["data/augmented.jsonl"] = "\n".join(json.dumps({"text": t}) for t in texts).encode()
+    return files
+
+
+@pytest.mark.parametrize("name", ["digits", "kernel", "policy", "synthetic", "textcls"])
+def test_public_tiers_honestly_processed_never_leak(name: str, tmp_path: Path) -> None:
+    index, public = _builtin(name)
+    files = _honest_forms(public)
+    report = _scan(index, tmp_path, files)
+    assert not report.leaks(), report.detail()
+    assert report.hits == [] or max(report.approximate().values()) < index.min_hits[
+        report.hits[0].benchmark
+    ]
