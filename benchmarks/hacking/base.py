@@ -9,6 +9,8 @@ the variant's :class:`Outcome` from what happened, never from what the script sa
 from __future__ import annotations
 
 import enum
+import os
+import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,6 +71,23 @@ class Targets:
     """A file outside the workspace the attack may try to create."""
 
 
+def place(
+    workspace: Path, path: str, data: bytes | None = None, source: Path | None = None
+) -> None:
+    """Write ``data`` at ``workspace / path``, or hard-link ``source`` there (copy across
+    filesystems): the host-side verbs of both runners."""
+    target = workspace / path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)
+    if source is None:
+        target.write_bytes(data or b"")
+        return
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
 class WorkerEnv(ABC):
     """What a scripted worker can do. Every method may raise :class:`Refused`.
 
@@ -86,6 +105,16 @@ class WorkerEnv(ABC):
     @abstractmethod
     def write(self, path: str, text: str) -> None:
         """Write a file (a path in or out of the workspace)."""
+
+    @abstractmethod
+    def host_write(self, path: str, data: bytes) -> None:
+        """Host side, outside the tools: write bytes into the workspace (binary files the file
+        tool cannot write; what an agent connected from the host can do)."""
+
+    @abstractmethod
+    def host_link(self, path: str, source: Path) -> None:
+        """Host side: hard-link the host file ``source`` into the workspace at ``path`` (a
+        copy where the two are on different filesystems)."""
 
     @abstractmethod
     def train(self, seed: int) -> JobOut:

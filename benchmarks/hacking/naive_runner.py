@@ -18,7 +18,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.hacking.base import JobOut, Outcome, Refused, Targets, Verdict, WorkerEnv
+from benchmarks.hacking.base import (
+    JobOut,
+    Outcome,
+    Refused,
+    Targets,
+    Verdict,
+    WorkerEnv,
+    place,
+)
 from benchmarks.hacking.rsilab_runner import HACK_LOG
 from rsilab.controller.evaluation import public_data
 from rsilab.tasks import Task, get_task, load_manifest, make_splits, plant_traps, write_data_dir
@@ -97,6 +105,12 @@ class NaiveEnv(WorkerEnv):
         target = self._path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
+
+    def host_write(self, path: str, data: bytes) -> None:
+        place(self.workspace, path, data)
+
+    def host_link(self, path: str, source: Path) -> None:
+        place(self.workspace, path, source=source)
 
     def train(self, seed: int) -> JobOut:
         manifest = load_manifest(self.workspace)

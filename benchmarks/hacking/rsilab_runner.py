@@ -19,7 +19,15 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from benchmarks.hacking.base import JobOut, Outcome, Refused, Targets, Verdict, WorkerEnv
+from benchmarks.hacking.base import (
+    JobOut,
+    Outcome,
+    Refused,
+    Targets,
+    Verdict,
+    WorkerEnv,
+    place,
+)
 from rsilab.errors import ToolError
 from rsilab.executors.local import LocalExecutor
 from rsilab.expos import CallContext, ExperimentOS, default_registry, open_campaign
@@ -150,6 +158,12 @@ class RsilabEnv(WorkerEnv):
 
     def write(self, path: str, text: str) -> None:
         self._call(Role.WORKER, "write_file", path=path, content=text)
+
+    def host_write(self, path: str, data: bytes) -> None:
+        place(self.workspace, path, data)
+
+    def host_link(self, path: str, source: Path) -> None:
+        place(self.workspace, path, source=source)
 
     def train(self, seed: int) -> JobOut:
         out = self._call(Role.WORKER, "run_job", experiment_id=self.experiment, kind="train",

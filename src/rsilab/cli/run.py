@@ -43,6 +43,14 @@ UnsandboxedOption = Annotated[
         "recorded in the campaign and its report. Without it such a machine refuses the run.",
     ),
 ]
+UnboundedDiskOption = Annotated[
+    bool,
+    typer.Option(
+        "--unbounded-disk",
+        help="Where the kernel cannot bound a job's disk use (rsilab not run as root), accept "
+        "a polled limit; recorded in the campaign. Without it such a machine refuses the run.",
+    ),
+]
 AGENTS_HELP = "Who decides: builtin (no LLM), openai:MODEL or anthropic:MODEL."
 TEAM_HELP = "A research team: a Leader and N researchers at once."
 
@@ -79,6 +87,7 @@ def run(
     seed: Annotated[int, typer.Option("--seed", help="Campaign seed.")] = 0,
     team: Annotated[int | None, typer.Option("--team", min=1, help=TEAM_HELP)] = None,
     unsandboxed: UnsandboxedOption = False,
+    unbounded_disk: UnboundedDiskOption = False,
     lab: LabOption = None,
 ) -> None:
     """Run a campaign on TASK: a Main agent, up to --workers Workers and a Reviewer; or, with
@@ -102,6 +111,7 @@ def run(
         return run_campaign(
             task, budget=budget_, agents=chosen, workers=workers or 1, team=team or 0,
             seed=seed, lab=opened, on_progress=show, stop=stop, unsandboxed=unsandboxed,
+            unbounded_disk=unbounded_disk,
         )  # fmt: skip
 
     _drive(lab, task, budget_, shown, workers or team or 1, None, start)
@@ -138,6 +148,7 @@ def resume(
         int | None, typer.Option("--workers", min=1, help="Default: as it was started.")
     ] = None,
     unsandboxed: UnsandboxedOption = False,
+    unbounded_disk: UnboundedDiskOption = False,
     lab: LabOption = None,
 ) -> None:
     """Continue a stopped campaign (Ctrl-C, wall budget, crash) where it left off.
@@ -186,7 +197,7 @@ def resume(
     def start(opened: Lab, show: ProgressFn, stop: StopRequest) -> CampaignResult:
         return resume_campaign(
             found.id, budget=budget_, workers=workers, lab=opened, on_progress=show, stop=stop,
-            unsandboxed=unsandboxed,
+            unsandboxed=unsandboxed, unbounded_disk=unbounded_disk,
         )  # fmt: skip
 
     _drive(lab, task, budget_, shown, chosen, found.id, start)

@@ -61,6 +61,7 @@ def run(
     on_progress: ProgressFn | None = None,
     stop: StopRequest | None = None,
     unsandboxed: bool = False,
+    unbounded_disk: bool = False,
 ) -> CampaignResult:
     """Run a new campaign on ``task`` until its budget is spent, it is stopped, or it fails.
 
@@ -85,6 +86,8 @@ def run(
         unsandboxed: run jobs as plain processes where bubblewrap cannot run: no security
             boundary, recorded in the campaign and shown in its report. Without it such a
             machine refuses the run before anything is written.
+        unbounded_disk: accept a disk limit that is only polled where the kernel cannot
+            enforce one (rsilab not run as root); recorded as the campaign's ``disk_limit``.
 
     Returns:
         The :class:`~rsilab.orchestrator.campaign.CampaignResult`: campaign id, state,
@@ -99,6 +102,7 @@ def run(
     """
     _check_agents(agents)
     _check_flag("unsandboxed", unsandboxed)
+    _check_flag("unbounded_disk", unbounded_disk)
     workers, team, seed = _count("workers", workers, 1), _count("team", team, 0), _seed(seed)
     _check_callbacks(lab, on_progress, stop)
     if team and workers != 1:
@@ -113,7 +117,7 @@ def run(
     _check_model(agents, lab)
     with _opened(lab) as opened:
         policy = _policy(opened, agents, team, workers, seed, spent, on_progress)
-        policy.unsandboxed = unsandboxed
+        policy.unsandboxed, policy.unbounded_disk = unsandboxed, unbounded_disk
         return run_policy(opened, chosen, policy, budget=spent, stop=stop)
 
 
@@ -126,6 +130,7 @@ def resume(
     on_progress: ProgressFn | None = None,
     stop: StopRequest | None = None,
     unsandboxed: bool = False,
+    unbounded_disk: bool = False,
 ) -> CampaignResult:
     """Continue a stopped campaign (its id, or ``latest``) where it left off.
 
@@ -133,7 +138,7 @@ def resume(
     seed and (unless ``budget`` changes some of its fields) its budget. A finished campaign is
     final: nothing is written and the result's message says so. ``workers`` defaults to the
     number it was started with. The other arguments are :func:`run`'s (``unsandboxed`` is
-    asked for again: an opt-in is this run's, never inherited).
+    and ``unbounded_disk`` are asked for again: an opt-in is this run's, never inherited).
 
     Raises:
         UserError: no such campaign or lab, a bad argument (nothing is written), a campaign
@@ -144,6 +149,7 @@ def resume(
     if workers is not None:
         workers = _count("workers", workers, 1)
     _check_flag("unsandboxed", unsandboxed)
+    _check_flag("unbounded_disk", unbounded_disk)
     _check_callbacks(lab, on_progress, stop)
     with _opened(lab, create=False) as opened:
         found = find_campaign(opened.store, campaign)
@@ -177,7 +183,7 @@ def resume(
         chosen = workers or team or int(found.settings.get("workers", 1))
         seed = int(found.settings.get("seed", 0))
         policy = _policy(opened, agents, team, chosen, seed, spent, on_progress)
-        policy.unsandboxed = unsandboxed
+        policy.unsandboxed, policy.unbounded_disk = unsandboxed, unbounded_disk
         return run_policy(opened, task, policy, budget=spent, campaign_id=found.id, stop=stop)
 
 

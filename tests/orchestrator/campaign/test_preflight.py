@@ -153,3 +153,25 @@ def test_a_campaign_whose_baseline_failed_can_be_resumed(
     monkeypatch.setattr(HostController, "baseline", real)
     resumed = rsilab.resume(campaign.id, lab=lab)
     assert resumed.end_reason == "budget_spent" and resumed.experiments == 2
+
+
+def test_a_disk_limit_the_kernel_cannot_enforce_needs_an_opt_in(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the bubblewrap sandbox without a kernel-enforced disk limit (not root, say), the
+    run is refused before anything is written, unless a person accepts a polled limit."""
+    from rsilab.executors.local import LocalExecutor
+    from rsilab.sandbox import DiskLimits
+
+    monkeypatch.delenv("RSILAB_SANDBOX", raising=False)
+    monkeypatch.setattr(
+        LocalExecutor, "disk_limits", lambda self: DiskLimits(False, "not run as root")
+    )
+    head = lab.store.head()
+    with pytest.raises(rsilab.UserError, match="not run as root") as refused:
+        rsilab.run("synthetic", budget={"experiments": 2}, lab=lab)
+    assert "--unbounded-disk" in refused.value.hint
+    _nothing_written(lab, head)
+    result = rsilab.run("synthetic", budget={"experiments": 2}, lab=lab, unbounded_disk=True)
+    campaign = lab.store.get_as(result.campaign_id, Campaign)
+    assert campaign.settings["disk_limit"] == "polled" and not campaign.settings["unsandboxed"]

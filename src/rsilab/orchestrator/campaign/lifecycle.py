@@ -5,7 +5,8 @@ evolution, a search benchmark's peer) goes through :func:`run_policy`; what diff
 them is a :class:`CampaignPolicy`. The sequence, for all of them:
 
 1. **preflight**, before anything is written: the sandbox jobs will run in (bubblewrap, or
-   plain processes only on the policy's explicit opt-in), the task's harness manifest, and
+   plain processes only on the policy's explicit opt-in), a disk limit the kernel enforces
+   (or a polled one on an opt-in), the task's harness manifest, and
    :meth:`CampaignPolicy.preflight` (an LLM endpoint's reachability); a failure raises a
    UserError saying what to do, and no record is written;
 2. :meth:`CampaignPolicy.prepare` (records the policy needs in the lab, e.g. orientations);
@@ -130,6 +131,8 @@ class CampaignPolicy:
 
     unsandboxed: bool = False
     """A person opted in to run jobs as plain processes where bubblewrap cannot run."""
+    unbounded_disk: bool = False
+    """A person opted in to a polled disk limit where the kernel cannot bound it."""
 
     def preflight(self, lab: Lab, services: LabServices) -> None:
         """Checks of the policy's own, before anything is written (UserError: what to do)."""
@@ -210,9 +213,20 @@ def _preflight(
     """Check, before anything is written, what the run needs; the settings that record
     where its jobs run. UserError (SandboxUnavailable among them) says what to do."""
     sandbox, boundary = services.isolation()
+    disk = services.executor.disk_limits()
+    if boundary and not disk.enforced and not policy.unbounded_disk:
+        raise UserError(
+            f"what a job writes would not be bounded by the kernel here: {disk.reason}",
+            "run rsilab as root (each workspace gets its own size-limited filesystem), or "
+            "accept a polled limit with --unbounded-disk",
+        )
     check_harness(task)
     policy.preflight(lab, services)
-    return {"sandbox": sandbox, "unsandboxed": not boundary}
+    return {
+        "sandbox": sandbox,
+        "unsandboxed": not boundary,
+        "disk_limit": "kernel" if disk.enforced else "polled",
+    }
 
 
 def check_harness(task: Task) -> None:
