@@ -14,6 +14,7 @@ workers check out the head version's tree, so the task's own packaged harness is
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import multiprocessing
@@ -57,6 +58,7 @@ from rsilab.records import (
     MetricSource,
     SystemVersion,
 )
+from rsilab.sandbox import DiskLimits
 from rsilab.sandbox._common import job_env
 from rsilab.sandbox.base import RunResult, RunSpec, Sandbox
 from rsilab.sandbox.runtime import current_runtime
@@ -518,6 +520,21 @@ class RecordingSandbox(Sandbox):
 
     def describe(self) -> list[str]:
         return self.inner.describe()
+
+    # Workspaces are the inner sandbox's: it owns them (its uid, its images).
+    def workspace(self, folder: Path, size_mb: int | None = None) -> Path:
+        return self.inner.workspace(folder, size_mb)
+
+    def release_workspace(self, folder: Path) -> None:
+        self.inner.release_workspace(folder)
+
+    def scratch(  # type: ignore[override]
+        self, size_mb: int | None = None, kind: str = "scratch"
+    ) -> contextlib.AbstractContextManager[Path]:
+        return self.inner.scratch(size_mb, kind)
+
+    def disk_limits(self) -> DiskLimits:
+        return self.inner.disk_limits()
 
     def run(self, spec: RunSpec) -> RunResult:
         started = time.perf_counter()
