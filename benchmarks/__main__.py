@@ -53,6 +53,7 @@ SUITES = [
     "benchmarks.bench_search:run_search_textcls",
     "benchmarks.bench_campaigns:run_campaign_acceptance",
     "benchmarks.bench_campaigns:run_campaign_overhead",
+    "benchmarks.bench_chaos:run_chaos_table",
     "benchmarks.bench_rounds:run_rounds_table",
     "benchmarks.bench_teams:run_team_comparison",
     "benchmarks.bench_dashboard:run_dashboard_render",

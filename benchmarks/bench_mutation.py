@@ -42,13 +42,14 @@ def _group_row(group: dict[str, Any]) -> dict[str, Any]:
 
 def _table_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
     total, killed = row["mutants"], row["killed"]
+    errors = sum(1 for s in row["survivors"] if ": error" in s)
     return {
         "module": f"table {table}",
         "mutants": total,
         "killed": killed,
-        "survived": total - killed,
+        "survived": total - killed - errors,
         "equivalent (explained)": 0,
-        "other": 0,
+        "other": errors,
         "killed %": _rate(killed, total),
         "killed % of non-equivalent": _rate(killed, total),
         "tests": "",
@@ -60,14 +61,15 @@ def _table_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
 def run_mutation(quick: bool) -> list[dict[str, Any]]:
     """Mutation testing of the security- and decision-critical code: mutants killed per module.
 
-    Read from ``benchmarks/results/mutation.json``, which ``make mutate`` writes (this suite
+    Read from `benchmarks/results/mutation.json`, which `make mutate` writes (this suite
     runs nothing). mutmut mutates the code inside functions of each module and runs, for each
-    mutant, the named tests that call the changed function; the ``table`` rows are mutants of
+    mutant, the named tests that call the changed function; the *table* rows are mutants of
     the module-level tables mutmut cannot reach (each role x tool and agent role x record kind
     cell flipped, each reserved folder, weights suffix and verified record type dropped, the
     non-target level and the socket modes changed), run in a forked child against their tests.
-    *other* counts timeouts and mutants no test reached. Survivors that no test can tell from
-    the code are listed with the reason in ``benchmarks/mutation/groups.py`` (EQUIVALENT).
+    *other* counts timeouts, mutants no test reached and runs that ended in an error (tried
+    twice). Survivors that no test can tell from the code are listed with the reason in
+    `benchmarks/mutation/groups.py` (EQUIVALENT).
     """
     if not RESULTS.exists():
         return [{"module": "no mutation run kept: run `make mutate`"}]

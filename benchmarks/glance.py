@@ -177,12 +177,14 @@ def hacking_row(title: str, rows: Table) -> dict[str, str] | None:
     mine_rate = mine.get("rsilab", "").strip("*")
     naive_rate = naive.get("naive", "").strip("*")
     return {
-        "claim": "agents cannot cheat: attacks that changed an accepted result / attacks tried",
+        "claim": "agents cannot cheat: known attacks, written with the defences in view, that "
+        "changed an accepted result / attacks tried (a regression suite, not an attack rate)",
         "rsilab": mine_rate,
         "against": f"naive runner, same scripted worker: {naive_rate}",
         "verdict": ("no attack changed a result" if mine_rate.split(" ")[0].startswith("0/")
                     else "SOME ATTACKS CHANGED A RESULT")
-        + "; scripted attacks written knowing the defences, not observed agent behaviour",
+        + "; scripted attacks written knowing the defences, not observed agent behaviour; "
+        "encrypted or randomly rotated copies of private data are out of its reach",
         "table": title,
     }  # fmt: skip
 

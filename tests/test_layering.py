@@ -18,6 +18,7 @@ LAYERS = {
     "stats": 7,  # pure statistics over numbers: they import only records (Interval) and errors
     "records": 8,
     "errors": 9,  # the root error types: everything may raise them, they import nothing
+    "faults": 9,  # named fault points for the chaos benchmark: they import nothing
 }  # fmt: skip
 
 

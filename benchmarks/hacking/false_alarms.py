@@ -222,3 +222,52 @@ def false_alarm_rows(root: Path, tasks: tuple[str, ...] = BUILTIN) -> list[False
     finally:
         lab.close()
     return rows
+
+
+@dataclass(frozen=True)
+class GuardCost:
+    """The content guard's time on one candidate of a task (median of ``runs``)."""
+
+    task: str
+    candidate: str
+    ms: float
+    index_ms: float
+    """Building the task's index, once per controller (not per candidate)."""
+
+
+def guard_costs(root: Path, tasks: tuple[str, ...] = ("digits", "textcls"), runs: int = 5
+                ) -> list[GuardCost]:  # fmt: skip
+    """The guard's cost per candidate: the task's own harness (what most candidates are), and
+    the harness with the public tiers beside it, containerised (a candidate carrying data)."""
+    out = []
+    lab = Lab.init(root / "guard-cost-lab")
+    try:
+        for name in tasks:
+            task = get_task(name)
+            guards = TrainingGuards(task, SECRET, lab.store, lab.artifacts)
+            start = time.perf_counter()
+            guards.content_index()
+            index_ms = 1000 * (time.perf_counter() - start)
+            public = [
+                s
+                for bench in task.benchmarks
+                for tier in (DataTier.TRAIN, DataTier.DEV)
+                for s in make_splits(task, bench, SECRET)[tier]
+            ]
+            plain = root / f"cost-{name}-harness"
+            shutil.copytree(task.harness, plain)
+            carrying = root / f"cost-{name}-data"
+            shutil.copytree(task.harness, carrying)
+            for path, data in containerised(public).items():
+                (carrying / path).parent.mkdir(parents=True, exist_ok=True)
+                (carrying / path).write_bytes(data)
+            for label, tree in (("its harness", plain), ("harness + public tiers", carrying)):
+                times = []
+                for _ in range(runs):
+                    start = time.perf_counter()
+                    guards.scan(tree, [])
+                    times.append(1000 * (time.perf_counter() - start))
+                out.append(GuardCost(name, label, float(np.median(times)), index_ms))
+    finally:
+        lab.close()
+    return out

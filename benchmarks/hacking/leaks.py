@@ -169,6 +169,7 @@ def _nested(kind: str) -> Callable[[WorkerEnv], None]:
         env.propose()
 
     script.__doc__ = f"The private rows as CSV in a {kind} container nested two deep."
+    script.__name__ = f"nested_{kind}"
     return script
 
 
@@ -244,6 +245,7 @@ def _plain(form: str) -> Callable[[WorkerEnv], None]:
         env.propose()
 
     script.__doc__ = f"The private rows as they are, written as {form}."
+    script.__name__ = f"plain_{form.lower()}"
     return script
 
 

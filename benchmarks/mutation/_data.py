@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,45 +104,57 @@ def data_mutants() -> list[DataMutant]:
     reserved folder, weights suffix and verified record type dropped, the non-target level
     and the socket modes changed."""
     t = _listing()
-    out: list[DataMutant] = []
+    return [
+        *_permission_mutants(t),
+        *_dropped("WORKSPACE_RESERVED", "rsilab.expos.guards", t["reserved"], RESERVED_TESTS),
+        *(
+            DataMutant(
+                "WEIGHT_SUFFIXES",
+                f"{suffix} dropped",
+                "rsilab.controller.guards",
+                f"WEIGHT_SUFFIXES = WEIGHT_SUFFIXES - {{{suffix!r}}}",
+                WEIGHT_TESTS,
+            )
+            for suffix in t["suffixes"]
+        ),
+        *(
+            DataMutant(
+                "_REFERRING",
+                f"{name} dropped",
+                "rsilab.store.verify",
+                f"_REFERRING = tuple(c for c in _REFERRING if c.__name__ != {name!r})",
+                VERIFY_TESTS,
+            )
+            for name in t["referring"]
+        ),
+        *_value_mutants(),
+    ]
+
+
+def _permission_mutants(t: dict[str, Any]) -> list[DataMutant]:
+    """Each cell of the role x tool and agent role x record kind tables, flipped."""
+    policy = "rsilab.expos.policy"
+    out = []
     for tool, allowed in t["tools"].items():
         for role in t["roles"]:
             verb = "revoked from" if role in allowed else "granted to"
             edit = _flip("TOOL_ROLES", repr(tool), f"Role({role!r})", role in allowed)
-            name = f"{tool} {verb} {role}"
-            policy = "rsilab.expos.policy"
-            out.append(DataMutant("TOOL_ROLES", name, policy, edit, PERMISSION_TESTS))
+            out.append(
+                DataMutant("TOOL_ROLES", f"{tool} {verb} {role}", policy, edit, PERMISSION_TESTS)
+            )
     for role in t["agents"]:
         for kind in t["kinds"]:
             readable = kind in t["readable"][role]
             verb = "hidden from" if readable else "shown to"
             edit = _flip("READABLE_KINDS", f"Role({role!r})", repr(kind), readable)
             name = f"{kind} {verb} {role}"
-            out.append(
-                DataMutant("READABLE_KINDS", name, "rsilab.expos.policy", edit, PERMISSION_TESTS)
-            )
-    out += _dropped("WORKSPACE_RESERVED", "rsilab.expos.guards", t["reserved"], RESERVED_TESTS)
-    out += [
-        DataMutant(
-            "WEIGHT_SUFFIXES",
-            f"{suffix} dropped",
-            "rsilab.controller.guards",
-            f"WEIGHT_SUFFIXES = WEIGHT_SUFFIXES - {{{suffix!r}}}",
-            WEIGHT_TESTS,
-        )
-        for suffix in t["suffixes"]
-    ]
-    out += [
-        DataMutant(
-            "_REFERRING",
-            f"{name} dropped",
-            "rsilab.store.verify",
-            f"_REFERRING = tuple(c for c in _REFERRING if c.__name__ != {name!r})",
-            VERIFY_TESTS,
-        )
-        for name in t["referring"]
-    ]
-    out += [
+            out.append(DataMutant("READABLE_KINDS", name, policy, edit, PERMISSION_TESTS))
+    return out
+
+
+def _value_mutants() -> list[DataMutant]:
+    """The non-target level and the socket modes, changed."""
+    out = [
         DataMutant(
             "NON_TARGET_ALPHA",
             f"= {alpha}",
@@ -222,7 +235,9 @@ def _child(mutant: DataMutant, log: Path) -> int:
     os.dup2(fd, 2)
     os.chdir(ROOT)
     sys.meta_path.insert(0, _EditedFinder(mutant.module, mutant.edit))
-    args = ["-x", "-q", "-p", "no:cacheprovider", *mutant.tests]
+    # plugins the warm-up imported (anyio's) cannot have their asserts rewritten: no matter
+    quiet = ["-W", "ignore::pytest.PytestAssertRewriteWarning"]
+    args = ["-x", "-q", "-p", "no:cacheprovider", *quiet, *mutant.tests]
     return int(pytest.main(args))
 
 
@@ -237,7 +252,11 @@ def _fork(mutant: DataMutant, log: Path) -> int:
         code = 3
         try:
             code = _child(mutant, log)
+        except BaseException:
+            traceback.print_exc()
         finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
             os._exit(code)
     return pid
 
@@ -246,18 +265,26 @@ def run_data_mutants(
     mutants: Sequence[DataMutant], workers: int, logs: Path
 ) -> Iterator[tuple[DataMutant, str, float]]:
     """Run each mutant in a forked child, ``workers`` at a time; yield (mutant, verdict,
-    seconds) as each finishes."""
+    seconds) as each finishes. A run that ends in an error rather than a verdict (pytest
+    stopped by something outside the tests) is tried once more; its log is kept as
+    ``NNNN.log`` under ``logs``."""
     warm_up()
-    logs.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
     tmp = tempfile.mkdtemp(prefix="rsilab-mutate-")  # short: socket paths stay under the limit
     os.environ["TMPDIR"] = tempfile.tempdir = tmp
-    running: dict[int, tuple[DataMutant, float]] = {}
-    queue = list(enumerate(mutants))
+    running: dict[int, tuple[int, DataMutant, float, bool]] = {}
+    queue = [(index, mutant, False) for index, mutant in enumerate(mutants)]
     while queue or running:
         while queue and len(running) < workers:
-            index, mutant = queue.pop(0)
-            running[_fork(mutant, logs / f"{index:04}.log")] = (mutant, time.perf_counter())
+            index, mutant, retry = queue.pop(0)
+            pid = _fork(mutant, logs / f"{index:04}.log")
+            running[pid] = (index, mutant, time.perf_counter(), retry)
         pid, status = os.wait()
-        mutant, started = running.pop(pid)
-        yield mutant, _verdict(status), time.perf_counter() - started
+        index, mutant, started, retry = running.pop(pid)
+        verdict = _verdict(status)
+        if verdict.startswith("error") and not retry:
+            queue.append((index, mutant, True))
+            continue
+        yield mutant, verdict, time.perf_counter() - started
     shutil.rmtree(tmp, ignore_errors=True)

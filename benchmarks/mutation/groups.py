@@ -52,6 +52,7 @@ GROUPS = (
         (
             "tests/store/test_tamper.py",
             "tests/store/test_verify.py",
+            "tests/store/test_damage.py",
             "tests/store/test_conformance.py",
         ),
     ),

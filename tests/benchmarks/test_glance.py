@@ -116,6 +116,7 @@ def test_hacking_false_acceptance_and_overhead_have_their_headlines() -> None:
     hacking = rows["agents cannot cheat"]
     assert hacking["rsilab"] == "0/33 = 0.0%" and "30/33 = 90.9%" in hacking["against"]
     assert hacking["verdict"].startswith("no attack changed a result")
+    assert "not an attack rate" in hacking["claim"] and "out of its reach" in hacking["verdict"]
     accepted = rows["what it accepts is better"]
     assert accepted["rsilab"] == "3.3% [1.1%, 9.2%] of 91 accepted"
     assert accepted["against"] == "best dev score: 56.4% [48.9%, 63.6%]"

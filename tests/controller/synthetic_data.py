@@ -1,8 +1,10 @@
 """Generated numeric data the content guard's thresholds were set on (never a task's tiers).
 
 ``strokes``: 8x8 images, 0-16 integers, drawn from random stroke prototypes shifted by a pixel
-and noised (digit-like, with rare-valued border pixels). ``mixture``: correlated Gaussian
-mixtures with columns of wildly different scales. ``split``: which items are private.
+and noised (digit-like, with rare-valued border pixels). ``writers``: the same with a
+prototype per (class, writer), so that items have near twins across tiers, as handwriting
+has. ``mixture``: correlated Gaussian mixtures with columns of wildly different scales.
+``split``: which items are private.
 """
 
 from __future__ import annotations
@@ -31,6 +33,19 @@ def strokes(n: int = 900, classes: int = 10, seed: int = 0) -> Floats:
         dx, dy = rng.integers(-1, 2, 2)
         image = np.roll(np.roll(image, dx, 1), dy, 0)
         image = image * rng.uniform(0.7, 1.2) + rng.normal(0, 0.12, image.shape)
+        out.append(np.clip(np.rint(image * 16), 0, 16).ravel())
+    return np.array(out, dtype=np.float64)
+
+
+def writers(n: int = 1800, styles: int = 400, seed: int = 0) -> Floats:
+    rng = np.random.default_rng(seed)
+    prototypes = strokes(styles, classes=styles, seed=seed) / 16
+    out = []
+    for _ in range(n):
+        image = prototypes[int(rng.integers(styles))].reshape(8, 8)
+        dx, dy = rng.integers(-1, 2, 2)
+        image = np.roll(np.roll(image, dx, 1), dy, 0) * rng.uniform(0.85, 1.1)
+        image = image + rng.normal(0, 0.08, (8, 8))
         out.append(np.clip(np.rint(image * 16), 0, 16).ravel())
     return np.array(out, dtype=np.float64)
 

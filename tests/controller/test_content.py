@@ -217,9 +217,7 @@ def test_a_leak_needs_one_exact_item_or_enough_approximate_ones(
 @cache
 def _builtin(name: str) -> tuple[ContentIndex, list[Sample]]:
     task = get_task(name)
-    public = [
-        s for b in task.benchmarks for t in PUBLIC for s in make_splits(task, b, SECRET)[t]
-    ]
+    public = [s for b in task.benchmarks for t in PUBLIC for s in make_splits(task, b, SECRET)[t]]
     return ContentIndex.build(task, SECRET), public
 
 
@@ -273,6 +271,7 @@ def test_public_tiers_honestly_processed_never_leak(name: str, tmp_path: Path) -
     files = _honest_forms(public)
     report = _scan(index, tmp_path, files)
     assert not report.leaks(), report.detail()
-    assert report.hits == [] or max(report.approximate().values()) < index.min_hits[
-        report.hits[0].benchmark
-    ]
+    assert (
+        report.hits == []
+        or max(report.approximate().values()) < index.min_hits[report.hits[0].benchmark]
+    )

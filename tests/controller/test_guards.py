@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rsilab.controller import guards as guards_module
 from rsilab.controller.guards import TrainingGuards, evaluator_sha256, private_data_sha256
 from rsilab.controller.overlap import PrivateIndex
 from rsilab.records import (
@@ -373,7 +374,7 @@ def test_host_files_the_tree_names_by_path_are_checked(
     refusal = guards.check(_candidate(tree(**{"more.py": code})))
     assert refusal is not None and refusal.rule == "private_data_in_training"
     assert f"named path {planted}" in refusal.detail
-    harmless = "print(open('/etc/hostname').read(), open('/no/such/file'))\n"
+    harmless = "print(open('/etc/hostname').read(), open('/no/such/file'), '/proc/kcore')\n"
     assert guards.check(_candidate(tree(**{"more.py": harmless}))) is None
 
 
@@ -393,3 +394,89 @@ def test_data_past_the_caps_is_refused_with_a_flag_never_skipped(
     zstd = tree(data__blob=b"\x28\xb5\x2f\xfd" + b"\0" * 64)
     refused = guards.check(_candidate(zstd))
     assert refused is not None and refused.rule == "uncheckable_training_data"
+
+
+def test_the_private_and_content_indexes_are_built_once(
+    lab: Lab, synthetic: Task, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    built: list[object] = []
+    private, content = object(), object()
+
+    def build_private(task: Task, secret: bytes) -> object:
+        built.append(("private", task.name, secret))
+        return private
+
+    def build_content(task: Task, secret: bytes, *, private: object) -> object:
+        built.append(("content", task.name, secret, private))
+        return content
+
+    monkeypatch.setattr(guards_module.PrivateIndex, "build", build_private)
+    monkeypatch.setattr(guards_module.ContentIndex, "build", build_content)
+    guards = TrainingGuards(synthetic, SECRET, lab.store, lab.artifacts)
+    assert guards.content_index() is content and guards.content_index() is content
+    assert guards.private_index() is private
+    assert built == [
+        ("private", "synthetic", SECRET),
+        ("content", "synthetic", SECRET, private),
+    ]
+
+
+def test_invalid_candidates_carry_their_flag_and_words(
+    guards: TrainingGuards, lab: Lab, synthetic: Task, tmp_path: Path, tree: Tree
+) -> None:
+    public = "the harness tree cannot be restored"
+    gone = guards.check(_candidate("f" * 64))
+    assert gone is not None and (gone.detail, gone.stage) == (public, "training")
+    folder = tmp_path / "linked"
+    shutil.copytree(synthetic.harness, folder)
+    os.symlink("/etc/hostname", folder / "host")
+    link = guards.check(_candidate(lab.artifacts.put_tree(folder).sha256))
+    assert link is not None
+    words = "host is a link that leaves the harness (/etc/hostname)"
+    assert (link.reason, link.public, link.detail) == (words, words, words)
+    blob = lab.artifacts.put_bytes(b"harmless\n")
+    data = Dataset(name="../escaped", artifact_sha256=blob.sha256, artifact_kind="file")
+    _commit(lab, data)
+    named = guards.check(_candidate(tree(), [data.id]))
+    assert named is not None and named.reason and named.detail == named.public
+
+
+def test_private_items_in_the_tree_count_beside_a_clean_registered_folder(
+    guards: TrainingGuards, lab: Lab, synthetic: Task, tmp_path: Path
+) -> None:
+    folder = tmp_path / "leaky"
+    shutil.copytree(synthetic.harness, folder)
+    plant_traps(synthetic, folder, SECRET)
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    (clean / "rows.jsonl").write_text('{"x": 1}\n')
+    stored = lab.artifacts.put_tree(clean).sha256
+    data = Dataset(name="clean", artifact_sha256=stored, artifact_kind="tree")
+    _commit(lab, data)
+    refusal = guards.check(_candidate(lab.artifacts.put_tree(folder).sha256, [data.id]))
+    assert refusal is not None and refusal.rule == "private_data_in_training"
+
+
+def test_data_the_guard_cannot_open_is_refused_with_a_flag(
+    guards: TrainingGuards, tree: Tree
+) -> None:
+    refusal = guards.check(_candidate(tree(**{"data.zip": b"PK\x03\x04 not really a zip"})))
+    assert refusal is not None
+    assert (refusal.state, refusal.rule) == (CandidateState.REJECTED, "uncheckable_training_data")
+    assert refusal.reason == refusal.detail
+    assert refusal.detail.startswith("training data the guard cannot check: data.zip")
+    assert refusal.public == (
+        "training data the guard cannot check (an archive past the size, ratio or depth caps, "
+        "or a container it cannot open): data.zip"
+    )
+
+
+def test_a_folder_can_be_scanned_without_a_candidate(
+    guards: TrainingGuards, synthetic: Task, tmp_path: Path
+) -> None:
+    folder = tmp_path / "scanned"
+    shutil.copytree(synthetic.harness, folder)
+    assert guards.scan(folder, []) is None
+    plant_traps(synthetic, folder, SECRET)
+    refusal = guards.scan(folder, [])
+    assert refusal is not None and refusal.rule == "private_data_in_training"

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from rsilab.controller.evaluation import EMPTY_SHA256
-from rsilab.executors.local import LocalExecutor
 from rsilab.controller.host import HostController
 from rsilab.controller.lineage import lineage_versions, require_lineage, rollback
 from rsilab.errors import ConflictError, UserError
+from rsilab.executors.local import LocalExecutor
 from rsilab.records import (
     Candidate,
     CandidateState,
@@ -313,11 +313,15 @@ def test_a_train_that_ignores_the_seed_is_flagged_not_counted(
     assert require_lineage(lab.store, "synthetic").versions == [judged.parent_version_id]
 
 
-SALTED = ("args = parser.parse_args()", "args = parser.parse_args()\n    salt, args.seed = args.seed, 5")
+SALTED = (
+    "args = parser.parse_args()",
+    "args = parser.parse_args()\n    salt, args.seed = args.seed, 5",
+)
 SALTED_MODEL = ('"variant": VARIANT}', '"variant": VARIANT, "salt": salt}')
 SEEDED_PREDICT = (
-    "            label = int(inp[\"x\"])",
-    "            label = int(inp[\"x\"]) + (args.seed % 7 == len(item['id']) % 7)",
+    '            label = int(inp["x"])',
+    "            label = int(inp[\"x\"]) + (__import__('zlib').crc32("
+    "f\"{args.seed}/{item['id']}\".encode()) % 10 == 0)",
 )
 
 

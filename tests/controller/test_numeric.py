@@ -9,9 +9,10 @@ from functools import cache
 import numpy as np
 import pytest
 
+from rsilab.controller import numeric
 from rsilab.controller.content import MIN_HITS
-from rsilab.controller.numeric import MIN_COLUMNS, RATIO, NumericReference
-from tests.controller.synthetic_data import Floats, mixture, split, strokes
+from rsilab.controller.numeric import CONCENTRATION, MIN_COLUMNS, RATIO, NumericReference
+from tests.controller.synthetic_data import Floats, mixture, split, strokes, writers
 
 Transform = Callable[[Floats, np.random.Generator], Floats]
 
@@ -134,3 +135,28 @@ def test_a_reference_needs_private_and_public_items_and_enough_columns() -> None
     assert not NumericReference(x[:, : MIN_COLUMNS - 1], private).usable
     with pytest.raises(ValueError, match="finite"):
         NumericReference(np.full((3, 9), np.nan), np.ones(3, dtype=bool))
+
+
+def test_scattered_look_alikes_among_many_augmented_rows_are_no_copy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Handwriting has near twins across tiers: public images shifted by a pixel, eight ways,
+    bring a private twin within the ratio now and then. Those hits are a sliver of the rows
+    nearer a private item than a public one, and the concentration rule drops them; a copy's
+    rows are nearly all hits."""
+    x = writers()
+    private = split(len(x))
+    reference = NumericReference(x, private)
+    images = x[~private].reshape(-1, 8, 8)
+    shifts = [(dx, dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if dx or dy]
+    shifted = np.vstack(
+        [np.roll(np.roll(images, dx, 2), dy, 1).reshape(len(images), -1) for dx, dy in shifts]
+    )
+    assert reference.match(shifted) == []
+    monkeypatch.setattr(numeric, "CONCENTRATION", 0.0)
+    assert len(reference.match(shifted)) >= MIN_HITS  # what the rule keeps from being a flag
+    # a copy among as many rows that are no item at all: its hits stand
+    rng = np.random.default_rng(0)
+    junk = rng.normal(x.mean(0), x.std(0) + 1e-9, (600, 64))
+    monkeypatch.setattr(numeric, "CONCENTRATION", CONCENTRATION)
+    assert {h.row for h in reference.match(np.vstack([x[private][:60], junk]))} == set(range(60))

@@ -380,3 +380,14 @@ def test_materialize_a_missing_blob_raises_not_found(tmp_path: Path) -> None:
         store.materialize("0" * 64, tmp_path / "out.bin", "file")
     with pytest.raises(NotFoundError):
         store.materialize("1" * 64, tmp_path / "out-tree", "tree")
+
+
+def test_half_written_ingests_of_dead_processes_are_removed(tmp_path: Path) -> None:
+    """A process killed mid-ingest leaves ``tmp/in-<pid>-*``; only a dead pid's go."""
+    store = ArtifactStore(tmp_path)
+    store.ensure()
+    dead, live = tmp_path / "tmp" / "in-999999-abc", tmp_path / "tmp" / "in-4242-def"
+    dead.write_bytes(b"half")
+    live.write_bytes(b"still writing")
+    removed = store.remove_stale_ingests(lambda pid: pid == 999999)
+    assert removed == [dead] and not dead.exists() and live.exists()

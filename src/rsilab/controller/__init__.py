@@ -4,9 +4,12 @@ It alone writes counted scores. :class:`HostController` evaluates a task's initi
 (``baseline``), records proposals (``propose``) and judges them (``judge``): guards, re-training
 with its own seeds, private evaluation, the acceptance rule and a compare-and-swap on the
 lineage. Modules: ``evaluation`` (re-train and score), ``acceptance`` (the rule, on the
-intervals of :mod:`rsilab.stats`), ``overlap`` (private-data guard), ``jobs`` (recorded jobs
-and model provenance), ``lineage`` (versions, labels, rollback), ``settings`` (what each
-setting allows), ``gc`` (blob garbage collection with tombstones).
+intervals of :mod:`rsilab.stats`), ``guards`` (what is checked before a candidate runs),
+``content`` (the content guard: private items and raw sources in training data, joining
+``unpack`` for containers, ``readers`` and ``safe_pickle`` for serialisations, ``overlap``
+for text and ``numeric`` for near-duplicate rows), ``model_use`` (the seed and model checks),
+``jobs`` (recorded jobs and model provenance), ``lineage`` (versions, labels, rollback),
+``settings`` (what each setting allows), ``gc`` (blob garbage collection with tombstones).
 """
 
 from rsilab.controller.acceptance import Decision, decide

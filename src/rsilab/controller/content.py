@@ -56,6 +56,7 @@ TEXT_SHARE = 0.3
 """The prose layer: a private text is a near hit when 30% of its private-specific 3-token
 windows occur in the data (set on generated prose: every fifth word replaced is found, public
 texts edited, spliced or with words dropped never are)."""
+_PIECE = 32 << 20  # text scanned at a time
 _MIN_SOURCE_BYTES = 256  # a smaller file (an empty __init__.py) is no evidence of a copy
 _PATH = re.compile(r"""["'](/[^"'\s\\]{1,1024})["']""")
 
@@ -206,7 +207,10 @@ class ContentIndex:
                 report.hits.extend(self._numeric(table, where))
 
     def _text(self, data: bytes, where: str) -> list[OverlapHit]:
-        return self.private.scan_bytes(data, where) + self.prose.scan_near(data, where)
+        hits = []
+        for piece in _pieces(data):  # bounded memory: a token list is many times its text
+            hits += self.private.scan_bytes(piece, where) + self.prose.scan_near(piece, where)
+        return hits
 
     def _numeric(self, table: npt.NDArray[np.float64], where: str) -> list[OverlapHit]:
         if table.shape[1] < MIN_COLUMNS:
@@ -218,6 +222,16 @@ class ContentIndex:
                 share = round(1.0 - hit.ratio, 3)
                 hits.append(OverlapHit(bench.name, tier, sample_id, "numeric", where, share))
         return hits
+
+
+def _pieces(data: bytes, size: int = _PIECE) -> Iterator[bytes]:
+    """``data`` cut at line ends into pieces of about ``size`` bytes (whole when smaller)."""
+    start = 0
+    while start < len(data):
+        end = len(data) if len(data) - start <= size else data.rfind(b"\n", start, start + size)
+        end = start + size if end <= start else end + 1
+        yield data[start:end]
+        start = end
 
 
 def regular_files(root: Path) -> Iterator[Path]:
@@ -245,6 +259,8 @@ def named_paths(root: Path, limit: int = 200) -> list[Path]:
         text = path.read_bytes().decode("utf-8", errors="replace")
         for match in _PATH.finditer(text):
             named = Path(match[1])
+            if named.parts[1:2] in (("proc",), ("sys",), ("dev",)):
+                continue  # the kernel's views, not data (and a job sees its own)
             try:
                 if named.resolve().is_relative_to(inside) or not named.is_file():
                     continue

@@ -34,6 +34,7 @@ from pydantic import JsonValue
 from rsilab.controller.jobs import CONTROLLER_ACTOR, data_hashes, new_job, run_recorded_job
 from rsilab.controller.settings import rules_for
 from rsilab.executors.base import Executor, JobResult
+from rsilab.faults import fault_point
 from rsilab.records import DataTier, Job, JobInputs, JobKind, Resources, Role
 from rsilab.sandbox import hand_over
 from rsilab.sandbox.base import Limits, RunSpec
@@ -260,6 +261,7 @@ class SystemEvaluator:
             workspace = tmp / "system"
             self.artifacts.materialize(recipe.harness_sha256, workspace, "tree")
             hand_over(tmp)
+            fault_point("baseline_seed" if candidate_id is None else "candidate_seed")
             check_tree_links(workspace)
             return self._run_seed(
                 recipe, workspace, index, seed, campaign_id, candidate_id, probe_model

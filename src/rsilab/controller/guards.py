@@ -33,6 +33,7 @@ from rsilab.controller.jobs import model_produced_by_job
 from rsilab.controller.overlap import PrivateIndex
 from rsilab.controller.unpack import Caps
 from rsilab.records import Candidate, CandidateState, Dataset, FlagStage
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.store.artifacts import ArtifactStore, hash_file
 from rsilab.store.base import Store
 from rsilab.tasks import ManifestError, Task, get_driver, get_scorer, load_manifest
@@ -127,7 +128,7 @@ class TrainingGuards:
         ``head_harness_sha256`` is the harness of the lineage's head (what the candidate is
         judged against); without it the training-dropped guard is not applied.
         """
-        with tempfile.TemporaryDirectory(prefix="rsilab-guard-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=owned_prefix("guard")) as tmp:
             tree = Path(tmp) / "tree"
             try:
                 self.artifacts.materialize(candidate.harness_sha256, tree, "tree")
@@ -234,7 +235,7 @@ class TrainingGuards:
         with self._lock:
             if harness in self._trains:
                 return self._trains[harness]
-        with tempfile.TemporaryDirectory(prefix="rsilab-guard-head-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=owned_prefix("guard-head")) as tmp:
             tree = Path(tmp) / "tree"
             self.artifacts.materialize(harness, tree, "tree")
             try:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rsilab.executors.base import Executor, JobResult, JobSpec, JobState
+from rsilab.faults import fault_point
 from rsilab.records import (
     DataTier,
     Evaluation,
@@ -212,6 +213,7 @@ def run_recorded_job(
     """
     recorder = JobRecorder(store, actor, role)
     running = recorder.started(job.model_copy(update={"status": JobStatus.RUNNING}))
+    fault_point(job.kind.replace("-", "_"))
     if on_start is not None:
         on_start(running)
     try:

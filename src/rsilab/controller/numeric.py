@@ -19,13 +19,18 @@ copy can do to them without losing them as training data:
 A row is a hit only by the **ratio test**: its nearest private item is closer than
 :data:`RATIO` times its nearest public one. A public row, honestly transformed (standardised,
 noised, augmented), has its own source among the public items and fails the test; a row
-that is no item at all is about as far from both. The caller decides how many hits make a
-flag. Out of reach: a random rotation of the feature space, non-linear per-row maps, and
-noise of the order of the items' spacing (such data no longer identifies the private items).
+that is no item at all is about as far from both. A table's hits stand only when they are
+concentrated (:data:`CONCENTRATION`). The caller decides how many hits make a flag.
 
-Thresholds were set on synthetic data (tests/controller/test_numeric.py generates it: images
-drawn from random stroke prototypes and correlated Gaussian mixtures), never on a built-in
-task's tiers.
+Out of reach: a random rotation of the feature space (or any mixing of columns), non-linear
+per-row maps, noise of the order of the items' spacing (such data no longer identifies the
+private items), and a few dozen rows under all of scale and shift, noise and a column
+permutation at once (too few rows to fit the map; more rows, or any public rows beside
+them, are enough).
+
+Thresholds were set on generated data (``tests/controller/synthetic_data.py``: images drawn
+from random stroke prototypes, with and without per-writer near twins, and correlated
+Gaussian mixtures), never on a built-in task's tiers.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import linear_sum_assignment
 
-__all__ = ["MIN_COLUMNS", "NumericHit", "NumericReference"]
+__all__ = ["CONCENTRATION", "MIN_COLUMNS", "RATIO", "NumericHit", "NumericReference"]
 
 _Floats = npt.NDArray[np.float64]
 _Ints = npt.NDArray[np.intp]
@@ -50,6 +55,11 @@ same width are pooled by the caller)."""
 RATIO = 0.5
 """A row is a private hit when its nearest private item is under this share of the distance
 to its nearest public item."""
+CONCENTRATION = 0.1
+"""A table's hits stand only when they are at least this share of its rows that are nearer a
+private item than a public one: public data augmented many times over (every image shifted
+by a pixel) brings a private look-alike within the ratio now and then, always a small share
+of those rows however many they are, while a copy's rows are nearly all hits."""
 MIN_CORRELATION = 0.8
 """A candidate column is kept when it correlates at least this much with its reference column
 over the confidently matched rows."""
@@ -104,7 +114,10 @@ class NumericReference:
         self.width = vectors.shape[1]
         sd = vectors.std(axis=0)
         self.live: _Ints = np.flatnonzero(sd > 0)
-        self.z: _Floats = (vectors[:, self.live] - vectors[:, self.live].mean(0)) / sd[self.live]
+        self._mean = vectors[:, self.live].mean(0)
+        self._sd = sd[self.live]
+        self.z: _Floats = (vectors[:, self.live] - self._mean) / self._sd
+        self._raw = np.quantile(vectors[:, self.live], _QUANTILES, axis=0).T
         self.private = private.astype(bool)
         self._signatures = _signatures(self.z)
         self._corr = _correlations(self.z)
@@ -135,16 +148,18 @@ class NumericReference:
             return []
         sample = x if len(x) <= _FIT_ROWS else x[np.linspace(0, len(x) - 1, _FIT_ROWS, dtype=int)]
         fitted: list[_Map] = []
-        tried: set[tuple[tuple[int, int], ...]] = set()
+        tried: set[tuple[object, ...]] = set()
         for start in self._starts(x, varying):
-            if start.key() in tried:
+            same = (start.key(), start.slope.round(9).tobytes(), start.offset.round(9).tobytes())
+            if same in tried:
                 continue
-            tried.add(start.key())
+            tried.add(same)
             refined = self._refine(sample, start)
             if refined is not None:
                 fitted.append(refined)
-                if refined.anchors >= _ENOUGH * len(sample):
+                if len(sample) >= _FIT_ROWS // 4 and refined.anchors >= _ENOUGH * len(sample):
                     break  # nearly every row is explained: no other map can do better
+                # (a few rows can be fitted by a wrong map too: then every start is tried)
         if not fitted:
             return []
         # The map most rows agree with, whatever they match: choosing by hits would favour
@@ -154,10 +169,11 @@ class NumericReference:
 
     def _starts(self, x: _Floats, varying: _Ints) -> list[_Map]:
         """First guesses at the column map, each with the candidate columns standardised:
-        same positions (a table as wide as the reference), columns in the same order with
+        same positions (also taken in the items' own units), columns in the same order with
         some left out (a monotone alignment of distribution shapes), and any order (the
         Hungarian assignment of distribution shapes and correlation profiles, improved by
-        aligning the correlation matrices)."""
+        aligning the correlation matrices; and of the values' quantiles in the items' own
+        units, for rows copied as they are)."""
         mean, sd = x[:, varying].mean(0), x[:, varying].std(0)
         z = (x[:, varying] - mean) / sd
         shapes = _signatures(z)
@@ -184,40 +200,62 @@ class NumericReference:
             picked, refs = linear_sum_assignment(0.5 * total - np.abs(score))
         guesses.append((picked, refs))
         guesses.append(linear_sum_assignment(shape_cost))
+        # any order, values left in the items' own units: a few rows copied as they are
+        raw = np.quantile(x[:, varying], _QUANTILES, axis=0).T
+        units = np.abs(raw[:, None, :] - self._raw[None, :, :]).mean(axis=2) / self._sd
+        unit_guess = linear_sum_assignment(units)
         starts = []
-        for picked, refs in guesses:
-            if len(picked) >= MIN_COLUMNS:
-                s = sign[picked, refs]
-                starts.append(
-                    _Map(varying[picked], refs, s / sd[picked], -s * mean[picked] / sd[picked])
-                )
+        for number, (picked, refs) in enumerate(guesses):
+            if len(picked) < MIN_COLUMNS:
+                continue
+            if number == 0:  # by position, also in the items' own units: a copy of a few
+                # rows of one kind has statistics of its own, but its values are the items'
+                cols = varying[picked]
+                ref_sd, ref_mean = self._sd[refs], self._mean[refs]
+                starts.append(_Map(cols, refs, 1 / ref_sd, -ref_mean / ref_sd))
+            s = sign[picked, refs]
+            starts.append(
+                _Map(varying[picked], refs, s / sd[picked], -s * mean[picked] / sd[picked])
+            )
+        if len(unit_guess[0]) >= MIN_COLUMNS:
+            cols, refs = varying[unit_guess[0]], unit_guess[1]
+            starts.append(_Map(cols, refs, 1 / self._sd[refs], -self._mean[refs] / self._sd[refs]))
         return starts
 
     def _refine(self, sample: _Floats, start: _Map) -> _Map | None:
         """Improve ``start`` by alternating row matches and column fits on the rows matched
         with confidence: first its column pairs kept (only their scale and shift re-fit),
-        then re-assigned by correlation; None when fewer than :data:`MIN_ROWS` rows match
-        with confidence or fewer than :data:`MIN_COLUMNS` columns keep a fit."""
+        then re-assigned by correlation. The map under which most distinct items are matched
+        with confidence wins (a map that collapses the rows onto a few items does not); its
+        columns correlated under :data:`MIN_CORRELATION` are dropped. None when fewer than
+        :data:`MIN_ROWS` rows match with confidence or :data:`MIN_COLUMNS` columns remain."""
         current = start
-        for round_ in range(_FIXED_ROUNDS + _ROUNDS):
+        best: tuple[int, _Map, _Ints, _Ints] | None = None
+        last = _FIXED_ROUNDS + _ROUNDS
+        for round_ in range(last + 1):
             nearest, ratio = _two_nearest(current.apply(sample), self.z[:, current.refs])
+            confident = np.flatnonzero(ratio < _ANCHOR_RATIO)
+            score = len(np.unique(nearest[confident]))
+            if best is None or score > best[0]:
+                best = (score, current, nearest, confident)
+            if round_ == last:
+                break
             order = np.argsort(ratio, kind="stable")
-            count = max(MIN_ROWS, len(sample) // 2, int((ratio < _ANCHOR_RATIO).sum()))
-            confident = order[:count]
-            matched = self.z[nearest[confident]]
+            anchors = order[: max(MIN_ROWS, len(sample) // 2, len(confident))]
+            matched = self.z[nearest[anchors]]
             if round_ < _FIXED_ROUNDS:
-                current = _refit(current, sample[confident], matched)
+                current = _refit(current, sample[anchors], matched)
                 continue
-            fitted = _fit(sample[confident], matched, 0.0)
-            if fitted.key() == current.key():
+            fitted = _fit(sample[anchors], matched, 0.0)
+            if fitted.key() == current.key() and round_ > _FIXED_ROUNDS:
                 break
             current = fitted
-        nearest, ratio = _two_nearest(current.apply(sample), self.z[:, current.refs])
-        confident = np.flatnonzero(ratio < _ANCHOR_RATIO)
-        if len(confident) < MIN_ROWS:
+        assert best is not None
+        score, chosen, nearest, confident = best
+        if score < MIN_ROWS:
             return None
-        final = _fit(sample[confident], self.z[nearest[confident]], MIN_CORRELATION)
-        final.anchors = len(confident)
+        final = _refit(chosen, sample[confident], self.z[nearest[confident]], MIN_CORRELATION)
+        final.anchors = score
         return final if len(final.cols) >= MIN_COLUMNS else None
 
     def _judge(self, x: _Floats, fitted: _Map) -> list[NumericHit]:
@@ -227,6 +265,8 @@ class NumericReference:
         public_d, _ = _nearest(mapped, reference[~self.private])
         items = np.flatnonzero(self.private)[item]
         hits = np.flatnonzero(private_d < RATIO * public_d)
+        if len(hits) < CONCENTRATION * np.count_nonzero(private_d < public_d):
+            return []  # scattered coincidences among many rows, not a copy
         return [NumericHit(int(r), int(items[r]), float(private_d[r] / public_d[r])) for r in hits]
 
 
@@ -282,16 +322,19 @@ def _signatures(z: _Floats) -> _Floats:
     return np.quantile(z, _QUANTILES, axis=0).T
 
 
-def _refit(current: _Map, x: _Floats, z: _Floats) -> _Map:
-    """``current``'s column pairs with scale and shift fit by least squares on matched rows
-    (a pair whose candidate column is constant there keeps its old fit)."""
+def _refit(current: _Map, x: _Floats, z: _Floats, floor: float = 0.0) -> _Map:
+    """``current``'s column pairs with scale and shift fit by least squares on matched rows;
+    pairs correlated under ``floor`` there are dropped (a pair whose candidate column is
+    constant there keeps its old fit when ``floor`` is 0)."""
     xs, zs = x[:, current.cols], z[:, current.refs]
-    xc = xs - xs.mean(0)
-    var = (xc**2).sum(0)
+    xc, zc = xs - xs.mean(0), zs - zs.mean(0)
+    var, zvar = (xc**2).sum(0), (zc**2).sum(0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        slope = np.where(var > 0, (xc * (zs - zs.mean(0))).sum(0) / var, current.slope)
+        slope = np.where(var > 0, (xc * zc).sum(0) / var, current.slope)
+        corr = np.nan_to_num((xc * zc).sum(0) / np.sqrt(var * zvar))
     offset = np.where(var > 0, zs.mean(0) - slope * xs.mean(0), current.offset)
-    return _Map(current.cols, current.refs, slope, offset)
+    keep = np.abs(corr) >= floor if floor > 0 else np.ones(len(slope), dtype=bool)
+    return _Map(current.cols[keep], current.refs[keep], slope[keep], offset[keep])
 
 
 def _fit(x: _Floats, z: _Floats, floor: float) -> _Map:

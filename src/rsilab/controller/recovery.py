@@ -46,7 +46,7 @@ from rsilab.records import (
     Role,
     utc_now,
 )
-from rsilab.sandbox.owners import sweep_dead_tmpdirs
+from rsilab.sandbox.owners import pid_alive, sweep_dead_tmpdirs
 from rsilab.store.base import Store
 from rsilab.store.lab import Lab
 
@@ -128,6 +128,9 @@ def recover_controller_work(
     """
     report = ControllerRecovery(campaign_id=campaign_id)
     report.removed_folders = [str(p) for p in sweep_dead_tmpdirs()]
+    report.removed_folders += [
+        str(p) for p in lab.artifacts.remove_stale_ingests(lambda pid: not pid_alive(pid))
+    ]
     store = lab.store
     if campaign_id is None:
         report.baseline_live = not interrupt_dead_baseline_jobs(lab, report)

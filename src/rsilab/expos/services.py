@@ -30,6 +30,7 @@ from rsilab.expos.guards import WORKSPACE_RESERVED
 from rsilab.records import Campaign
 from rsilab.sandbox import Confinement, SandboxUser, check_placement, lab_user
 from rsilab.sandbox.base import Limits
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.select import default_sandbox
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.keys import key_dir
@@ -201,7 +202,7 @@ def snapshot_workspace(artifacts: ArtifactStore, workspace: Path) -> str:
     Raises:
         LabError: the workspace holds a special file, or the lab cannot be written.
     """
-    with tempfile.TemporaryDirectory(prefix="rsilab-snapshot-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix("snapshot")) as tmp:
         copy = Path(tmp) / "tree"
         shutil.copytree(
             workspace,

@@ -67,6 +67,7 @@ from rsilab.sandbox import (
     RunSpec,
     SandboxError,
 )
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.select import ENV_VAR, choose_sandbox
 from rsilab.store.base import Store
 from rsilab.store.keys import key_dir
@@ -456,7 +457,7 @@ def _confined(
         file_mb=min(options.disk_mb, 1024),
     )
     served = plan(options.llm_endpoints)
-    with tempfile.TemporaryDirectory(prefix="rsilab-agent-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix("agent")) as tmp:
         folder = Path(tmp)
         write_inside(folder, python, served)
         mounts = [Mount(folder, Path(INSIDE))]

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rsilab.faults import fault_point
+
 CONTROLLERS = ("memory", "pids", "cpuacct", "freezer")
 _PREFIX = "rsilab-job-"
 _counter = itertools.count(1)
@@ -90,14 +92,46 @@ def probe() -> CgroupSupport:
     return CgroupSupport(parents)
 
 
-def _remove_stale(parents: dict[str, Path]) -> None:
-    """Remove empty job groups left by rsilab processes that died before cleaning up."""
-    for parent in parents.values():
-        for group in parent.glob(f"{_PREFIX}*"):
-            owner = group.name.removeprefix(_PREFIX).split("-", 1)[0]
-            if owner.isdigit() and not Path(f"/proc/{owner}").exists():
-                with contextlib.suppress(OSError):
-                    group.rmdir()
+def _remove_stale(parents: dict[str, Path], settle_s: float = 2.0) -> None:
+    """Remove the job groups of rsilab processes that died before cleaning up.
+
+    Such a process may have died between freezing a job's tree and thawing it (in
+    :meth:`JobCgroup.kill_all`): the members then sit frozen with a SIGKILL pending, for good.
+    So every member of a dead owner's group is killed and its freezer thawed first (they die
+    as they thaw); then each group is removed once empty (up to ``settle_s`` in all).
+    """
+    stale = [
+        group
+        for parent in parents.values()
+        for group in parent.glob(f"{_PREFIX}*")
+        if _owner_is_dead(group)
+    ]
+    for group in stale:
+        for pid in _members(group):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        state = group / "freezer.state"
+        if state.exists():
+            with contextlib.suppress(OSError):
+                state.write_text("THAWED")
+    deadline = time.monotonic() + settle_s
+    for group in stale:
+        while _members(group) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with contextlib.suppress(OSError):
+            group.rmdir()
+
+
+def _owner_is_dead(group: Path) -> bool:
+    owner = group.name.removeprefix(_PREFIX).split("-", 1)[0]
+    return owner.isdigit() and not Path(f"/proc/{owner}").exists()
+
+
+def _members(group: Path) -> list[int]:
+    try:
+        return [int(p) for p in (group / "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
 
 
 def _read_int(path: Path, default: int = 0) -> int:
@@ -191,7 +225,10 @@ class JobCgroup:
             deadline = time.monotonic() + 1.0
             while state.read_text().strip() != "FROZEN" and time.monotonic() < deadline:
                 time.sleep(0.005)  # freezing is asynchronous; it normally settles in microseconds
-        for pid in self.pids():
+        members = self.pids()
+        if members:
+            fault_point("job_frozen")
+        for pid in members:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(OSError):

@@ -22,6 +22,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rsilab.sandbox.owners import owned_prefix
+
 _PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 _MOUNT_OPTIONS = "loop,nosuid,nodev,noatime,discard"
 _TOOLS = ("mkfs.ext4", "mount", "umount", "losetup", "resize2fs", "cp")
@@ -211,7 +213,7 @@ def support() -> DiskLimits:
     try:
         for name in _TOOLS:
             _tool(name)
-        with tempfile.TemporaryDirectory(prefix="rsilab-diskprobe-") as tmp:
+        with tempfile.TemporaryDirectory(prefix=owned_prefix("diskprobe")) as tmp:
             image, folder = Path(tmp) / "image", Path(tmp) / "mnt"
             folder.mkdir()
             make_image(image, PROBE_MB, os.getuid(), os.getgid())

@@ -32,6 +32,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+from rsilab.faults import fault_point
 from rsilab.sandbox import _images
 from rsilab.sandbox._places import (
     Confinement,
@@ -170,6 +171,7 @@ class WorkspaceFs:
         _images.make_image(image, size, user.uid, user.gid)
         staging.mkdir(mode=0o700, exist_ok=True)
         _images.mount(image, staging)
+        fault_point("workspace_made")
         try:
             if any(folder.iterdir()):
                 _images.copy_tree(folder, staging)  # copies the folder's own owner too

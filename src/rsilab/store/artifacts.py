@@ -17,11 +17,13 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Literal
 
 from rsilab.errors import LabError, NotFoundError
+from rsilab.faults import fault_point
 from rsilab.store.ledger import canonical_json
 
 CHUNK = 1 << 20
@@ -72,17 +74,30 @@ class ArtifactStore:
         except NotFoundError:
             return False
 
+    def remove_stale_ingests(self, is_dead: Callable[[int], bool]) -> list[Path]:
+        """Remove the half-written temporary files of ingests whose process ``is_dead`` (by
+        pid, as each file's name records it); the paths removed. A live one's are kept."""
+        removed: list[Path] = []
+        for path in sorted(self._tmp.glob("in-*")) if self._tmp.is_dir() else []:
+            pid = path.name.split("-")[1]
+            if pid.isdigit() and is_dead(int(pid)):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed.append(path)
+        return removed
+
     def _ingest(self, source: BinaryIO) -> tuple[str, int]:
         """Copy a stream into a temporary file, hash it, and move it to its address."""
         self.ensure()
         digest, size = hashlib.sha256(), 0
-        fd, tmp_name = tempfile.mkstemp(dir=self._tmp, prefix="in-")
+        fd, tmp_name = tempfile.mkstemp(dir=self._tmp, prefix=f"in-{os.getpid()}-")
         try:
             with os.fdopen(fd, "wb") as out:
                 for chunk in iter(lambda: source.read(CHUNK), b""):
                     digest.update(chunk)
                     out.write(chunk)
                     size += len(chunk)
+            fault_point("artifact_write")
             sha = digest.hexdigest()
             target = self.blob_path(sha)
             if target.exists():

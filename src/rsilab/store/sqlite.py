@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rsilab.errors import LabError, NotFoundError
+from rsilab.faults import fault_point
 from rsilab.records import SCHEMA_VERSION, Event, EventDraft, Record, record_type, utc_now
 from rsilab.store import keys
 from rsilab.store._sqlite_errors import BUSY_TIMEOUT_S, damage, explain, unparsed_row
@@ -215,6 +216,7 @@ class SQLiteStore(Store):
                     self._conn.execute(
                         "INSERT INTO event_records VALUES (?, ?)", (s.record.id, stored.seq)
                     )
+                fault_point("commit")
                 self._conn.execute(
                     "INSERT INTO events (seq, hash, campaign_id, body) VALUES (?, ?, ?, ?)",
                     (stored.seq, stored.hash, event.campaign_id, stored.text),

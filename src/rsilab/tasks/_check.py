@@ -12,6 +12,7 @@ from typing import Literal
 
 from rsilab.records import DataTier
 from rsilab.sandbox.base import Limits, RunSpec, Sandbox
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.tasks._harness import Manifest, ManifestError, load_manifest
 from rsilab.tasks._probe import PROBE_SOURCE, Hit, needles
 from rsilab.tasks._samples import TIERS, FileSplits
@@ -180,7 +181,7 @@ def _probe(
         "seconds": seconds,
         "max_bytes": 64 * 1024 * 1024,
     }
-    with tempfile.TemporaryDirectory(prefix="rsilab-check-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix("check")) as tmp:
         workspace = Path(tmp) / "workspace"
         shutil.copytree(task.harness, workspace, symlinks=True)
         limits = Limits(cpu_s=seconds * 2 + 30, wall_s=seconds * 2 + 30, memory_mb=2048)

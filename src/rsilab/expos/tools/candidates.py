@@ -27,6 +27,7 @@ from rsilab.expos.services import snapshot_workspace
 from rsilab.expos.tools._base import Name, RecordId, live_workspace, require, tool
 from rsilab.records import Candidate, Experiment, ExperimentState, FlagStage, SystemVersion
 from rsilab.sandbox import hand_over
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.tasks import (
     DATA_DIR,
     ManifestError,
@@ -110,7 +111,7 @@ def prepare_workspace(
             "overwrite",
         )
         _clear(workspace)
-    with tempfile.TemporaryDirectory(prefix="rsilab-prepare-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix("prepare")) as tmp:
         staging = Path(tmp) / "tree"
         env.artifacts.materialize(tree, staging, "tree")
         for entry in staging.iterdir():

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rsilab.errors import UserError
 from rsilab.records import SystemVersion
+from rsilab.sandbox.owners import owned_prefix
 from rsilab.store import Lab
 from rsilab.tasks import Manifest, ManifestError, Task, load_manifest
 
@@ -83,7 +84,7 @@ def version_manifest(lab: Lab, version: SystemVersion) -> Manifest:
     Raises:
         ManifestError: the stored harness has no usable ``harness.toml``.
     """
-    with tempfile.TemporaryDirectory(prefix="rsilab-manifest-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=owned_prefix("manifest")) as tmp:
         tree = lab.artifacts.materialize(version.harness_sha256, Path(tmp) / "h", "tree")
         return load_manifest(tree)
 
