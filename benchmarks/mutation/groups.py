@@ -62,7 +62,7 @@ GROUPS = (
 TARGET = 0.90
 """Share of mutants the tests must kill in every group."""
 
-_TEMP = "the name of a private temporary folder the block itself removes: nothing reads it"
+_TEMP = "a name inside a private temporary folder the block itself removes: nothing reads it"
 _TREE = "ArtifactStore.materialize treats every kind but 'file' as a tree"
 _JSON_NATIVE = (
     "every field of the records and events is JSON-native (str, numbers, bool, None, lists, "
@@ -77,10 +77,6 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "rsilab.expos.guards.resolve_workspace_path",
         "resolved = (candidate if candidate.is_absolute() else root / candidate).resolve()",
     ): "pathlib: root / an absolute path is that absolute path, so the test changes nothing",
-    (
-        "rsilab.controller.guards.TrainingGuards.check",
-        'with tempfile.TemporaryDirectory(prefix="rsilab-guard-") as tmp:',
-    ): _TEMP,
     ("rsilab.controller.guards.TrainingGuards.check", 'tree = Path(tmp) / "tree"'): _TEMP,
     (
         "rsilab.controller.guards.TrainingGuards.check",
@@ -90,10 +86,6 @@ EQUIVALENT: dict[tuple[str, str], str] = {
         "rsilab.controller.guards.TrainingGuards.check",
         'self.artifacts.materialize(candidate.harness_sha256, tree, "tree")',
     ): _TREE,
-    (
-        "rsilab.controller.guards.TrainingGuards._head_trains",
-        'with tempfile.TemporaryDirectory(prefix="rsilab-guard-head-") as tmp:',
-    ): _TEMP,
     ("rsilab.controller.guards.TrainingGuards._head_trains", 'tree = Path(tmp) / "tree"'): _TEMP,
     (
         "rsilab.controller.guards.TrainingGuards._head_trains",

@@ -170,6 +170,7 @@ def test_non_targets_are_bounded_at_a_fixed_five_percent(synthetic: Task) -> Non
         assert other.low == pytest.approx(_t_low(_D - 0.1, 0.05))
         assert other.threshold == pytest.approx(-0.02)
         assert other.passed == (other.low >= -0.02)
+        assert other.level == pytest.approx(0.90)  # a two-sided 90% interval: one-sided 0.05
 
 
 def test_a_copy_is_not_a_gain(synthetic: Task) -> None:

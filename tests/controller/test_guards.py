@@ -10,6 +10,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
@@ -27,6 +28,7 @@ from rsilab.records import (
     JobStatus,
     Record,
 )
+from rsilab.sandbox.owners import owner_of
 from rsilab.store import Lab
 from rsilab.store.artifacts import hash_file
 from rsilab.tasks import Sample, Task, get_driver, get_scorer, get_task, plant_traps
@@ -480,3 +482,22 @@ def test_a_folder_can_be_scanned_without_a_candidate(
     plant_traps(synthetic, folder, SECRET)
     refusal = guards.scan(folder, [])
     assert refusal is not None and refusal.rule == "private_data_in_training"
+
+
+def test_scratch_folders_name_their_owner_so_a_sweep_finds_them_after_a_kill(
+    guards: TrainingGuards, lab: Lab, tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    restored: list[Path] = []
+    original = lab.artifacts.materialize
+
+    def recording(sha: str, dest: Path, kind: Literal["file", "tree"]) -> Path:
+        restored.append(Path(dest))
+        return original(sha, dest, kind)
+
+    monkeypatch.setattr(lab.artifacts, "materialize", recording)
+    trains, predict_only = tree(), tree(**{"harness.toml": PREDICT_ONLY})
+    guards.check(_candidate(predict_only), head_harness_sha256=trains)
+    assert len(restored) == 2  # the candidate's tree, then the head's
+    for dest in restored:
+        owner = owner_of(dest.parent.name)
+        assert owner is not None and owner.pid == os.getpid(), dest

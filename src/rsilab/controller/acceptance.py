@@ -91,7 +91,7 @@ def decide(
                 gain=gain.value,
                 low=gain.low,
                 high=gain.high,
-                level=level,
+                level=gain.level,  # the level this benchmark was judged at
                 threshold=threshold,
                 passed=passed,
             )
