@@ -30,12 +30,12 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError
 from rsilab.orchestrator.writer import write
 from rsilab.records import Campaign, CampaignLease, LeaseHolder, lease_id
+from rsilab.sandbox.owners import boot_id, pid_alive
 from rsilab.store import Store
 
 ACTOR = "orchestrator"
@@ -89,32 +89,6 @@ class LeaseLost(UserError):
 # --- Is the holder alive? ---------------------------------------------------------------------
 
 
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return ""
-
-
-def _pid_alive(pid: int) -> bool:
-    """False only when ``pid`` certainly does not run here (a zombie counts as dead)."""
-    if os.name != "posix":
-        return True  # os.kill(pid, 0) would terminate the process on Windows
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # EPERM: it exists under another user
-    try:  # killed but not yet reaped by its parent: signal 0 still succeeds
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[-1].split()[:1] != ["Z"]
-
-
 def holder_is_dead(holder: LeaseHolder) -> bool:
     """True only when certain: the holder is of this host and its boot or process is gone.
 
@@ -122,10 +96,10 @@ def holder_is_dead(holder: LeaseHolder) -> bool:
     """
     if holder.host != socket.gethostname():
         return False
-    boot = _boot_id()
+    boot = boot_id()
     if boot and holder.boot_id and boot != holder.boot_id:
         return True
-    return not _pid_alive(holder.pid)
+    return not pid_alive(holder.pid)
 
 
 def takeover_reason(lease: CampaignLease, now: datetime) -> str | None:
@@ -161,7 +135,7 @@ def acquire_lease(
     moment = now()
     stamp = _iso(moment)
     me = LeaseHolder(
-        host=socket.gethostname(), pid=os.getpid(), boot_id=_boot_id(), token=secrets.token_hex(8)
+        host=socket.gethostname(), pid=os.getpid(), boot_id=boot_id(), token=secrets.token_hex(8)
     )
     taken: dict[str, Any] = {
         "holder": me,
