@@ -242,15 +242,23 @@ def test_a_recovered_candidate_is_judged_and_judging_holds_its_claim(
 
 
 def test_a_killed_judge_is_judged_again_with_the_same_seeds(
-    controller: HostController, lab: Lab, make_harness: MakeHarness
+    controller: HostController,
+    lab: Lab,
+    make_harness: MakeHarness,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The judge's temporary folders go to a folder of this test's own, so no other test's
+    # sweep of dead processes' folders (run in parallel) can remove them before we look.
+    private = tmp_path / "judge-tmp"
+    private.mkdir()
     controller.baseline()
     train = (Path(controller.task.harness) / "train.py").read_text()
     slow = make_harness(BETTER, **{"train.py": "import time\ntime.sleep(1)\n" + train})
     candidate = controller.propose(
         lab.artifacts.put_tree(slow).sha256, campaign_id=None, proposer="worker-1"
     )
-    child = _judge_in_a_process(lab, candidate.id)
+    child = _judge_in_a_process(lab, candidate.id, private)
     try:
         deadline = time.monotonic() + 60
         while not _running_jobs(lab, candidate.id):
@@ -259,8 +267,9 @@ def test_a_killed_judge_is_judged_again_with_the_same_seeds(
     finally:
         _kill_group(child)
     dead = [j.inputs.seed for j in _running_jobs(lab, candidate.id)]
-    leftovers = _folders_of(child.pid)
+    leftovers = _folders_of(child.pid, private)
     assert leftovers, "the killed judge left no temporary folder to recover"
+    monkeypatch.setattr(tempfile, "tempdir", str(private))  # where the recovery sweeps
 
     report = recover_controller_work(lab, None, controller=controller)
     judged = _candidate(lab, candidate)
@@ -272,10 +281,10 @@ def test_a_killed_judge_is_judged_again_with_the_same_seeds(
     ]
     assert dead and set(dead) <= set(retrained) == set(judged.seeds)
     assert not _running_jobs(lab, candidate.id)
-    assert _folders_of(child.pid) == []  # the dead judge's throwaway folders are gone
+    assert _folders_of(child.pid, private) == []  # the dead judge's folders are gone
 
 
-def _judge_in_a_process(lab: Lab, candidate_id: str) -> subprocess.Popen[bytes]:
+def _judge_in_a_process(lab: Lab, candidate_id: str, tmp: Path) -> subprocess.Popen[bytes]:
     code = (
         "import sys\n"
         "from rsilab.controller.host import HostController\n"
@@ -289,7 +298,11 @@ def _judge_in_a_process(lab: Lab, candidate_id: str) -> subprocess.Popen[bytes]:
     )
     argv = [sys.executable, "-c", code, str(lab.path), candidate_id]
     return subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "TMPDIR": str(tmp)},
     )
 
 
@@ -316,6 +329,5 @@ def _running_jobs(lab: Lab, candidate_id: str) -> list[Job]:
     ]
 
 
-def _folders_of(pid: int) -> list[Path]:
-    root = Path(tempfile.gettempdir())
+def _folders_of(pid: int, root: Path) -> list[Path]:
     return [p for p in root.iterdir() if (o := owner_of(p.name)) is not None and o.pid == pid]
