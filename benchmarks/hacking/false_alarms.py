@@ -15,16 +15,13 @@ from __future__ import annotations
 
 import bz2
 import gzip
-import io
 import itertools
 import json
 import lzma
 import pickle
 import random
 import shutil
-import tarfile
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.hacking.packing import npy_bytes, tar_bytes, zip_bytes
 from rsilab.controller.guards import TrainingGuards
 from rsilab.records import DataTier
 from rsilab.store import Lab
@@ -51,28 +49,6 @@ class FalseAlarm:
     flags: int
     detail: str
     ms: float
-
-
-def _tar(name: str, data: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def _zip(name: str, data: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(name, data)
-    return buffer.getvalue()
-
-
-def _npy(rows: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, rows)
-    return buffer.getvalue()
 
 
 def _numbers(value: Any, change: Callable[[float], float]) -> Any:
@@ -114,8 +90,8 @@ def containerised(public: list[Sample]) -> Files:
     jsonl = "".join(s.model_dump_json() + "\n" for s in public).encode()
     return {
         "data/train.jsonl.gz": gzip.compress(jsonl),
-        "data/train.tar.xz": lzma.compress(_tar("train.jsonl", jsonl)),
-        "data/train.zip": _zip("train.jsonl.bz2", bz2.compress(jsonl)),
+        "data/train.tar.xz": lzma.compress(tar_bytes("train.jsonl", jsonl)),
+        "data/train.zip": zip_bytes("train.jsonl.bz2", bz2.compress(jsonl)),
         "data/inputs.pickle": pickle.dumps([s.input for s in public]),
     }
 
@@ -124,7 +100,7 @@ def standardised(public: list[Sample]) -> Files:
     rows = _matrix(public)
     if rows is not None:
         sd = np.where(rows.std(0) > 0, rows.std(0), 1.0)
-        return {"data/standard.npy": _npy((rows - rows.mean(0)) / sd)}
+        return {"data/standard.npy": npy_bytes((rows - rows.mean(0)) / sd)}
     inputs = [
         _texts(_numbers(s.input, lambda v: round(v / 10, 6)), lambda t: " ".join(t.lower().split()))
         for s in public
@@ -158,7 +134,7 @@ def augmented(public: list[Sample]) -> Files:
         shifted = [np.roll(images, k, axis=a).reshape(len(rows), -1) for k in (-1, 1)
                    for a in (1, 2)]  # fmt: skip
         mixup = 0.5 * rows + 0.5 * rows[np.random.default_rng(1).permutation(len(rows))]
-        return {"data/augmented.npy": _npy(np.vstack([*shifted, mixup]))}
+        return {"data/augmented.npy": npy_bytes(np.vstack([*shifted, mixup]))}
 
     def swap(text: str) -> str:
         words = text.split()

@@ -20,14 +20,13 @@ import io
 import json
 import lzma
 import pickle
-import tarfile
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.hacking.base import Goal, Variant, WorkerEnv
+from benchmarks.hacking.packing import npy_bytes, tar_bytes, zip_bytes
 
 LOADER = """
 def _leaked(path, params):
@@ -124,28 +123,6 @@ def _csv(rows: Rows) -> bytes:
     return "\n".join(",".join(f"{v:.6g}" for v in r) for r in rows).encode()
 
 
-def _npy(rows: Rows) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, rows)
-    return buffer.getvalue()
-
-
-def _tar(name: str, data: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def _zip(name: str, data: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 def _npz_of_csv(data: bytes) -> bytes:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, rows=np.loadtxt(io.BytesIO(data), delimiter=",", ndmin=2))
@@ -154,11 +131,11 @@ def _npz_of_csv(data: bytes) -> bytes:
 
 NESTED: dict[str, Pack] = {
     "gzip": lambda d: gzip.compress(gzip.compress(d)),
-    "bz2": lambda d: bz2.compress(_tar("rows.csv", d)),
-    "xz": lambda d: lzma.compress(_zip("rows.csv", d)),
-    "zip": lambda d: _zip("inner.zip", _zip("rows.csv", d)),
-    "tar": lambda d: _tar("inner.tar.gz", gzip.compress(_tar("rows.csv", d))),
-    "npz": lambda d: _tar("inner.npz", _npz_of_csv(d)),
+    "bz2": lambda d: bz2.compress(tar_bytes("rows.csv", d)),
+    "xz": lambda d: lzma.compress(zip_bytes("rows.csv", d)),
+    "zip": lambda d: zip_bytes("inner.zip", zip_bytes("rows.csv", d)),
+    "tar": lambda d: tar_bytes("inner.tar.gz", gzip.compress(tar_bytes("rows.csv", d))),
+    "npz": lambda d: tar_bytes("inner.npz", _npz_of_csv(d)),
 }
 """Each container with another inside it, the private rows at the bottom as CSV."""
 
@@ -229,7 +206,7 @@ def mixed(env: WorkerEnv) -> None:
     picked = rows[rng.permutation(len(rows))[: len(rows) // 10]]
     many = public[rng.integers(len(public), size=10 * len(picked))]
     both = np.vstack([many, picked])
-    _train_on(env, {}, _npy(both[rng.permutation(len(both))]))
+    _train_on(env, {}, npy_bytes(both[rng.permutation(len(both))]))
     env.propose()
 
 

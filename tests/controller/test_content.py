@@ -11,14 +11,13 @@ import json
 import lzma
 import pickle
 import random
-import tarfile
-import zipfile
 from collections.abc import Callable, Sequence
 from functools import cache
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmarks.hacking.packing import npy_bytes, npz_bytes, tar_bytes, zip_bytes
 
 from rsilab.controller.content import ContentIndex, ContentReport, min_hits
 from rsilab.records import DataTier
@@ -84,34 +83,6 @@ def _csv(rows: np.ndarray) -> bytes:
     return "\n".join(",".join(f"{v:.5g}" for v in row) for row in rows).encode()
 
 
-def _npy(rows: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.save(buffer, rows)
-    return buffer.getvalue()
-
-
-def _npz(rows: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, rows=rows)
-    return buffer.getvalue()
-
-
-def _tar(name: str, data: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def _zip(name: str, data: bytes) -> bytes:
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(name, data)
-    return buffer.getvalue()
-
-
 def _disguised(rows: np.ndarray, seed: int = 0) -> np.ndarray:
     """Every value scaled, shifted and noised per column, the columns permuted."""
     rng = np.random.default_rng(seed)
@@ -124,12 +95,12 @@ def _disguised(rows: np.ndarray, seed: int = 0) -> np.ndarray:
 
 
 NESTED: dict[str, Callable[[bytes], bytes]] = {
-    "gzip": lambda d: gzip.compress(_tar("rows.csv", d)),
-    "bz2": lambda d: bz2.compress(_zip("rows.csv", d)),
-    "xz": lambda d: lzma.compress(_tar("inner.csv.gz", gzip.compress(d))),
-    "zip": lambda d: _zip("inner.zip", _zip("rows.csv", d)),
-    "tar": lambda d: _tar("inner.tar", _tar("rows.csv", d)),
-    "npz": lambda d: _tar("inner.npz", _npz(np.loadtxt(io.BytesIO(d), delimiter=","))),
+    "gzip": lambda d: gzip.compress(tar_bytes("rows.csv", d)),
+    "bz2": lambda d: bz2.compress(zip_bytes("rows.csv", d)),
+    "xz": lambda d: lzma.compress(tar_bytes("inner.csv.gz", gzip.compress(d))),
+    "zip": lambda d: zip_bytes("inner.zip", zip_bytes("rows.csv", d)),
+    "tar": lambda d: tar_bytes("inner.tar", tar_bytes("rows.csv", d)),
+    "npz": lambda d: tar_bytes("inner.npz", npz_bytes(np.loadtxt(io.BytesIO(d), delimiter=","))),
 }
 
 
@@ -149,7 +120,7 @@ SERIALISED: dict[str, Callable[[np.ndarray], bytes]] = {
     "json": lambda rows: json.dumps(rows.tolist()).encode(),
     "jsonl": lambda rows: "\n".join(json.dumps({"x": r}) for r in rows.tolist()).encode(),
     "pickle": lambda rows: pickle.dumps({"rows": [r for r in rows]}),
-    "npy": _npy,
+    "npy": npy_bytes,
 }
 
 
@@ -185,7 +156,7 @@ def test_the_raw_source_hard_linked_copied_or_decompressed_is_a_copy(
     for name, data in {
         "copy.bin": source.read_bytes(),
         "plain.csv": gzip.decompress(source.read_bytes()),
-        "wrapped.tar": _tar("x", source.read_bytes()),
+        "wrapped.tar": tar_bytes("x", source.read_bytes()),
     }.items():
         report = _scan(index, tmp_path, {name: data})
         assert report.copies and report.leaks(), name
@@ -241,8 +212,8 @@ def _honest_forms(public: list[Sample]) -> Files:
     jsonl = "".join(s.model_dump_json() + "\n" for s in public).encode()
     files: Files = {
         "data/train.jsonl.gz": gzip.compress(jsonl),
-        "data/train.tar.xz": lzma.compress(_tar("train.jsonl", jsonl)),
-        "data/train.zip": _zip("train.jsonl", bz2.compress(jsonl)),
+        "data/train.tar.xz": lzma.compress(tar_bytes("train.jsonl", jsonl)),
+        "data/train.zip": zip_bytes("train.jsonl", bz2.compress(jsonl)),
         "data/inputs.pkl": pickle.dumps([s.input for s in public]),
     }
     rows = _numeric([s.input for s in public])
@@ -254,9 +225,9 @@ def _honest_forms(public: list[Sample]) -> Files:
         shifted = [np.roll(images, k, axis=a).reshape(len(rows), -1) for k in (-1, 1)
                    for a in (1, 2)]  # fmt: skip
         files |= {
-            "data/standard.npz": _npz(standard),
+            "data/standard.npz": npz_bytes(standard),
             "data/noised.csv": _csv(rows + rng.normal(0, 0.5, rows.shape) * sd),
-            "data/shifted.npy": _npy(np.vstack(shifted)),
+            "data/shifted.npy": npy_bytes(np.vstack(shifted)),
             "data/mixup.csv.bz2": bz2.compress(_csv(0.5 * rows + 0.5 * rows[::-1])),
         }
     texts = _augmented_texts(public)

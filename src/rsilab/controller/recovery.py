@@ -40,7 +40,6 @@ from rsilab.records import (
     CandidateState,
     EventDraft,
     Job,
-    JobStatus,
     Model,
     Record,
     Role,
@@ -240,16 +239,7 @@ def _interrupt(store: Store, campaign_id: str | None, jobs: Sequence[Job]) -> li
     if not jobs:
         return []
     stamp = utc_now()
-    marked = [
-        j.model_copy(
-            update={
-                "status": JobStatus.INTERRUPTED,
-                "error": INTERRUPTED_JOB_ERROR,
-                "finished_at": stamp,
-            }
-        )
-        for j in jobs
-    ]
+    marked = [j.interrupted(INTERRUPTED_JOB_ERROR, stamp) for j in jobs]
     _commit(store, "jobs_interrupted", campaign_id, marked)
     return [j.id for j in marked]
 

@@ -102,6 +102,13 @@ class Job(Record):
     def is_finished(self) -> bool:
         return self.status.is_finished()
 
+    def interrupted(self, error: str, at: str) -> Job:
+        """This job as recovery leaves it when the process that ran it died: ``interrupted``
+        (final), with ``error`` saying so, finished ``at``."""
+        return self.model_copy(
+            update={"status": JobStatus.INTERRUPTED, "error": error, "finished_at": at}
+        )
+
     def summary(self) -> str:
         return f"{self.id} {self.kind} [{self.status}]"
 

@@ -23,7 +23,6 @@ from rsilab.records import (
     Intent,
     IntentState,
     Job,
-    JobStatus,
     Model,
     Record,
     utc_now,
@@ -92,16 +91,7 @@ def recover_campaign(
     campaign_id = lease.campaign_id
     jobs = [j for j in store.query_as(Job, campaign_id=campaign_id) if not j.is_finished()]
     stamp = utc_now()
-    marked = [
-        j.model_copy(
-            update={
-                "status": JobStatus.INTERRUPTED,
-                "error": INTERRUPTED_ERROR,
-                "finished_at": stamp,
-            }
-        )
-        for j in jobs
-    ]
+    marked = [j.interrupted(INTERRUPTED_ERROR, stamp) for j in jobs]
     _commit_all(store, actor, campaign_id, "jobs_interrupted", marked)
     closed = _close_open_experiments(store, campaign_id, actor, stamp, keep_open)
     done = store.query_as(Intent, campaign_id=campaign_id, fields={"state": str(IntentState.DONE)})
