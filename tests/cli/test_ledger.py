@@ -121,11 +121,17 @@ def test_log_of_an_unparseable_event_points_to_verify(lab: Path, campaign_id: st
     assert rsilab("verify", "--lab", lab).exit_code == 3
 
 
-def test_verify_without_the_key_warns_but_passes(
+def test_verify_without_the_key_says_it_is_incomplete_and_exits_1(
     lab: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A key moved away is a check skipped, not a pass: not "ledger ok", and exit 1."""
     monkeypatch.setenv("RSILAB_KEY_DIR", str(tmp_path / "elsewhere"))
     result = rsilab("verify", "--lab", lab)
-    assert result.exit_code == 0, explain(result)
-    assert "warning: " in result.stdout
+    assert result.exit_code == 1, explain(result)
+    assert "ledger ok" not in result.stdout
+    assert "NOT fully verified" in result.stdout
     assert "ledger key was not found" in result.stdout
+    as_json = json.loads(rsilab("verify", "--json", "--lab", lab).stdout)
+    assert (as_json["ok"], as_json["complete"], as_json["key_missing"]) == (True, False, True)
+    assert as_json["checkpoints_checked"] == 0
+    assert as_json["checkpoints_unchecked"] >= 1

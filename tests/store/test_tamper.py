@@ -264,7 +264,7 @@ def test_sqlite_record_deleted(tmp_path: Path) -> None:
 # -- keys --------------------------------------------------------------------------------------
 
 
-def test_missing_key_gives_a_warning_not_a_failure(
+def test_missing_key_gives_a_warning_and_an_incomplete_report(
     tmp_path: Path, isolated_environment: Path
 ) -> None:
     path = make_lab(tmp_path)
@@ -275,7 +275,9 @@ def test_missing_key_gives_a_warning_not_a_failure(
     report = verify_lab(path)
 
     assert report.ok, report.problems
+    assert not report.complete
     assert report.checkpoints_checked == 0
+    assert report.checkpoints_unchecked >= 1
     assert any("not checked" in w and "key was not found" in w for w in report.warnings)
 
 

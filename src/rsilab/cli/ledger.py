@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rsilab.cli._common import (
+    EXIT_RUNTIME_FAILURE,
     EXIT_VERIFY_FAILED,
     CampaignOption,
     LabOption,
@@ -155,16 +156,31 @@ def verify(
         report = VerifyReport()
         report.fail(None, exc.message)
     if as_json:
-        print_json({"ok": report.ok, **dataclasses.asdict(report)})
+        print_json({"ok": report.ok, "complete": report.complete, **dataclasses.asdict(report)})
     else:
         _print_report(stdout_console(), report)
     if not report.ok:
         raise typer.Exit(EXIT_VERIFY_FAILED)
+    if not report.complete:  # a skipped check is not a pass
+        raise typer.Exit(EXIT_RUNTIME_FAILURE)
 
 
 def _print_report(console: Console, report: VerifyReport) -> None:
     for warning in report.warnings:
         console.print(Text(f"warning: {warning}", style="yellow"), soft_wrap=True)
+    if report.ok and not report.complete:
+        console.print(
+            Text(
+                f"ledger NOT fully verified: the hash chain of {report.events} events and "
+                f"{report.records_checked} records holds, but {report.checkpoints_unchecked} "
+                "signed checkpoint(s) went unchecked because the ledger key was not found, so "
+                "a ledger rebuilt or cut short would pass too",
+                style="bold yellow",
+            ),
+            soft_wrap=True,
+        )
+        console.print(Text(f"head hash: {report.head_hash}"), soft_wrap=True)
+        return
     if report.ok:
         console.print(
             Text(

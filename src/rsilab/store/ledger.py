@@ -113,6 +113,11 @@ class VerifyReport:
     head_hash: str = GENESIS_HASH
     records_checked: int = 0
     checkpoints_checked: int = 0
+    checkpoints_unchecked: int = 0
+    """Signed checkpoints that could not be checked (the ledger key was not found): the chain
+    holds together, but a ledger rebuilt from scratch or cut short could not be told apart."""
+    key_missing: bool = False
+    """True when no ledger key was found, so no checkpoint, stored or not, was checked."""
     artifacts_checked: int = 0
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -120,7 +125,13 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
+        """Nothing found wrong (which, without the key, is less than everything checked)."""
         return not self.problems
+
+    @property
+    def complete(self) -> bool:
+        """Nothing found wrong *and* the signed checkpoints were checked with the key."""
+        return self.ok and not self.key_missing
 
     def fail(self, seq: int | None, message: str) -> None:
         if seq is not None and self.first_bad_seq is None:
@@ -190,11 +201,14 @@ def _check_checkpoints(
     report: VerifyReport,
 ) -> None:
     if key is None:
-        if checkpoints:
-            report.warnings.append(
-                f"{len(checkpoints)} checkpoint(s) not checked: the ledger key was not found "
-                "(set RSILAB_LEDGER_KEY or RSILAB_KEY_DIR to where the lab's key is kept)"
-            )
+        # Not a pass: without the key a chain rebuilt from scratch verifies too, so the caller
+        # must say the verification is incomplete (``rsilab verify`` exits 1 on it).
+        report.key_missing = True
+        report.checkpoints_unchecked = len(checkpoints)
+        report.warnings.append(
+            f"{len(checkpoints)} signed checkpoint(s) not checked: the ledger key was not "
+            "found (set RSILAB_LEDGER_KEY or RSILAB_KEY_DIR to where the lab's key is kept)"
+        )
         return
     for cp in checkpoints:
         if not hmac.compare_digest(cp.mac, checkpoint_mac(key, lab_id, cp.seq, cp.head_hash)):
