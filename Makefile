@@ -11,7 +11,7 @@ SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
 	tests/orchestrator/rounds/test_evolution.py tests/cli/test_evolve.py \
 	tests/tasks/builtin/test_textcls.py tests/controller/test_traps.py tests/web/test_browser.py
 
-.PHONY: install system-deps browser-deps runtime test check docs demo bench bench-quick mutate lint typecheck clean
+.PHONY: install system-deps browser-deps agent-clis runtime test check docs demo bench bench-quick mutate lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -30,7 +30,7 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
 	else \
 		echo "rsilab: bubblewrap (bwrap) is missing and cannot be installed without root;"; \
-		echo "  jobs will run as plain processes, which is NOT a security boundary."; \
+		echo "  rsilab run refuses to start without it (unless --unsandboxed), and make test fails."; \
 		echo "  Install it with: sudo apt-get install -y bubblewrap"; \
 	fi
 
@@ -48,13 +48,30 @@ browser-deps:
 		echo "  Install it with: sudo apt-get install -y chromium chromium-driver"; \
 	fi
 
+# Coding agents' CLIs for the `rsilab agent` tests (and the recipe in docs/agents.md), into
+# .tools/ (git-ignored; bound read-only into the sandbox with --bind-ro). Needs npm and the
+# registry once; without npm the Claude Code test is skipped with this reason.
+CLAUDE_CODE_VERSION := 2.1.332
+agent-clis:
+	@if [ -x .tools/claude-code/node_modules/.bin/claude ] && \
+		.tools/claude-code/node_modules/.bin/claude --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) '; then :; \
+	elif command -v npm >/dev/null 2>&1; then \
+		echo "installing Claude Code $(CLAUDE_CODE_VERSION) into .tools/claude-code with npm"; \
+		npm install --prefix .tools/claude-code --no-audit --no-fund --loglevel=error \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION); \
+	else \
+		echo "rsilab: npm is missing, so Claude Code is not installed;"; \
+		echo "  the test that runs it under rsilab agent will be skipped."; \
+		echo "  Install Node.js and npm (e.g. sudo apt-get install -y npm), then: make agent-clis"; \
+	fi
+
 # The venv sandboxed jobs run in (torch, numpy, safetensors; not rsilab). Quick when done.
 runtime: $(STAMP)
 	$(VENV)/bin/rsilab runtime install
 
 install: system-deps $(STAMP) runtime
 
-test: install browser-deps
+test: install browser-deps agent-clis
 	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy src

@@ -36,7 +36,7 @@ def make_sandbox(kind: str) -> Sandbox:
         return ProcessSandbox()
     problem = bwrap_problem()
     if problem is not None:
-        pytest.skip(f"bubblewrap is unusable here ({problem}); test_canary fails under CI")
+        pytest.skip(f"bubblewrap is unusable here ({problem}); test_canary.py fails the suite")
     sandbox = BwrapSandbox(use_cgroups=False if kind == "bwrap-no-cgroups" else None)
     sandbox.prepare()
     return sandbox
