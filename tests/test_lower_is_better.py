@@ -171,7 +171,7 @@ def test_gc_keeps_the_candidate_with_the_lowest_error(
     store: MemoryStore, task: Task, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the task's own direction decides, even against the metric's usual one
-    monkeypatch.setattr(gc, "get_task", lambda name: task)
+    monkeypatch.setattr(gc, "load_ref", lambda ref: task)
     low, high = (_candidate(store, "synthetic", "accuracy", e) for e in (0.1, 0.9))
     assert gc._discarded_candidates(store, keep_top=1) == {high.id}
     assert low.id not in gc._discarded_candidates(store, keep_top=1)

@@ -32,6 +32,7 @@ from rsilab.tasks import (
     Trap,
     ensure_builtins,
     get_scorer,
+    scorer_families,
     scorer_names,
 )
 from rsilab.tasks import _toml as toml_loader
@@ -155,6 +156,12 @@ def _scorers() -> list[str]:
         lines.append(
             f"| `{name}` | {better} | `{info.invalid_score:g}` | {cell(info.description)} |"
         )
+    for family in scorer_families():
+        better = "higher" if family.higher_is_better else "lower"
+        lines.append(
+            f"| `{family.pattern}` | {better} | `{family.invalid_score:g}` "
+            f"| {cell(family.description)} |"
+        )
     return lines
 
 
@@ -216,9 +223,32 @@ def render() -> str:
             "",
             "## Scorers",
             "",
-            "The names `scorer` accepts (the built-in tasks register some of their own):",
+            "The names `scorer` accepts (the built-in tasks register some of their own). Every",
+            "scorer scores one sample; a benchmark's score is the mean over its samples, which",
+            "is what the controller's statistics assume. A name ending in `K` takes a whole",
+            "number there: `pass@5`. `better` is the scorer's direction: leave",
+            "`higher_is_better` out and the benchmark takes it; give it and it must agree, or",
+            "the file is refused.",
             "",
             *_scorers(),
+            "",
+            "### A scorer of your own",
+            "",
+            "A benchmark may name a function in a Python file of the task's folder:",
+            '`scorer = "scoring.py:my_score"`. `higher_is_better` is then required (it is',
+            "that scorer's direction). The file is imported on the host by whatever loads the",
+            "task (the controller, `rsilab task check`), never inside a sandbox, and a path",
+            "outside the task's folder is refused. `my_score(sample, output)` gets the sample",
+            "(`sample.id`, `sample.input`, `sample.target`) and the harness's output for it, and",
+            "returns a float or a `rsilab.tasks.Scored`; anything else, or a raise, scores the",
+            "sample invalid (0 when higher is better, infinity when lower is). It is registered",
+            "under the file's absolute path and the function's name, so two tasks' `my_score`",
+            "never clash.",
+            "",
+            "```python",
+            "def my_score(sample, output):",
+            "    return 1.0 if str(output).strip().lower() == str(sample.target).lower() else 0.0",
+            "```",
             "",
             "## harness.toml",
             "",

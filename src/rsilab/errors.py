@@ -66,7 +66,8 @@ class ToolError(RsilabError):
             (the role may not call the tool), ``invalid_arguments``, ``not_found``,
             ``conflict``, ``guard_refused`` (a protocol guard refused), ``no_campaign``,
             ``tool_failed``, ``budget_exhausted`` (the campaign's budget is spent),
-            ``lab_unavailable`` (the lab could not record the call) and
+            ``lab_unavailable`` (the lab could not record the call), ``rate_limited`` (a
+            caller polled too fast; the message says when to retry) and
             ``internal_error`` (a bug in rsilab).
         message: what went wrong, in words an LLM can act on.
         field: the argument at fault, as a dotted path, when there is one.

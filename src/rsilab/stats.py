@@ -16,6 +16,9 @@ use Student's t with Welch-Satterthwaite degrees of freedom.
 
 Direction: every function here treats higher scores as better. Callers negate the scores of a
 lower-is-better metric before calling (and negate the interval back if they report it).
+:func:`oriented`, :func:`better` and :func:`best_of` are the one place that says which of two
+scores of a benchmark is better; everything that compares scores goes through them (or through
+the :class:`~rsilab.tasks.Benchmark` methods built on them).
 
 Campaign-wide error control: proposal ``j`` is tested at :func:`alpha_for_proposal` and accepted
 when the lower bound of :func:`paired_gain` at level :func:`interval_level_for` clears zero.
@@ -39,8 +42,11 @@ __all__ = [
     "ScoreMatrix",
     "alpha_for_proposal",
     "avg_at_k",
+    "best_of",
+    "better",
     "interval_level_for",
     "noise_floor_from",
+    "oriented",
     "paired_gain",
     "pass_at_k",
     "seed_spread",
@@ -55,6 +61,26 @@ _Matrix = npt.NDArray[np.float64]
 
 DEFAULT_BOOTSTRAP = 10_000
 """Bootstrap replicates :func:`pass_at_k` draws unless told otherwise."""
+
+
+def oriented(value: float, higher_is_better: bool) -> float:
+    """``value`` turned so that higher is better: itself, or negated for a lower-is-better
+    metric. Applying it twice gives ``value`` back (so it also turns an oriented score back)."""
+    return value if higher_is_better else -value
+
+
+def better(a: float, b: float, *, higher_is_better: bool) -> bool:
+    """True when score ``a`` is strictly better than ``b`` in the metric's direction (a tie is
+    not better)."""
+    return oriented(a, higher_is_better) > oriented(b, higher_is_better)
+
+
+def best_of(values: Sequence[float], *, higher_is_better: bool) -> float:
+    """The best of ``values`` in the metric's direction: the largest, or the smallest for a
+    lower-is-better metric. ``ValueError`` when ``values`` is empty."""
+    if not values:
+        raise ValueError("best_of needs at least one score")
+    return max(values) if higher_is_better else min(values)
 
 
 def _as_matrix(scores: ScoreMatrix, name: str, *, min_samples: int = 1) -> _Matrix:

@@ -15,7 +15,7 @@ def test_new_prints_only_the_id(lab: Path) -> None:
 
 
 def test_list_shows_campaigns_with_event_counts(lab: Path, campaign_id: str) -> None:
-    second = rsilab("campaign", "new", "text-cls", "--lab", lab).stdout.strip()
+    second = rsilab("campaign", "new", "textcls", "--lab", lab).stdout.strip()
     result = rsilab("campaign", "list", "--lab", lab)
     assert result.exit_code == 0, explain(result)
     rows = {line.split()[1]: line for line in result.stdout.splitlines() if "cmp-" in line}

@@ -79,8 +79,10 @@ def test_a_round_that_stopped_on_an_error_makes_the_exit_status_1(
     monkeypatch.setenv("RSILAB_SANDBOX", "process")
     lab = tmp_path / "lab"
     assert rsilab("init", "--lab", lab).exit_code == 0
-    # Round 1's Main gets an error its client does not retry; round 2's opens no direction.
-    script: list[Step] = [ServerError(400, "no such model"), Reply("Nothing is worth opening.")]
+    # Round 1's Main gets an error its client does not retry; round 2's answers with text alone,
+    # is asked again twice (a bounded re-prompt); then its runner ends the round.
+    silent = Reply("Nothing is worth opening.")
+    script: list[Step] = [ServerError(400, "no such model"), silent, silent, silent]
     with ScriptedServer(script) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.openai_base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "k")
@@ -95,6 +97,7 @@ def test_a_round_that_stopped_on_an_error_makes_the_exit_status_1(
     assert (first.state, second.state) == ("stopped", "finished")
     assert f"error: round 1's campaign {first.campaign_id} stopped on an error" in result.stderr
     assert "round 2's" not in result.stderr
+    assert server.remaining == 0  # both re-prompts were sent
 
 
 def test_self_without_an_improve_entry_point_is_a_user_error(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_log_limit_shows_the_last_events(lab: Path, campaign_id: str) -> None:
 
 def test_log_campaign_filters(lab: Path, campaign_id: str) -> None:
     _create_direction(lab, campaign_id)
-    other = rsilab("campaign", "new", "other", "--lab", lab).stdout.strip()
+    other = rsilab("campaign", "new", "synthetic", "--lab", lab).stdout.strip()
     result = rsilab("log", "--campaign", other, "--lab", lab)
     assert result.exit_code == 0, explain(result)
     assert _seqs(result.stdout) == [4]

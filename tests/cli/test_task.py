@@ -39,9 +39,10 @@ def test_check_a_malformed_file_lists_field_errors(tmp_path: Path) -> None:
     path.write_text('name = "x"\nharness = 5\nbudget = "wall=later"\n')
     result = rsilab("task", "check", path, "--no-probe")
     assert result.exit_code == 2, explain(result)
-    assert "task.toml: harness:" in result.stderr
-    assert "'later' is not a duration" in result.stderr
-    assert "task.toml: benchmarks: Field required" in result.stderr
+    # reported like every other problem, on stdout, in the same pass
+    assert "task.toml: harness:" in result.stdout
+    assert "'later' is not a duration" in result.stdout
+    assert "task.toml: benchmarks: Field required" in result.stdout
     assert "Traceback" not in result.output
 
 

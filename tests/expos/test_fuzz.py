@@ -34,6 +34,7 @@ ERROR_CODES = {
     "no_campaign",
     "unavailable",  # job tools: this Experiment OS has no executor
     "no_workspace",
+    "rate_limited",  # job_status polled faster than its per-caller limit
 }
 REGISTRY = default_registry()
 TOOL_NAMES = REGISTRY.names()

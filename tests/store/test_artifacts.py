@@ -391,3 +391,29 @@ def test_half_written_ingests_of_dead_processes_are_removed(tmp_path: Path) -> N
     live.write_bytes(b"still writing")
     removed = store.remove_stale_ingests(lambda pid: pid == 999999)
     assert removed == [dead] and not dead.exists() and live.exists()
+
+
+def test_a_tree_can_leave_out_caches_and_bytecode(artifacts: ArtifactStore, tmp_path: Path) -> None:
+    """A baseline's harness is stored without what Python, pytest, mypy and ruff make again."""
+    tree = tmp_path / "harness"
+    for rel in (
+        "predict.py",
+        "pkg/model.py",
+        "pkg/__pycache__/model.cpython-311.pyc",
+        "__pycache__/predict.cpython-311.pyc",
+        "old.pyc",
+        "notes.pyo",
+        ".pytest_cache/v/cache/lastfailed",
+        ".mypy_cache/3.11/x.json",
+        ".ruff_cache/0.1/y",
+        "node_modules/lib/index.js",
+    ):
+        (tree / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tree / rel).write_text(rel)
+    kept = artifacts.put_tree(tree, leave_out_caches=True)
+    assert [e["path"] for e in kept.manifest] == [
+        "node_modules/lib/index.js",
+        "pkg/model.py",
+        "predict.py",
+    ]
+    assert len(artifacts.put_tree(tree).manifest) == 10

@@ -184,6 +184,7 @@ def test_without_the_key_checkpoints_are_a_warning() -> None:
     rows = _chain(2)
     report = _verify(rows, checkpoints=_signed(rows, 2), key=None)
     assert report.ok and report.checkpoints_checked == 0
+    assert not report.complete and report.key_missing and report.checkpoints_unchecked == 1
     assert report.warnings == [
         "1 checkpoint(s) not checked: the ledger key was not found (set RSILAB_LEDGER_KEY or "
         "RSILAB_KEY_DIR to where the lab's key is kept)"

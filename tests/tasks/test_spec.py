@@ -38,7 +38,12 @@ def test_a_valid_task_has_defaults_and_a_stable_digest() -> None:
     assert task.targets[0].name == "b"
     assert task.digest() == Task.model_validate(_task()).digest()
     assert task.digest() != Task.model_validate(_task(goal="other")).digest()
-    assert task.ref().name == "t" and task.ref().digest == task.digest()
+    assert task.ref().name == "t"
+    # A recorded digest is of the spec with its relative paths anchored where it was loaded.
+    pool = {"kind": "pool", "pool": str(Path.cwd() / "all.jsonl")}
+    anchored = _task(harness=str(Path.cwd() / "h"), benchmarks=[_bench(samples=pool)])
+    assert task.ref().digest == Task.model_validate(anchored).digest()
+    assert task.ref().digest != task.digest()
 
 
 @pytest.mark.parametrize(
@@ -46,7 +51,10 @@ def test_a_valid_task_has_defaults_and_a_stable_digest() -> None:
     [
         ({"name": "Bad Name"}, "name\n  String should match pattern"),
         ({"benchmarks": []}, "at least 1 item"),
-        ({"benchmarks": [_bench(scorer="acc")]}, "unknown scorer 'acc'; known: accuracy"),
+        (
+            {"benchmarks": [_bench(scorer="acc")]},
+            "unknown scorer 'acc'; known: absolute_error, accuracy",
+        ),
         ({"benchmarks": [_bench(target=False)]}, "at least one benchmark must have target"),
         ({"benchmarks": [_bench(), _bench()]}, "repeated: b"),
         ({"benchmarks": [_bench(tolerance=-1)]}, "tolerance\n  Input should be greater"),

@@ -67,7 +67,7 @@ fractions = { train = 1.0 }
     problems = info.value.problems
     text = "\n".join(problems)
     assert "task.toml: name: Input should be a valid string" in text
-    assert "task.toml: benchmarks.0.scorer: unknown scorer 'acc'; known: accuracy" in text
+    assert "task.toml: benchmarks.0.scorer: unknown scorer 'acc'; known: absolute_error," in text
     assert "task.toml: benchmarks.0.target: Input should be a valid boolean" in text
     assert "task.toml: benchmarks.0.splits: missing split(s): dev, accept, final" in text
     assert "task.toml: benchmarks.1.fractions: missing fraction(s) for dev, accept, final" in text

@@ -175,3 +175,19 @@ def test_the_experiments_page_is_paged(
     assert "?page=1" in middle and "?page=3" in middle
     last = served.get(f"/campaigns/{campaign.id}/experiments?page=99").text
     assert "5 to 5 (page 3 of 3)" in last and "next page" not in last
+
+
+def test_a_campaign_whose_improver_ran_on_the_host_is_marked(tmp_path: Path) -> None:
+    """`rsilab campaign new` serves a client on the host: its page and report say its improver
+    was not sandboxed; a campaign rsilab ran in bubblewrap carries no such mark."""
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    made = rsilab("campaign", "new", "synthetic", "--lab", lab)
+    assert made.exit_code == 0, explain(made)
+    cid = made.stdout.strip()
+    with serve(lab) as running:
+        page = _unescaped(running.get(f"/campaigns/{cid}").text)
+    assert "<strong>Unsandboxed: </strong>its improver ran on the host, not in the sandbox" in page
+    report = rsilab("report", cid, "--lab", lab)
+    assert report.exit_code == 0, explain(report)
+    assert "**Unsandboxed:** its improver ran on the host" in report.stdout

@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from rsilab.agents._budget import FOOTER_KEY, WRAP_UP_FRACTION, Meter, StepBudget
 from rsilab.agents._compact import (
@@ -28,14 +29,19 @@ from rsilab.agents._compact import (
 from rsilab.agents.llm import (
     ChatModel,
     ChatReply,
+    FailedAttempt,
+    LLMBadRequest,
     LLMBudgetExceeded,
     LLMError,
+    LLMRateLimited,
+    LLMTimeout,
+    LLMUnavailable,
     Message,
     ToolCall,
     ToolSpec,
 )
 from rsilab.expos import CallContext, ExperimentOS
-from rsilab.records import EventDraft, Resources, Role
+from rsilab.records import EventDraft, Outcome, Resources, Role
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +95,9 @@ class StepOutcome:
     tokens_out: int
     cost_usd: float
     history: list[Message]
+    llm_error: LLMError | None = None
+    """For ``llm_error``: the error the last attempt raised (``retryable`` says whether the
+    endpoint was out of reach or overloaded rather than refusing the request)."""
 
     @property
     def tokens(self) -> int:
@@ -137,6 +146,12 @@ def run_agent_step(
           the context's actor, role and campaign, ``cost`` = the call's tokens, USD and wall
           seconds, ``detail`` = model name, the name the provider answered with and the finish
           reason. An overspending call (LLMBudgetExceeded with a reply) is recorded too.
+        - Every failed attempt of an LLM call (429, 5xx, timeout, no connection, a refused
+          request), retried or not, is a ledger event too: action ``llm_attempt_failed``,
+          outcome ``error``, ``error`` = {``error``: ``llm_rate_limited`` / ``llm_unavailable``
+          / ``llm_timeout`` / ``llm_bad_request`` / ``llm_error``, ``message``, ``status``
+          (the HTTP status or None), ``attempt`` (from 1), ``retry_in_s`` (the wait before
+          the next attempt; None when the call gave up)}.
         - Before each turn, a history estimated (characters / 4) above ``compact_at_tokens``
           is compacted: one extra LLM call asks the model to summarise its progress, older
           turns are replaced by that summary (the task is restated after it), and the summary
@@ -167,6 +182,7 @@ class _Stopped:
     reason: StopReason
     detail: str
     reply: ChatReply | None = None
+    error: LLMError | None = None
 
 
 class _Step:
@@ -202,13 +218,15 @@ class _Step:
             if estimate_tokens(messages) > self.compact_at:
                 compacted = self._compact(messages)
                 if isinstance(compacted, _Stopped):
-                    return self._outcome(messages, compacted.reason, compacted.detail)
+                    return self._outcome(
+                        messages, compacted.reason, compacted.detail, compacted.error
+                    )
                 messages = compacted
             reply = self._call(messages, purpose="turn")
             if isinstance(reply, _Stopped):
                 if reply.reply is not None:  # a turn that overspent: paid for, so it counts
                     self._answered(messages, reply.reply, keep=not reply.reply.message.tool_calls)
-                return self._outcome(messages, reply.reason, reply.detail)
+                return self._outcome(messages, reply.reason, reply.detail, reply.error)
             self._answered(messages, reply)
             if not reply.message.tool_calls:
                 return self._outcome(messages, StopReason.DONE, "the model ended its step")
@@ -229,14 +247,14 @@ class _Step:
         """One LLM call, recorded in the ledger; a :class:`_Stopped` when it ends the step."""
         started = time.perf_counter()
         try:
-            reply = self.model.complete(messages, self.tools)
+            reply = self.model.complete(messages, self.tools, on_failure=self._record_failure)
         except LLMBudgetExceeded as exc:
             if exc.reply is not None:  # it was charged: the ledger must show it
                 self._record_call(exc.reply, purpose, time.perf_counter() - started)
             return _Stopped(StopReason.BUDGET, str(exc), exc.reply)
         except LLMError as exc:
             log.warning("%s (%s): LLM call failed: %s", self.ctx.actor, self.ctx.role, exc)
-            return _Stopped(StopReason.LLM_ERROR, str(exc))
+            return _Stopped(StopReason.LLM_ERROR, str(exc), error=exc)
         self._record_call(reply, purpose, time.perf_counter() - started)
         return reply
 
@@ -249,7 +267,30 @@ class _Step:
             cost,
         )
 
-    def _commit(self, action: str, detail: str, cost: Resources | None = None) -> None:
+    def _record_failure(self, failed: FailedAttempt) -> None:
+        """A failed attempt as an ``llm_attempt_failed`` event (see :func:`run_agent_step`)."""
+        exc, wait = failed.error, failed.retry_in_s
+        status = f"HTTP {exc.status}" if exc.status is not None else "no HTTP status"
+        then = f"retry in {wait:.2f}s" if wait is not None else "no retry"
+        payload: dict[str, Any] = {
+            "error": _error_code(exc),
+            "message": str(exc),
+            "status": exc.status,
+            "attempt": failed.attempt,
+            "retry_in_s": None if wait is None else round(wait, 3),
+        }
+        detail = f"{self.model.name}: attempt {failed.attempt} failed ({status}); {then}"
+        self._commit("llm_attempt_failed", detail, outcome=Outcome.ERROR, error=payload)
+
+    def _commit(
+        self,
+        action: str,
+        detail: str,
+        cost: Resources | None = None,
+        *,
+        outcome: Outcome = Outcome.OK,
+        error: dict[str, Any] | None = None,
+    ) -> None:
         self.expos.store.commit(
             EventDraft(
                 actor=self.ctx.actor,
@@ -258,6 +299,8 @@ class _Step:
                 campaign_id=self.ctx.campaign_id,
                 detail=detail,
                 cost=cost,
+                outcome=outcome,
+                error=error,
             )
         )
 
@@ -297,7 +340,13 @@ class _Step:
         self._commit("agent_summary", summary[:SUMMARY_MAX_CHARS])
         return [messages[0], summary_message(summary, self.task_prompt), *body[cut:]]
 
-    def _outcome(self, messages: list[Message], stop: StopReason, detail: str) -> StepOutcome:
+    def _outcome(
+        self,
+        messages: list[Message],
+        stop: StopReason,
+        detail: str,
+        error: LLMError | None = None,
+    ) -> StepOutcome:
         return StepOutcome(
             stop=stop,
             detail=detail,
@@ -308,7 +357,24 @@ class _Step:
             tokens_out=self.meter.tokens_out,
             cost_usd=self.meter.cost_usd,
             history=messages[1:],
+            llm_error=error,
         )
+
+
+def _error_code(exc: LLMError) -> str:
+    """The stable code of a failed attempt's error, for its ledger event."""
+    for kind, code in _ERROR_CODES:
+        if isinstance(exc, kind):
+            return code
+    return "llm_error"
+
+
+_ERROR_CODES: tuple[tuple[type[LLMError], str], ...] = (
+    (LLMRateLimited, "llm_rate_limited"),
+    (LLMTimeout, "llm_timeout"),
+    (LLMUnavailable, "llm_unavailable"),
+    (LLMBadRequest, "llm_bad_request"),
+)
 
 
 _LIMIT_WORDS = {

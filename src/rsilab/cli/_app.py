@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import importlib.metadata
 import os
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import click
 import typer
@@ -42,15 +46,80 @@ from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError
 from rsilab.sandbox.owners import sweep_dead_tmpdirs
 
 
+def _click_classes(name: str) -> tuple[type[Exception], ...]:
+    """The exception class ``name`` of click and of the click that typer 0.2x vendors, where
+    each has one (click 8.1 has no NoArgsIsHelpError)."""
+    found = [getattr(click.exceptions, name, None)]
+    with contextlib.suppress(ImportError):
+        found.append(getattr(importlib.import_module("typer._click.exceptions"), name, None))
+    return tuple(c for c in found if isinstance(c, type) and issubclass(c, Exception))
+
+
+_USAGE_ERRORS = _click_classes("UsageError")
+"""Click's usage errors (an unknown option or command, a bad value, a missing argument)."""
+_NO_ARGS_IS_HELP = _click_classes("NoArgsIsHelpError")
+"""What a group given no command raises: click prints the help (exit 2), left to it."""
+
+
+def _report_usage_error(exc: Exception, root: Any = None, tokens: Sequence[str] = ()) -> typer.Exit:
+    """Click's usage error as rsilab's ``error:`` and ``hint:`` lines (not click's framed
+    box), the hint naming the help of the command it was given to (``tokens``: the root's
+    arguments): the exit (2) to raise."""
+    ctx = getattr(exc, "ctx", None)
+    where = ctx.command_path if ctx is not None else _command_path(root, list(tokens))
+    message = " ".join(str(getattr(exc, "format_message", exc.__str__)()).split())
+    report_user_error(UserError(message, f"see `{where} --help`"))
+    return typer.Exit(EXIT_USAGE)
+
+
+def _arguments(ctx: Any) -> list[str]:
+    """The arguments a group's context holds before it invokes its command."""
+    # click 8.2+ keeps the command's name in _protected_args (protected_args warns there).
+    first = getattr(ctx, "_protected_args", None)
+    return [*(ctx.protected_args if first is None else first), *ctx.args]
+
+
+def _command_path(root: Any, tokens: list[str]) -> str:
+    """The command ``tokens`` (the root's arguments) name, as ``rsilab campaign list``: for an
+    error that click raised without its command's context (a flag given a value)."""
+    if root is None:
+        return "rsilab"
+    command, path = root.command, [root.command_path]
+    while tokens and hasattr(command, "get_command"):
+        command = command.get_command(root, tokens.pop(0))
+        if command is None:
+            break
+        path.append(command.name)
+    return " ".join(path)
+
+
 class _RsilabGroup(TyperGroup):
-    """A group that turns a person's mistakes into ``error:``/``hint:`` lines and exit code 2,
-    a Ctrl-C that no command handled into exit code 130 (plain click answers 1), and any
-    other error into one ``error:`` line and exit code 1: no traceback reaches a person
-    unless ``RSILAB_DEBUG=1`` asks for it."""
+    """A group that turns a person's mistakes into ``error:``/``hint:`` lines and exit code 2
+    (click's own usage errors included), a Ctrl-C that no command handled into exit code 130
+    (plain click answers 1), and any other error into one ``error:`` line and exit code 1:
+    no traceback reaches a person unless ``RSILAB_DEBUG=1`` asks for it.
+
+    The rule (docs/cli.md): a usage error is one a person fixes by changing what they typed
+    or the files it names (raise ``UserError``); a runtime failure is a right command whose
+    work failed (any other error)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        """The root's context; a usage error in the root's own options reads as any other."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except _NO_ARGS_IS_HELP:
+            raise
+        except _USAGE_ERRORS as exc:
+            raise _report_usage_error(exc) from None
 
     def invoke(self, ctx: Any) -> Any:  # typer does not export the Context type it passes
+        tokens = _arguments(ctx)  # click empties them as it goes on
         try:
             return super().invoke(ctx)
+        except _NO_ARGS_IS_HELP:
+            raise  # a group given no command: click prints its help, exit 2
+        except _USAGE_ERRORS as exc:
+            raise _report_usage_error(exc, ctx, tokens) from None
         except UserError as exc:
             report_user_error(exc)
             raise typer.Exit(EXIT_USAGE) from exc
@@ -105,6 +174,40 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+
+
+def _version() -> str:
+    """rsilab's version from the installed package's metadata."""
+    try:
+        return importlib.metadata.version("rsilab")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        from rsilab import __version__
+
+        return __version__
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"rsilab {_version()}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=_print_version,
+            help="Print `rsilab VERSION` and exit.",
+        ),
+    ] = False,
+) -> None:
+    # No docstring: the app's help above stays the root's help.
+    pass
+
+
 lab.register(app)
 campaign.register(app)
 tools.register(app)

@@ -35,6 +35,15 @@ EXIT_CODES_HELP = """Exit codes (every command):
 * 130: interrupted (Ctrl-C; a campaign is left stopped and resumable)"""
 """The exit codes, as markdown for the app's help."""
 
+EXIT_MEANINGS = {
+    EXIT_OK: "done",
+    EXIT_RUNTIME_FAILURE: "runtime failure",
+    EXIT_USAGE: "usage error",
+    EXIT_VERIFY_FAILED: "verification failure",
+    EXIT_INTERRUPTED: "interrupted",
+}
+"""Each exit code in a few words, as ``--json`` summaries name the code they exit with."""
+
 MARKUP: Literal["markdown"] = "markdown"
 """Help text is markdown: single newlines inside a paragraph are joined."""
 
@@ -51,6 +60,14 @@ UnusedLabOption = Annotated[
     typer.Option("--lab", metavar="DIR", hidden=True, help="Accepted for uniformity; unused."),
 ]
 """``--lab`` on commands that need no lab, so scripts may pass it to every command."""
+
+JsonOption = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print JSON on stdout (messages go to stderr), so it parses when piped."
+    ),
+]
+"""``--json``: the command's output as plain JSON on stdout; see :func:`print_json`."""
 
 CampaignOption = Annotated[
     str | None,
@@ -74,11 +91,19 @@ def stderr_console() -> Console:
     return Console(file=sys.stderr, highlight=False)
 
 
-def print_json(value: Any) -> None:
-    """Plain JSON (2-space indent, no Rich markup) on stdout, so it always parses."""
+def print_json(value: Any, *, line: bool = False) -> None:
+    """Plain JSON (no Rich markup) on stdout, so it always parses: indented by 2 spaces, or
+    with ``line`` on one line (JSON Lines, for a stream such as ``rsilab log --follow``)."""
     encoding = (sys.stdout.encoding or "").lower().replace("-", "")
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=encoding != "utf8") + "\n")
+    ascii_only = encoding != "utf8"
+    text = json.dumps(value, ensure_ascii=ascii_only, indent=None if line else 2)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def messages_console(as_json: bool) -> Console:
+    """Where a command's progress and messages go: stdout, or stderr when stdout holds JSON."""
+    return stderr_console() if as_json else stdout_console()
 
 
 def report_user_error(exc: UserError) -> None:
@@ -124,9 +149,16 @@ def ctrl_c_requests(request: Callable[[], int], abort_at: int) -> Iterator[None]
 
 def exit_code_for(end_reason: EndReason | None) -> int:
     """The exit code of a command whose campaign run ended for ``end_reason``: 130 when a
-    person stopped it, 1 when an error, its failing experiments or its baseline did, else 0."""
+    person stopped it, 1 when an error, its failing experiments, its baseline or an LLM
+    endpoint out of reach did, else 0."""
     if end_reason is EndReason.STOPPED_BY_USER:
         return EXIT_INTERRUPTED
-    if end_reason in (EndReason.ERROR, EndReason.EXPERIMENTS_FAILING, EndReason.PREFLIGHT_FAILED):
+    failed = (
+        EndReason.ERROR,
+        EndReason.EXPERIMENTS_FAILING,
+        EndReason.PREFLIGHT_FAILED,
+        EndReason.LLM_UNAVAILABLE,
+    )
+    if end_reason in failed:
         return EXIT_RUNTIME_FAILURE
     return EXIT_OK

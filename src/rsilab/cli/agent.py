@@ -113,6 +113,16 @@ def agent(
             show_default=False,
         ),
     ] = None,
+    bind_ro: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--bind-ro",
+            metavar="DIR",
+            help="A folder shown read-only at its own path, e.g. the agent's installation "
+            "(repeatable); never in the workspace, so never in a snapshot.",
+            show_default=False,
+        ),
+    ] = None,
     lab: LabOption = None,
 ) -> None:
     """Run an external agent's CMD inside the sandbox, as a Worker of a campaign.
@@ -126,6 +136,13 @@ def agent(
     With --llm-endpoint HOST:PORT, the agent can reach that endpoint (and only it) at the
     same HOST:PORT inside, so its usual base URL works; bytes are relayed untouched (TLS
     stays end to end) and each connection is recorded in the ledger.
+
+    With --bind-ro DIR, the agent's own installation (outside the lab and the workspace) is
+    visible read-only at DIR, e.g. `--bind-ro /opt/agents/claude-code -- \
+    /opt/agents/claude-code/node_modules/.bin/claude -p ...`.
+
+    The session is recorded in the ledger (its command, start, end and exit status). Output
+    past 64 MiB a stream is dropped, and counted in the ledger; the agent goes on.
 
     CMD's stdin is empty (run the agent headless); its output streams here. The exit
     status is CMD's, 128+N if signal N ended it, 137 if a limit did.
@@ -149,6 +166,7 @@ def agent(
         disk_mb=_megabytes("--disk", disk),
         env=_env(env or []),
         llm_endpoints=tuple(llm_endpoint or ()),
+        bind_ro=tuple(bind_ro or ()),
     )
     try:
         result = run_agent(options, _relay)

@@ -8,39 +8,98 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from rsilab.cli._common import MARKUP, LabOption, reading_stored_data, stdout_console
+from rsilab.cli._common import (
+    MARKUP,
+    JsonOption,
+    LabOption,
+    print_json,
+    reading_stored_data,
+    stdout_console,
+)
+from rsilab.errors import UserError
 from rsilab.expos import open_campaign
-from rsilab.records import Campaign, TaskRef
+from rsilab.records import Campaign
 from rsilab.store import Lab, Store
+from rsilab.tasks import Task, TaskLoadError, load_task
 
 campaign_app = typer.Typer(
     help="Start and list campaigns.", no_args_is_help=True, rich_markup_mode=MARKUP
 )
 
 
+HOST_IMPROVERS = {"improvers": "host"}
+"""A campaign made by ``campaign new`` is worked by clients on the host (an MCP client, the
+Python API), not by rsilab's sandboxed agents; its settings say so."""
+
+
 @campaign_app.command("new")
 def new(
-    task_name: Annotated[str, typer.Argument(metavar="TASK_NAME", help="Task to improve.")],
+    task_ref: Annotated[
+        str,
+        typer.Argument(
+            metavar="TASK",
+            help="Task to improve: a name, a task.toml (or its folder), file.py[:NAME].",
+        ),
+    ],
     notes: Annotated[str, typer.Option("--notes", help="Free text kept with it.")] = "",
     lab: LabOption = None,
 ) -> None:
-    """Start a campaign on a task and print its id (alone, so scripts can capture it)."""
+    """Start a campaign on a task and print its id (alone, so scripts can capture it).
+
+    The campaign records where its task came from (an absolute path for a file), so every
+    tool finds it again from any folder. Its improvers are clients on the host (an MCP
+    client or the Python API), recorded as ``improvers: host``.
+    """
+    task = _load(task_ref)
     with Lab.open(lab) as opened:
-        created = open_campaign(opened.store, TaskRef(name=task_name, source="cli"), notes=notes)
+        created = open_campaign(
+            opened.store, task.ref(), settings=dict(HOST_IMPROVERS), notes=notes
+        )
     typer.echo(created.id)
 
 
+def _load(task_ref: str) -> Task:
+    """The task ``task_ref`` names; a UserError of one line when it names one fault."""
+    try:
+        return load_task(task_ref)
+    except TaskLoadError as exc:
+        if len(exc.problems) == 1:
+            raise UserError(exc.problems[0].strip(), exc.hint) from None
+        raise
+
+
 @campaign_app.command("list")
-def list_campaigns(lab: LabOption = None) -> None:
-    """List campaigns, oldest first, with how many ledger events each has."""
+def list_campaigns(as_json: JsonOption = False, lab: LabOption = None) -> None:
+    """List campaigns, oldest first, with how many ledger events each has.
+
+    With --json: a JSON array, one object a campaign (id, task, state, end_reason,
+    end_detail, created_at, seed, events).
+    """
     with Lab.open(lab) as opened, reading_stored_data():
         campaigns = opened.store.query_as(Campaign)
+        if as_json:
+            print_json([_campaign_json(opened.store, c) for c in campaigns])
+            return
         table = _campaign_table(opened.store, campaigns)
     console = stdout_console()
     if not campaigns:
         console.print("no campaigns yet; start one with `rsilab run TASK`")
         return
     console.print(table)
+
+
+def _campaign_json(store: Store, c: Campaign) -> dict[str, object]:
+    """One row of ``campaign list --json``: what the table shows, unabridged, and the seed."""
+    return {
+        "id": c.id,
+        "task": c.task.name,
+        "state": str(c.state),
+        "end_reason": str(c.end_reason) if c.end_reason else None,
+        "end_detail": c.end_detail or None,
+        "created_at": c.created_at,
+        "seed": c.settings.get("seed"),
+        "events": len(store.events(campaign_id=c.id)),
+    }
 
 
 def _campaign_table(store: Store, campaigns: list[Campaign]) -> Table:

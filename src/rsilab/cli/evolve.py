@@ -13,19 +13,23 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from rsilab.cli._common import (
     EXIT_INTERRUPTED,
+    EXIT_MEANINGS,
+    EXIT_OK,
     EXIT_RUNTIME_FAILURE,
+    JsonOption,
     LabOption,
     ctrl_c_requests,
+    messages_console,
+    print_json,
     report_user_error,
     stderr_console,
-    stdout_console,
 )
 from rsilab.errors import RsilabError, UserError
 from rsilab.records import Campaign, EndReason
@@ -50,7 +54,15 @@ def evolve(
         str | None,
         typer.Option("--budget", help="Each round's budget, e.g. experiments=20,wall=10m."),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of round 1 (then +1 a round).")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            help="Seed of round 1 (then +1 a round), 0 to 2**21. Default: a fresh one, printed.",
+            show_default=False,
+        ),
+    ] = None,
+    as_json: JsonOption = False,
     lab: LabOption = None,
 ) -> None:
     """Improve TASK's system over --rounds rounds: each round runs a campaign on the current
@@ -62,18 +74,25 @@ def evolve(
     is. At the end the round report (per round: version, per-benchmark final-tier scores and
     change against the start, tool calls, hours; and the improver's own score) is printed and
     written to LAB/reports/EVOLUTION.md. Ctrl-C leaves the evolution stopped (exit 130); a
-    round whose campaign stopped on an error makes the exit status 1.
+    round whose campaign stopped on an error makes the exit status 1. With --json, stdout
+    holds one JSON object instead of the report: the evolution, its rounds, the exit code.
     """
     from rsilab.cli.agent import _relay
     from rsilab.cli.run import _budget
     from rsilab.mcp.improver import improver_runner
+    from rsilab.orchestrator.api import MAX_SEED, draw_seed
     from rsilab.orchestrator.rounds import EvolutionStop, parse_improver, run_rounds
     from rsilab.tasks import load_task
 
     graceful = not parse_improver(improver).kind.is_harness  # rsilab's runners drain
     task = load_task(task_ref)
     chosen = _budget(budget, task.budget)
-    console = stdout_console()
+    console = messages_console(as_json)
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise UserError(f"--seed {seed}: out of range", f"give --seed from 0 to {MAX_SEED}")
+    if seed is None:
+        seed = draw_seed()
+        console.print(Text(f"seed {seed} (drawn; --seed {seed} repeats it)"), soft_wrap=True)
     stop = EvolutionStop()
 
     def line(p: Progress) -> None:
@@ -96,15 +115,35 @@ def evolve(
             )
         text, out = _write_report(opened, result.evolution_id)
         failed = _failed_rounds(opened.store, result)
-    sys.stdout.write("\n" + text)
-    sys.stdout.flush()
-    console.print(Text(f"report: {out}"), soft_wrap=True)
-    if result.state == "stopped" and stop.asked:
-        raise typer.Exit(EXIT_INTERRUPTED)
-    for said in failed:
-        stderr_console().print(Text(f"error: {said}", style="bold red"), soft_wrap=True)
-    if failed:
-        raise typer.Exit(EXIT_RUNTIME_FAILURE)
+    code = EXIT_INTERRUPTED if result.state == "stopped" and stop.asked else EXIT_OK
+    code = code or (EXIT_RUNTIME_FAILURE if failed else EXIT_OK)
+    if as_json:
+        print_json(_summary_json(result, seed, out, code))
+    else:
+        sys.stdout.write("\n" + text)
+        sys.stdout.flush()
+        console.print(Text(f"report: {out}"), soft_wrap=True)
+    if code != EXIT_INTERRUPTED:
+        for said in failed:
+            stderr_console().print(Text(f"error: {said}", style="bold red"), soft_wrap=True)
+    if code:
+        raise typer.Exit(code)
+
+
+def _summary_json(result: EvolutionResult, seed: int, report: Path, code: int) -> dict[str, Any]:
+    """``evolve --json``'s object: the evolution as it ended, each round, the exit code."""
+    return {
+        "evolution_id": result.evolution_id,
+        "state": result.state,
+        "start_id": result.start_id,
+        "head_id": result.head_id,
+        "seed": seed,
+        "rounds": [r.model_dump(mode="json") for r in result.rounds],
+        "message": result.message,
+        "report": str(report),
+        "exit_code": code,
+        "exit_meaning": EXIT_MEANINGS[code],
+    }
 
 
 @contextlib.contextmanager

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import Annotated
 
 import typer
@@ -16,6 +18,7 @@ from rsilab.cli._common import (
     EXIT_RUNTIME_FAILURE,
     EXIT_VERIFY_FAILED,
     CampaignOption,
+    JsonOption,
     LabOption,
     ctrl_c_requests,
     print_json,
@@ -40,20 +43,38 @@ def log(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="Keep printing new events until Ctrl-C.")
     ] = False,
+    as_json: JsonOption = False,
     lab: LabOption = None,
 ) -> None:
-    """Show ledger events, newest last."""
+    """Show ledger events, newest last.
+
+    With --json: a JSON array of the events (each as `rsilab schema` describes an Event);
+    with --json --follow: JSON Lines instead, one event object a line, as they come.
+    """
     console = stdout_console()
     with Lab.open(lab) as opened, reading_stored_data():
         campaign_id = find_campaign(opened.store, campaign).id if campaign else None
         events = last_events(opened.store, campaign_id, limit)
-        if events:
+        if as_json:
+            _print_events_json(events, lines=follow)
+        elif events:
             console.print(event_table(events))
         elif not follow:
             console.print("no events" + (f" in campaign {campaign_id}" if campaign_id else ""))
         if follow:
             last_seq = events[-1].seq if events else opened.store.head()[0]
-            _follow(opened.store, console, campaign_id, last_seq, header=not events)
+            show = functools.partial(_print_events_json, lines=True) if as_json else None
+            _follow(opened.store, console, campaign_id, last_seq, header=not events, show=show)
+
+
+def _print_events_json(events: list[Event], *, lines: bool) -> None:
+    """``events`` as one JSON array, or with ``lines`` as JSON Lines (one event a line)."""
+    dumped = [e.model_dump(mode="json") for e in events]
+    if not lines:
+        print_json(dumped)
+        return
+    for event in dumped:
+        print_json(event, line=True)
 
 
 def last_events(store: Store, campaign_id: str | None, limit: int) -> list[Event]:
@@ -68,9 +89,16 @@ def last_events(store: Store, campaign_id: str | None, limit: int) -> list[Event
 
 
 def _follow(
-    store: Store, console: Console, campaign_id: str | None, last_seq: int, *, header: bool
+    store: Store,
+    console: Console,
+    campaign_id: str | None,
+    last_seq: int,
+    *,
+    header: bool,
+    show: Callable[[list[Event]], None] | None = None,
 ) -> None:
-    """Poll for events after ``last_seq`` until interrupted; Ctrl-C ends it cleanly (exit 0).
+    """Poll for events after ``last_seq`` until interrupted, printing each batch with ``show``
+    (default: table rows on ``console``); Ctrl-C ends it cleanly (exit 0).
 
     Ctrl-C only sets a flag the loop reads between polls (a second one interrupts at once):
     an interrupt raised inside a store read could leave the store's lock held, and closing the
@@ -86,7 +114,9 @@ def _follow(
         with ctrl_c_requests(request, 2):
             while not requests[0]:
                 new = store.events(after=last_seq, campaign_id=campaign_id)
-                if new:
+                if new and show is not None:
+                    show(new)
+                elif new:
                     console.print(event_table(new, header=header))
                     sys.stdout.flush()
                     header, last_seq = False, new[-1].seq
@@ -100,20 +130,33 @@ def show(
         str,
         typer.Argument(metavar="ID", help="A record id, or an event number (42 or event:42)."),
     ],
+    as_json: JsonOption = False,
     lab: LabOption = None,
 ) -> None:
-    """Show a record and the events that wrote it, or one ledger event in full."""
+    """Show a record and the events that wrote it, or one ledger event in full.
+
+    With --json: `{"record": ..., "events": [...]}` for a record, `{"event": ...}` for an
+    event.
+    """
     console = stdout_console()
     with Lab.open(lab) as opened, reading_stored_data():
         match = _EVENT_REF.match(ident)
         if match:
-            console.print(event_panel(_event(opened.store, int(match.group(1)))))
+            event = _event(opened.store, int(match.group(1)))
+            if as_json:
+                print_json({"event": event.model_dump(mode="json")})
+            else:
+                console.print(event_panel(event))
             return
         try:
             record = opened.store.get(ident)
         except NotFoundError:
             raise _unknown_id(ident) from None
         history = opened.store.events(record_id=record.id)
+    if as_json:
+        dumped = [e.model_dump(mode="json") for e in history]
+        print_json({"record": record.model_dump(mode="json"), "events": dumped})
+        return
     console.print(record_panel(record))
     count = f"{len(history)} event" + ("" if len(history) == 1 else "s")
     console.print(Text(f"history ({count})", style="bold"))

@@ -60,6 +60,9 @@ def report(
             show_default=False,
         ),
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The same as --format json.", show_default=False)
+    ] = False,
     lab: LabOption = None,
 ) -> None:
     """The campaign's report: the DAG of directions with status and evidence, accepted
@@ -69,6 +72,13 @@ def report(
     Works on a running campaign too; it only reads the lab. Given an evolution id
     (`rsilab evolve`), the evolution's round report instead.
     """
+    if as_json:
+        if fmt not in (None, ReportFormat.JSON) or html is not None:
+            raise UserError(
+                "--json writes JSON; it cannot be combined with --format or --html",
+                "drop --format/--html, or give --format json",
+            )
+        fmt = ReportFormat.JSON
     if html is not None:
         if out is not None and out != html:
             raise UserError("give either --html PATH or --out PATH, not both")

@@ -4,28 +4,38 @@ On a terminal the campaign is drawn as a live view (:mod:`rsilab.cli._live`); ot
 step prints one progress line. Ctrl-C stops cleanly: the first lets the running experiments
 finish, the second cancels them, a third aborts at once; the campaign is left ``stopped``
 and ``rsilab resume`` continues it.
+
+With ``--json`` the progress goes to stderr and stdout holds one JSON object, the summary
+(:func:`summary_json`). A run given no ``--seed`` draws a fresh one and says which; a run
+started while another campaign of the lab is running warns so on stderr and goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.text import Text
 
 from rsilab.cli._common import (
+    EXIT_MEANINGS,
     EXIT_RUNTIME_FAILURE,
+    JsonOption,
     LabOption,
     ctrl_c_requests,
     exit_code_for,
+    messages_console,
+    print_json,
     report_user_error,
-    stdout_console,
+    stderr_console,
 )
 from rsilab.errors import UserError
-from rsilab.store import Lab
+from rsilab.records import Campaign, CampaignLease
+from rsilab.store import Lab, Store
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -53,6 +63,10 @@ UnboundedDiskOption = Annotated[
 ]
 AGENTS_HELP = "Who decides: builtin (no LLM), openai:MODEL or anthropic:MODEL."
 TEAM_HELP = "A research team: a Leader and N researchers at once."
+SEED_HELP = (
+    "Campaign seed, 0 to 2**21. Default: a fresh one each run, printed and recorded in the "
+    "campaign, so two runs on one lab explore differently."
+)
 
 
 def _budget(text: str | None, default: object) -> Budget:
@@ -84,18 +98,21 @@ def run(
     budget: Annotated[
         str | None, typer.Option("--budget", help="e.g. experiments=40,wall=20m,tokens=2M.")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Campaign seed.")] = 0,
+    seed: Annotated[int | None, typer.Option("--seed", help=SEED_HELP, show_default=False)] = None,
     team: Annotated[int | None, typer.Option("--team", min=1, help=TEAM_HELP)] = None,
     unsandboxed: UnsandboxedOption = False,
     unbounded_disk: UnboundedDiskOption = False,
+    as_json: JsonOption = False,
     lab: LabOption = None,
 ) -> None:
     """Run a campaign on TASK: a Main agent, up to --workers Workers and a Reviewer; or, with
     --team N, a Leader and N researchers working at once, each on the whole task.
 
     Ctrl-C stops it cleanly (once: running experiments finish; twice: they are cancelled);
-    `rsilab resume CAMPAIGN` continues it.
+    `rsilab resume CAMPAIGN` continues it. With --json, stdout holds one JSON object: the
+    campaign id, state, end reason, experiments, accepted versions, seed and exit code.
     """
+    from rsilab.orchestrator.api import draw_seed
     from rsilab.orchestrator.api import run as run_campaign
     from rsilab.tasks import load_task
 
@@ -106,6 +123,10 @@ def run(
     task = load_task(task_ref)
     budget_ = _budget(budget, task.budget)
     shown = f"{chosen} team of {team}" if team else chosen
+    said = messages_console(as_json)
+    if seed is None:
+        seed = draw_seed()
+        said.print(Text(f"seed {seed} (drawn; --seed {seed} repeats it)"), soft_wrap=True)
 
     def start(opened: Lab, show: ProgressFn, stop: StopRequest) -> CampaignResult:
         return run_campaign(
@@ -114,7 +135,7 @@ def run(
             unbounded_disk=unbounded_disk,
         )  # fmt: skip
 
-    _drive(lab, task, budget_, shown, workers or team or 1, None, start)
+    _drive(lab, task, budget_, shown, workers or team or 1, None, start, as_json=as_json)
 
 
 def _check_team(workers: int | None) -> None:
@@ -149,6 +170,7 @@ def resume(
     ] = None,
     unsandboxed: UnsandboxedOption = False,
     unbounded_disk: UnboundedDiskOption = False,
+    as_json: JsonOption = False,
     lab: LabOption = None,
 ) -> None:
     """Continue a stopped campaign (Ctrl-C, wall budget, crash) where it left off.
@@ -156,6 +178,7 @@ def resume(
     Nothing done is repeated and nothing begun is lost. A finished campaign is final: its
     records do not change, so there is nothing to resume (start a new one with `rsilab run`).
     --budget replaces a stopped campaign's budget, for instance to give it more experiments.
+    With --json, stdout holds one JSON object, as for `rsilab run`.
     """
     from rsilab.expos.campaigns import find_campaign
     from rsilab.memory import team_size
@@ -164,8 +187,11 @@ def resume(
 
     with Lab.open(lab) as opened:
         found = find_campaign(opened.store, campaign)
+        if found.is_finished() and as_json:
+            _print_finished_json(opened, found)
+            return
     if found.is_finished():
-        console = stdout_console()
+        console = messages_console(as_json)
         console.print(
             Text(
                 f"campaign {found.id} is {found.state}: nothing to do (the records of a "
@@ -200,7 +226,16 @@ def resume(
             unsandboxed=unsandboxed, unbounded_disk=unbounded_disk,
         )  # fmt: skip
 
-    _drive(lab, task, budget_, shown, chosen, found.id, start)
+    _drive(lab, task, budget_, shown, chosen, found.id, start, as_json=as_json)
+
+
+def _print_finished_json(lab: Lab, found: Campaign) -> None:
+    """``resume --json`` of a finished campaign: its summary, saying there was nothing to do."""
+    from rsilab.orchestrator.campaign import campaign_result
+
+    message = f"nothing to do: campaign {found.id} is {found.state} (its records are final)"
+    result = campaign_result(lab, found.id, message)
+    print_json(summary_json(lab.store, result, report=None))
 
 
 def _drive(
@@ -211,20 +246,24 @@ def _drive(
     workers: int,
     cid: str | None,
     start: Callable[[Lab, ProgressFn, StopRequest], CampaignResult],
+    *,
+    as_json: bool,
 ) -> None:
     """Run ``start`` (one call into :mod:`rsilab.orchestrator.api`) with a live view or
     progress lines, Ctrl-C as the stop request's escalation (drain, cancel, abort), then the
-    summary and the report; exits 130 when a person stopped it, 1 when an error did."""
+    summary and the report; exits 130 when a person stopped it, 1 when an error did. With
+    ``as_json`` the progress and messages go to stderr and the summary is JSON on stdout."""
     from rsilab.cli._live import LiveView
     from rsilab.orchestrator.campaign import StopRequest
 
-    console = stdout_console()
+    console = messages_console(as_json)
     stop = StopRequest()
 
     def line(p: Progress) -> None:
         console.print(Text(p.message), soft_wrap=True)
 
     with Lab.open(lab_path) as opened:
+        _warn_if_running(opened.store, cid)
         show: Callable[[Progress], None] = line
         live: contextlib.AbstractContextManager[object] = contextlib.nullcontext()
         if console.is_terminal:
@@ -234,12 +273,62 @@ def _drive(
             view.refresh()
             show, live = view.update, _live(console, view)
         with live, ctrl_c_requests(stop.request, 3):
-            result = _started(start, opened, show, stop)
-        _summary(console, opened, task, result)
-        _write_report(console, opened, result.campaign_id)
+            result = _started(start, opened, show, stop, as_json=as_json)
+        report = _write_report(opened, result.campaign_id)
+        if as_json:
+            print_json(summary_json(opened.store, result, report=report))
+        else:
+            _summary(console, opened, task, result)
+            console.print(Text(f"report: {report}"), soft_wrap=True)
     code = exit_code_for(result.end_reason)
     if code:
         raise typer.Exit(code)
+
+
+def _warn_if_running(store: Store, ours: str | None) -> None:
+    """One ``warning:`` line on stderr for each other campaign of the lab whose lease a live
+    process holds: two runs on one lab compete for its cores and its lineage. It goes on."""
+    from rsilab.orchestrator.campaign import takeover_reason
+
+    now = datetime.now(UTC)
+    for lease in store.query_as(CampaignLease):
+        if lease.campaign_id == ours or takeover_reason(lease, now) is not None:
+            continue
+        holder = lease.holder
+        stderr_console().print(
+            Text(
+                f"warning: campaign {lease.campaign_id} is running in this lab (process "
+                f"{holder.pid} on {holder.host}); this run goes on beside it",
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+
+
+def summary_json(store: Store, result: CampaignResult, *, report: Path | None) -> dict[str, Any]:
+    """``run``/``resume --json``'s object: the campaign as its records hold it after the run,
+    the versions it got accepted, and the exit code the command exits with (and its meaning,
+    from the exit-code table)."""
+    campaign = store.get_as(result.campaign_id, Campaign)
+    code = exit_code_for(result.end_reason)
+    return {
+        "campaign_id": result.campaign_id,
+        "task": campaign.task.name,
+        "state": result.state,
+        "end_reason": str(result.end_reason) if result.end_reason else None,
+        "end_detail": campaign.end_detail or None,
+        "experiments": result.experiments,
+        "accepted": [
+            {"version_id": v.version_id, "label": v.label, "scores": v.scores}
+            for v in result.accepted
+        ],
+        "seed": campaign.settings.get("seed"),
+        "message": result.message,
+        "lock_in": result.measures.model_dump(mode="json") if result.measures else None,
+        "report": str(report) if report is not None else None,
+        "exit_code": code,
+        "exit_meaning": EXIT_MEANINGS[code],
+    }
 
 
 def _started(
@@ -247,11 +336,16 @@ def _started(
     lab: Lab,
     show: ProgressFn,
     stop: StopRequest,
+    *,
+    as_json: bool,
 ) -> CampaignResult:
     """``start``'s result. An error that ended a campaign during this call (recorded
-    ``error`` or ``preflight_failed``) becomes one line naming that campaign and how to go on,
-    and exit 1, whatever the error's type; anything else goes up unchanged (a UserError
-    before the campaign existed is a usage error, exit 2)."""
+    ``error`` or ``preflight_failed``) becomes one line naming that campaign and how to go on
+    (and with ``as_json`` the campaign's summary on stdout), and exit 1, whatever the error's
+    type; anything else goes up unchanged (a UserError before the campaign existed is a usage
+    error, exit 2)."""
+    from rsilab.orchestrator.campaign import campaign_result
+
     before = lab.store.head()[0]
     try:
         return start(lab, show, stop)
@@ -259,12 +353,11 @@ def _started(
         ended = _stopped_on_error(lab, before)
         if ended is None:
             raise
-        report_user_error(
-            UserError(
-                f"campaign {ended} stopped on an error: {type(exc).__name__}: {exc}",
-                f"fix the cause, then `rsilab resume {ended}` continues it",
-            )
-        )
+        said = f"campaign {ended} stopped on an error: {type(exc).__name__}: {exc}"
+        hint = f"fix the cause, then `rsilab resume {ended}` continues it"
+        report_user_error(UserError(said, hint))
+        if as_json:
+            print_json(summary_json(lab.store, campaign_result(lab, ended, said), report=None))
         raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
 
 
@@ -315,15 +408,15 @@ def _summary(console: Console, lab: Lab, task: Task, result: CampaignResult) -> 
         console.print(Text(f"continue with: rsilab resume {result.campaign_id}", "yellow"))
 
 
-def _write_report(console: Console, lab: Lab, campaign_id: str) -> None:
-    """Write the campaign's report to ``<lab>/reports/<campaign>.md`` and say where."""
+def _write_report(lab: Lab, campaign_id: str) -> Path:
+    """Write the campaign's report to ``<lab>/reports/<campaign>.md``; where it went."""
     from rsilab.cli.report import write_whole
     from rsilab.orchestrator.report import build_report, render_markdown
 
     out = lab.path / "reports" / f"{campaign_id}.md"
     out.parent.mkdir(exist_ok=True)
     write_whole(out, render_markdown(build_report(lab.store, campaign_id)))
-    console.print(Text(f"report: {out}"), soft_wrap=True)
+    return out
 
 
 def register(app: typer.Typer) -> None:

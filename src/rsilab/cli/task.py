@@ -1,21 +1,29 @@
-"""``rsilab task check`` (every problem of a task) and ``rsilab task list`` (the built-ins)."""
+"""``rsilab task init`` (a new task folder), ``task check`` (every problem of a task) and
+``task list`` (the built-ins)."""
 
 from __future__ import annotations
 
 import secrets
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from rsilab.cli._common import MARKUP, LabOption, stderr_console, stdout_console
+from rsilab.cli._common import MARKUP, LabOption, print_json, stderr_console, stdout_console
+from rsilab.sandbox.base import Sandbox
 from rsilab.store.lab import DB_NAME, resolve_lab_path
 from rsilab.tasks import (
+    TASK_KINDS,
     ExperimentFailed,
+    Problem,
     Task,
+    check_run,
     check_task,
+    check_toml,
     get_task,
+    init_task,
     lab_secret,
     load_task,
     run_experiment,
@@ -39,7 +47,40 @@ def _secret(lab: LabOption) -> tuple[bytes, str]:
     return secrets.token_bytes(32), "no lab found: splits drawn with a throwaway secret"
 
 
-@task_app.command("check")
+_CHECK_HELP = """Validate a task and print every problem found, in one pass; exit 2 on an error.
+
+Checks the spec (types, scorers and their direction, budget), the harness folder and its
+harness.toml, every benchmark's splits (present, non-empty, private tiers disjoint from train
+and dev), and, inside the sandbox with the harness as workspace, whether any private item,
+the lab's secret or a declared data source can be read from there. With `--run`, it also runs
+train (if the harness trains) and predict once on the dev tier, in the sandbox.
+
+A task.toml (every field: docs/reference/task-toml.md; `rsilab task init NAME` writes one):
+
+```toml
+name = "mytask"
+goal = "Raise accuracy."
+harness = "harness"          # a folder with harness.toml, relative to this file
+budget = "experiments=40,wall=20m"
+
+[[benchmarks]]
+name = "accuracy"
+scorer = "accuracy"          # or "pass@5", or "scoring.py:fn" with higher_is_better
+target = true
+pool = "data/all.jsonl"      # or splits = { train = ..., dev = ..., accept = ..., final = ... }
+
+[[search_space]]
+name = "lr"
+type = "float"
+low = 0.0001
+high = 1.0
+log = true
+default = 0.01
+```
+"""
+
+
+@task_app.command("check", help=_CHECK_HELP)
 def check(
     ref: Annotated[str, typer.Argument(metavar="PATH|NAME", help="task.toml, a .py, or a name.")],
     probe: Annotated[
@@ -48,33 +89,55 @@ def check(
     probe_seconds: Annotated[
         float, typer.Option("--probe-seconds", min=1.0, help="Time bound of that search.")
     ] = 30.0,
+    run: Annotated[
+        bool, typer.Option("--run", help="Also run train and predict once on dev, in the sandbox.")
+    ] = False,
     lab: LabOption = None,
 ) -> None:
-    """Validate a task and print every problem found; exit 2 when there is an error.
-
-    Checks the spec (types, scorers, budget), the harness folder and its harness.toml, every
-    benchmark's splits (present, non-empty, private tiers disjoint from train and dev), and,
-    inside the sandbox with the harness as workspace, whether any private item, the lab's
-    secret or a declared data source can be read from there.
-    """
-    task = load_task(ref)
     secret, note = _secret(lab)
     err = stderr_console()
-    err.print(Text(f"checking task {task.name!r} ({task.source or ref}); {note}", style="dim"))
-    sandbox = None
-    if probe:
-        from rsilab.sandbox.select import choose_sandbox
-
-        choice = choose_sandbox()
-        sandbox = choice.sandbox
-        err.print(Text(f"sandbox: {sandbox.name} ({choice.why})", style="dim"))
-        if not sandbox.is_security_boundary:
-            err.print(Text("this sandbox is no security boundary: expect leaks", style="yellow"))
+    err.print(Text(f"checking {ref}; {note}", style="dim"))
+    sandbox = _sandbox() if probe or run else None
     try:
-        problems = check_task(task, sandbox, secret, probe_seconds=probe_seconds)
+        task, problems = _check(ref, sandbox if probe else None, secret, probe_seconds)
+        ready = task is not None and not any(p.severity == "error" for p in problems)
+        if run and sandbox is not None and task is not None and ready:
+            found, outcome = check_run(task, sandbox, secret)
+            problems += found
+            if outcome is not None:
+                scores = ", ".join(f"{k} {v:.4g}" for k, v in outcome.scores.items())
+                err.print(Text(f"run: dev scores {scores} in {outcome.seconds:.2f} s"))
+        elif run:
+            problems.append(Problem("run", "skipped: fix the errors above first", "warning"))
     finally:
         if sandbox is not None:
             sandbox.close()
+    _print_problems(problems, task.name if task is not None else ref)
+
+
+def _sandbox() -> Sandbox:
+    from rsilab.sandbox.select import choose_sandbox
+
+    choice = choose_sandbox()
+    err = stderr_console()
+    err.print(Text(f"sandbox: {choice.sandbox.name} ({choice.why})", style="dim"))
+    if not choice.sandbox.is_security_boundary:
+        err.print(Text("this sandbox is no security boundary: expect leaks", style="yellow"))
+    return choice.sandbox
+
+
+def _check(
+    ref: str, sandbox: Sandbox | None, secret: bytes, probe_seconds: float
+) -> tuple[Task | None, list[Problem]]:
+    """A task.toml is checked in one pass even when its spec is invalid; others are loaded."""
+    path = Path(ref)
+    if path.suffix == ".toml" or (path.is_dir() and (path / "task.toml").is_file()):
+        return check_toml(path, sandbox, secret, probe_seconds=probe_seconds)
+    task = load_task(ref)
+    return task, check_task(task, sandbox, secret, probe_seconds=probe_seconds)
+
+
+def _print_problems(problems: list[Problem], name: str) -> None:
     out = stdout_console()
     for problem in problems:
         style = "red" if problem.severity == "error" else "yellow"
@@ -82,8 +145,46 @@ def check(
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         out.print(Text(f"{len(errors)} error(s) found", style="bold red"))
+        stderr_console().print(
+            Text(
+                "hint: the task.toml format, field by field: docs/reference/task-toml.md "
+                "(from docs/tasks.md); an example: rsilab task check --help",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
         raise typer.Exit(EXIT_PROBLEMS)
-    out.print(Text(f"ok: task {task.name!r} has no errors", style="green"))
+    out.print(Text(f"ok: task {name!r} has no errors", style="green"))
+
+
+@task_app.command("init")
+def init(
+    name: Annotated[
+        Path, typer.Argument(metavar="NAME", help="New folder; the task takes its name.")
+    ],
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--kind",
+            help="model: a tiny model that train fits; harness: a predict-only program.",
+        ),
+    ] = "model",
+) -> None:
+    """Write a working task folder NAME/: task.toml, harness/, data/ and tests/.
+
+    It passes `rsilab task check --run NAME` and runs a campaign as written
+    (`rsilab run NAME/task.toml`); `python -m pytest NAME/tests` tests its harness contract.
+    Refuses a folder that exists and is not empty.
+    """
+    if kind not in TASK_KINDS:
+        raise typer.BadParameter(
+            f"{kind!r} is not one of {', '.join(TASK_KINDS)}", param_hint="--kind"
+        )
+    written = init_task(name, kind)
+    out = stdout_console()
+    for path in written:
+        out.print(Text(str(path)))
+    out.print(Text(f"next: rsilab task check --run {name}", style="green"))
 
 
 def _measure(task: Task) -> str:
@@ -104,12 +205,17 @@ def list_tasks(
     measure: Annotated[
         bool, typer.Option("--measure", help="Run one train+predict on dev per task, timed.")
     ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """The built-in tasks with their benchmarks and seconds per experiment.
 
     Without ``--measure`` the seconds shown are the figure recorded in the task (the last
-    measurement by its authors, on a 2-core machine).
+    measurement by its authors, on a 2-core machine). ``--json`` prints a list of
+    ``{"name", "source", "targets": [{"name", "scorer", "higher_is_better"}]}``.
     """
+    if as_json:
+        print_json([_summary(get_task(name)) for name in task_names()])
+        return
     table = Table("task", "description", "benchmarks", "s / experiment")
     for name in task_names():
         task = get_task(name)
@@ -123,6 +229,14 @@ def list_tasks(
             seconds = "not measured" if recorded is None else f"{recorded:.2f} (recorded)"
         table.add_row(name, task.description, benches, seconds)
     stdout_console().print(table)
+
+
+def _summary(task: Task) -> dict[str, object]:
+    targets = [
+        {"name": b.name, "scorer": b.scorer, "higher_is_better": b.higher_is_better}
+        for b in task.targets
+    ]
+    return {"name": task.name, "source": task.source, "targets": targets}
 
 
 def register(app: typer.Typer) -> None:

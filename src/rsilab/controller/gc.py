@@ -56,8 +56,9 @@ from typing import Any
 
 from rsilab.controller.jobs import CONTROLLER_ACTOR
 from rsilab.controller.lab_settings import DEFAULT_KEEP_TOP, lab_settings
-from rsilab.errors import NotFoundError
+from rsilab.errors import NotFoundError, UserError
 from rsilab.records import (
+    Campaign,
     Candidate,
     CandidateState,
     DataTier,
@@ -68,14 +69,16 @@ from rsilab.records import (
     JobStatus,
     Role,
     SystemVersion,
+    TaskRef,
     Tombstone,
     utc_now,
 )
+from rsilab.stats import oriented
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.store.lab import Lab
 from rsilab.store.refs import TREE_PREFIX, manifest_files, mentioned_hashes
-from rsilab.tasks import get_scorer, get_task
+from rsilab.tasks import get_scorer, load_ref
 
 _JOB_OUTPUTS = ("model_out_sha256", "stdout_sha256", "stderr_sha256")
 _FINISHED_JOB = {str(s) for s in JobStatus if s.is_finished()}
@@ -168,7 +171,7 @@ def _discarded_candidates(store: Store, keep_top: int) -> set[str]:
             groups.setdefault((cand.task, cand.lineage), []).append(cand)
     discarded: set[str] = set()
     for (task, _), members in groups.items():
-        targets = _targets(task, members)
+        targets = _targets(store, task, members)
         scored = [(_score(store, c, targets), c.created_at, c.id) for c in members]
         ranked = sorted((-s, at, cid) for s, at, cid in scored if s is not None)
         best = {cid for _, _, cid in ranked[:keep_top]}
@@ -176,13 +179,32 @@ def _discarded_candidates(store: Store, keep_top: int) -> set[str]:
     return discarded
 
 
-def _targets(task: str, members: Iterable[Candidate]) -> dict[str, bool | None]:
-    """Target benchmark -> higher is better (None: unknown, the scorer's default applies)."""
-    try:
-        spec = get_task(task)
-    except (KeyError, ValueError):  # a task loaded from a file: read targets off decisions
-        return {d.benchmark: None for c in members for d in c.decisions if d.target}
-    return {b.name: b.higher_is_better for b in spec.benchmarks if b.target}
+def _targets(store: Store, task: str, members: list[Candidate]) -> dict[str, bool | None]:
+    """Target benchmark -> higher is better (None: unknown, the scorer's default applies).
+
+    The spec comes from the task its campaigns recorded (a file's task from its file), else
+    from the registry by name; when none loads (a file gone or changed), the targets are read
+    off the candidates' decisions."""
+    for ref in _task_refs(store, task, members):
+        try:
+            spec = load_ref(ref)
+        except UserError:
+            continue
+        return {b.name: b.higher_is_better for b in spec.benchmarks if b.target}
+    return {d.benchmark: None for c in members for d in c.decisions if d.target}
+
+
+def _task_refs(store: Store, task: str, members: Iterable[Candidate]) -> list[TaskRef]:
+    """The refs the members' campaigns recorded for ``task``; ``task`` by name when none did."""
+    refs: list[TaskRef] = []
+    for campaign_id in sorted({c.campaign_id for c in members if c.campaign_id}):
+        try:
+            ref = store.get_as(campaign_id, Campaign).task
+        except NotFoundError:
+            continue
+        if ref.name == task and ref not in refs:
+            refs.append(ref)
+    return refs or [TaskRef(name=task)]
 
 
 def _score(store: Store, cand: Candidate, targets: dict[str, bool | None]) -> float | None:
@@ -204,7 +226,7 @@ def _score(store: Store, cand: Candidate, targets: dict[str, bool | None]) -> fl
                 higher = get_scorer(evaluation.metric).higher_is_better
             except KeyError:
                 higher = True
-        values.append(avg.value if higher else -avg.value)
+        values.append(oriented(avg.value, higher))
     return sum(values) / len(values) if values else None
 
 

@@ -179,7 +179,7 @@ class HostController:
                 f"{self.task.name}/{self.lineage} already has a baseline",
                 f"see it with: rsilab versions {self.task.name} --lineage {self.lineage}",
             )
-        harness = self.lab.artifacts.put_tree(self.task.harness).sha256
+        harness = self.lab.artifacts.put_tree(self.task.harness, leave_out_caches=True).sha256
         subject = f"baseline/{self.task.name}/{self.lineage}"
         seeds = controller_seeds(self.secret, subject, self.baseline_seeds)
         try:

@@ -32,7 +32,8 @@ class CallContext:
 
     Attributes:
         actor: a name for the caller ('worker-1', 'claude-code', 'cli').
-        role: the role it holds; decides which tools and records it may use.
+        role: the role it holds; decides which tools and records it may use (a plain string
+            naming a role is coerced to :class:`Role`; any other raises ValueError).
         campaign_id: the campaign it works in; agents are confined to it.
         workspace: the only folder whose paths tool arguments may name.
     """
@@ -41,6 +42,16 @@ class CallContext:
     role: Role
     campaign_id: str | None = None
     workspace: Path | None = None
+
+    def __post_init__(self) -> None:
+        # callers of the Python API pass role="worker": coerce it, so the checks that read
+        # role.is_agent never meet a plain string; an unknown role is refused here, by name
+        if not isinstance(self.role, Role):
+            try:
+                object.__setattr__(self, "role", Role(self.role))
+            except ValueError:
+                known = ", ".join(r.value for r in Role)
+                raise ValueError(f"unknown role {self.role!r}; known roles: {known}") from None
 
 
 @dataclass

@@ -23,7 +23,7 @@ from threading import Lock
 from typing import Any
 
 from rsilab.controller.host import HostController
-from rsilab.errors import ToolError
+from rsilab.errors import ToolError, UserError
 from rsilab.executors.base import Executor
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.guards import WORKSPACE_RESERVED
@@ -32,10 +32,10 @@ from rsilab.sandbox import Confinement, SandboxUser, check_placement, lab_user
 from rsilab.sandbox.base import Limits
 from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.select import default_sandbox
-from rsilab.store.artifacts import ArtifactStore
+from rsilab.store.artifacts import ArtifactStore, is_cache
 from rsilab.store.keys import key_dir
 from rsilab.store.lab import Lab
-from rsilab.tasks import Task, get_task, lab_secret
+from rsilab.tasks import Task, lab_secret, load_ref
 
 
 class LabServices:
@@ -70,7 +70,7 @@ class LabServices:
         self._slots = slots
         self.allow_unsandboxed = allow_unsandboxed
         """A person opted in to plain-process jobs where bubblewrap cannot run."""
-        self._controllers: dict[str, HostController] = {}
+        self._controllers: dict[tuple[str, str, str | None], HostController] = {}
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsilab-bg")
         self._futures: dict[str, Future[Any]] = {}
         self._workspaces: dict[Path, int] = {}
@@ -128,28 +128,33 @@ class LabServices:
         return lab_secret(self.lab.path)
 
     def task_of(self, campaign: Campaign) -> Task:
-        """The task a campaign works on.
+        """The task a campaign works on, loaded from where it recorded
+        (:func:`rsilab.tasks.load_ref`).
 
         Raises:
-            ToolError: the task is not known here (it may have been removed).
+            ToolError: ``unavailable``: the task cannot be loaded here (its file is gone or
+                changed since the campaign started, or its name is not known).
         """
         try:
-            return get_task(campaign.task.name)
-        except (KeyError, ValueError) as exc:
-            raise ToolError(
-                "unavailable", f"task {campaign.task.name!r} cannot be loaded here: {exc}"
-            ) from None
+            return load_ref(campaign.task, campaign_id=campaign.id)
+        except UserError as exc:
+            said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+            raise ToolError("unavailable", said) from None
 
     def controller(self, task: Task) -> HostController:
-        """The controller of ``task``'s lineage (one per task, made on first use)."""
+        """The controller of ``task``'s lineage: one per task reference (name, source,
+        digest), made on first use, so two tasks of one name from different files never
+        share one."""
         executor = self.executor
+        ref = task.ref()
+        key = (ref.name, ref.source, ref.digest)
         with self._lock:
-            found = self._controllers.get(task.name)
+            found = self._controllers.get(key)
             if found is None:
                 found = HostController(
                     self.lab, task, executor, lineage=self.lineage, seeds=self.seeds
                 )
-                self._controllers[task.name] = found
+                self._controllers[key] = found
             return found
 
     def background(self, key: str, work: Callable[[], Any]) -> Future[Any]:
@@ -195,9 +200,18 @@ def lab_confinement(lab: Lab, workspace_mb: int) -> Confinement:
     )
 
 
+def snapshot_skipped(folder: Path, names: list[str], workspace: Path) -> list[str]:
+    """The ``names`` in ``folder`` that a snapshot of ``workspace`` leaves out (a
+    :func:`shutil.copytree` ``ignore``): :data:`WORKSPACE_RESERVED` at its root, and caches and
+    bytecode (:func:`rsilab.store.artifacts.is_cache`) anywhere."""
+    at_root = Path(folder).resolve() == workspace.resolve()
+    return [name for name in names if (at_root and name in WORKSPACE_RESERVED) or is_cache(name)]
+
+
 def snapshot_workspace(artifacts: ArtifactStore, workspace: Path) -> str:
-    """Store the workspace as a tree artifact, leaving out :data:`WORKSPACE_RESERVED` folders
-    (the Experiment OS's data and job outputs are not part of the system); returns its hash.
+    """Store the workspace as a tree artifact, leaving out what :func:`snapshot_skipped`
+    names (the Experiment OS's data and job outputs are not part of the system, caches and
+    bytecode are made again); returns its hash. What the controller judges is this tree.
 
     Raises:
         LabError: the workspace holds a special file, or the lab cannot be written.
@@ -208,10 +222,6 @@ def snapshot_workspace(artifacts: ArtifactStore, workspace: Path) -> str:
             workspace,
             copy,
             symlinks=True,
-            ignore=lambda folder, names: (
-                [n for n in names if n in WORKSPACE_RESERVED]
-                if Path(folder).resolve() == workspace.resolve()
-                else []
-            ),
+            ignore=lambda folder, names: snapshot_skipped(Path(folder), names, workspace),
         )
         return artifacts.put_tree(copy).sha256

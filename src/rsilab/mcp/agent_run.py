@@ -30,6 +30,14 @@ through a Unix socket in ``/rsilab/net`` to the host, which connects to HOST:POR
 Tool path arguments are relative to the workspace root, as for every caller: the host checks
 them against the host folder, so an absolute ``/workspace/...`` path is refused (and flagged).
 
+With ``--bind-ro DIR`` (:mod:`rsilab.mcp.agent_binds`), the agent's own installation is shown
+read-only at its own path: it is never in the workspace, so never in a snapshot.
+
+The session is recorded in the ledger: :data:`SESSION_START` before CMD starts (the command)
+and :data:`SESSION_END` when it has ended (exit status, limit, output dropped, wall time). CMD's
+output past :data:`OUTPUT_BYTES` per stream is dropped, and counted in the end event, while CMD
+goes on: an agent's verbose log is no reason to stop it.
+
 Without bubblewrap there is no such boundary, so :func:`run_agent` refuses rather than run
 CMD unconfined. CMD's stdin is empty (agents run headless); its stdout and stderr are streamed
 to the caller as they are written.
@@ -52,11 +60,17 @@ from pathlib import Path, PurePosixPath
 from rsilab.errors import ToolError, UserError
 from rsilab.expos import CallContext, ExperimentOS, default_registry, find_campaign
 from rsilab.expos.services import LabServices
+from rsilab.mcp.agent_binds import check_binds
+from rsilab.mcp.agent_ledger import NET_ACTION as NET_ACTION
+from rsilab.mcp.agent_ledger import SESSION_END as SESSION_END
+from rsilab.mcp.agent_ledger import SESSION_START as SESSION_START
+from rsilab.mcp.agent_ledger import exit_status as exit_status
+from rsilab.mcp.agent_ledger import recorder, session_end, session_start
 from rsilab.mcp.llm_endpoints import Served, hosts_file, plan, relay_config
-from rsilab.mcp.llm_relay import Connection, relay_endpoints
+from rsilab.mcp.llm_relay import relay_endpoints
 from rsilab.mcp.server import build_server
 from rsilab.mcp.socket_server import socket_endpoint
-from rsilab.records import Campaign, EventDraft, Outcome, Resources, Role
+from rsilab.records import Campaign, Role
 from rsilab.sandbox import (
     WORKSPACE,
     BwrapSandbox,
@@ -69,7 +83,6 @@ from rsilab.sandbox import (
 )
 from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.select import ENV_VAR, choose_sandbox
-from rsilab.store.base import Store
 from rsilab.store.keys import key_dir
 from rsilab.store.lab import Lab
 
@@ -83,9 +96,6 @@ CONFIG = INSIDE / "mcp.json"
 LAUNCHER = INSIDE / "bin" / "rsilab-net"
 NET = INSIDE / "net"
 """The endpoints' sockets, the relay's config and the hosts file shown at /etc/hosts."""
-NET_ACTION = "agent_net_connect"
-"""The ledger action of one connection to an LLM endpoint, recorded when it closes."""
-
 ROLES = (Role.WORKER, Role.REVIEWER)
 """Roles an external agent may hold. Main is not one: see :func:`check_role`."""
 
@@ -93,7 +103,7 @@ _ACTOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED_ENV = ("PATH", "HOME", "TMPDIR")
 OUTPUT_BYTES = 64 * 1024 * 1024
-"""Output kept per stream; more ends the agent, as for any sandboxed job."""
+"""Output passed on per stream; the rest is dropped (and counted), and the agent goes on."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +121,8 @@ class AgentOptions:
             and its /tmp).
         env: extra environment variables for CMD.
         llm_endpoints: ``HOST:PORT`` of each LLM endpoint CMD may reach (see the module).
+        bind_ro: host folders shown read-only at their own path (the agent's installation;
+            checked by :func:`rsilab.mcp.agent_binds.check_binds`).
     """
 
     argv: tuple[str, ...]
@@ -124,6 +136,7 @@ class AgentOptions:
     disk_mb: int = 2048
     env: Mapping[str, str] = field(default_factory=dict)
     llm_endpoints: tuple[str, ...] = ()
+    bind_ro: tuple[Path, ...] = ()
 
 
 def check_role(role: Role) -> None:
@@ -373,22 +386,14 @@ def check_command(argv0: str, sandbox: BwrapSandbox) -> None:
         )
 
 
-def exit_status(result: RunResult) -> int:
-    """CMD's exit code; 128+N when a signal N ended it, 137 when a limit did."""
-    if result.killed is not None:
-        return 137
-    if result.exit_code is not None:
-        return result.exit_code
-    return 128 + (result.signal or 9)
-
-
 def run_agent(options: AgentOptions, relay: Callable[[int, bytes], None]) -> RunResult:
     """Run ``options.argv`` confined, as ``options.role`` on the campaign; see the module
     docstring. ``relay(fd, chunk)`` receives CMD's output as it comes (fd 1 or 2).
 
     Raises:
-        UserError: a bad option, no lab, no such campaign, no bubblewrap, or a sandbox that
-            cannot start CMD -- all before CMD runs, and nothing recorded.
+        UserError: a bad option, no lab, no such campaign, no bubblewrap -- all before CMD
+            runs, and nothing recorded -- or a sandbox that cannot start CMD (recorded as a
+            session that ended unstarted).
     """
     check_options(options)
     with Lab.open(options.lab) as lab:
@@ -401,39 +406,18 @@ def run_agent(options: AgentOptions, relay: Callable[[int, bytes], None]) -> Run
                 workspace = agent_workspace(
                     services, workspace_for(lab, campaign, options), options
                 )
+                private = [("the lab", lab.path), ("the ledger key folder", key_dir())]
+                binds = check_binds(options.bind_ro, [*private, ("the workspace", workspace)])
                 check_command(options.argv[0], sandbox)
                 check_ports(plan(options.llm_endpoints), sandbox)
                 ctx = CallContext(options.actor, options.role, campaign.id, workspace)
                 expos = ExperimentOS(lab.store, lab.artifacts, default_registry(), services)
-                return _confined(options, campaign, ctx, expos, sandbox, hidden, relay)
+                mounts = tuple(Mount.same(folder) for folder in binds)
+                return _confined(options, campaign, ctx, expos, sandbox, (hidden, mounts), relay)
             finally:
                 sandbox.close()
         finally:
             services.close(wait=True)  # let a proposal being judged reach its verdict
-
-
-def recorder(store: Store, ctx: CallContext) -> Callable[[Connection], None]:
-    """Record each ended connection to an endpoint as a :data:`NET_ACTION` event of the
-    agent, on its campaign: the endpoint, bytes each way and how long (its ``wall_s``)."""
-
-    def record(done: Connection) -> None:
-        if done.error is None:
-            what = f"{done.sent} bytes sent, {done.received} received"
-        else:
-            what = f"not reached: {done.error}"
-        store.commit(
-            EventDraft(
-                actor=ctx.actor,
-                role=str(ctx.role),
-                action=NET_ACTION,
-                campaign_id=ctx.campaign_id,
-                outcome=Outcome.OK if done.error is None else Outcome.ERROR,
-                detail=f"{done.endpoint}: {what}",
-                cost=Resources(wall_s=round(done.seconds, 3)),
-            )
-        )
-
-    return record
 
 
 def _confined(
@@ -442,9 +426,10 @@ def _confined(
     ctx: CallContext,
     expos: ExperimentOS,
     sandbox: BwrapSandbox,
-    hidden: Sequence[Path],
+    places: tuple[Sequence[Path], Sequence[Mount]],
     relay: Callable[[int, bytes], None],
 ) -> RunResult:
+    hidden, binds = places
     assert ctx.workspace is not None
     python = sandbox.runtime.python
     limits = Limits(
@@ -455,12 +440,13 @@ def _confined(
         output_bytes=OUTPUT_BYTES,
         disk_mb=options.disk_mb,
         file_mb=min(options.disk_mb, 1024),
+        truncate_output=True,
     )
     served = plan(options.llm_endpoints)
     with tempfile.TemporaryDirectory(prefix=owned_prefix("agent")) as tmp:
         folder = Path(tmp)
         write_inside(folder, python, served)
-        mounts = [Mount(folder, Path(INSIDE))]
+        mounts = [Mount(folder, Path(INSIDE)), *binds]
         if served:
             mounts.append(Mount(folder / NET.name / "hosts", Path("/etc/hosts")))
         spec = RunSpec(
@@ -481,10 +467,17 @@ def _confined(
             log.info(
                 "running %s as %s (%s) on %s", options.argv[0], ctx.actor, ctx.role, ctx.campaign_id
             )
+            session_start(expos.store, ctx, options.argv)
             try:
-                return sandbox.run(spec)
+                result = sandbox.run(spec)
             except (SandboxError, ValueError) as exc:
+                session_end(expos.store, ctx, None, f"not started: {exc}")
                 raise UserError(
                     f"the sandbox could not start the agent: {exc}",
                     "run `rsilab doctor` to see what the sandbox lacks",
                 ) from exc
+            except BaseException:  # interrupted: the sandbox has ended CMD's whole tree
+                session_end(expos.store, ctx, None, "interrupted: the agent was stopped")
+                raise
+            session_end(expos.store, ctx, result)
+            return result

@@ -8,7 +8,11 @@ reach the ledger), and an unknown or forbidden tool would be answered by the SDK
 policy. The low-level ``Server`` takes a ``tools/list`` handler and a ``tools/call`` handler
 instead: the listing hands out our schemas unchanged, and every call, whatever its name or
 arguments, goes through ``ExperimentOS.call`` -- role check, validation, guards, tool body and
-one ledger event -- exactly like an in-process call.
+one ledger event -- exactly like an in-process call. The SDK checks a request's params against
+the protocol's schema before any handler runs, and would answer ``arguments`` that are not an
+object (a list, a number, a string) with a protocol error of its own; a middleware
+(:func:`_keep_raw_arguments`) hands such arguments past that check to our handler, so the
+dispatcher refuses them (``invalid_arguments``) and the ledger records the call.
 
 What a client sees:
 
@@ -28,9 +32,12 @@ that rsilab starts inside the sandbox (``rsilab agent -- CMD``) is held to the f
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import logging
+from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +45,7 @@ import anyio
 import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.context import CallNext, HandlerResult
 from mcp.server.stdio import stdio_server
 
 from rsilab.errors import UserError
@@ -97,6 +105,36 @@ def call_result(result: ToolResult) -> types.CallToolResult:
     )
 
 
+_RAW_ARGUMENTS: ContextVar[tuple[Any] | None] = ContextVar("rsilab_raw_arguments", default=None)
+"""The ``arguments`` of the ``tools/call`` being handled when they are not an object."""
+
+
+async def _keep_raw_arguments(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Let a ``tools/call`` whose ``arguments`` are not an object reach the handler.
+
+    The SDK would refuse it before any handler (its params schema wants an object); here
+    such arguments are set aside for the handler and replaced by none on their way through
+    the SDK's check. A call without a string ``name`` is left to the SDK's own refusal.
+    """
+    params = ctx.params
+    if (
+        ctx.method != "tools/call"
+        or not isinstance(params, Mapping)
+        or not isinstance(params.get("name"), str)
+        or params.get("arguments") is None
+        or isinstance(params.get("arguments"), dict)
+    ):
+        return await call_next(ctx)
+    token = _RAW_ARGUMENTS.set((params["arguments"],))
+    try:
+        passed = {**params, "arguments": None}
+        return await call_next(dataclasses.replace(ctx, params=passed))
+    finally:
+        _RAW_ARGUMENTS.reset(token)
+
+
 def build_server(expos: ExperimentOS, ctx: CallContext) -> Server[Any]:
     """An MCP server exposing the tools ``ctx.role`` may call; every call goes through ``expos``.
 
@@ -113,16 +151,20 @@ def build_server(expos: ExperimentOS, ctx: CallContext) -> Server[Any]:
     async def call_tool(
         _rctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        result = await anyio.to_thread.run_sync(expos.call, ctx, params.name, params.arguments)
+        raw = _RAW_ARGUMENTS.get()
+        arguments = raw[0] if raw is not None else params.arguments
+        result = await anyio.to_thread.run_sync(expos.call, ctx, params.name, arguments)
         return call_result(result)
 
-    return Server(
+    server: Server[Any] = Server(
         SERVER_NAME,
         version=_version(),
         instructions=_instructions(ctx),
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.middleware.append(_keep_raw_arguments)
+    return server
 
 
 def _require_campaign(role: Role, campaign_ref: str | None) -> None:

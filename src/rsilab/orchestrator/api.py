@@ -9,6 +9,7 @@ calls these too, so a run from Python and one from the shell are the same run.
 from __future__ import annotations
 
 import contextlib
+import secrets
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from rsilab.store import Lab
 from rsilab.store.lab import DB_NAME, resolve_lab_path
 from rsilab.tasks import Budget, Task, load_task
 
-__all__ = ["BudgetLike", "LabLike", "resume", "run"]
+__all__ = ["MAX_SEED", "BudgetLike", "LabLike", "draw_seed", "resume", "run"]
 
 BudgetLike = Budget | Mapping[str, Any] | str | None
 """A budget: a :class:`~rsilab.tasks.Budget`, a mapping of its fields (``experiments``,
@@ -56,7 +57,7 @@ def run(
     agents: str = "builtin",
     workers: int = 1,
     team: int = 0,
-    seed: int = 0,
+    seed: int | None = None,
     lab: LabLike = None,
     on_progress: ProgressFn | None = None,
     stop: StopRequest | None = None,
@@ -74,7 +75,9 @@ def run(
         agents: ``builtin`` (no LLM), ``openai:MODEL`` or ``anthropic:MODEL``.
         workers: experiments run at once, each by a Worker (not with ``team``).
         team: with N > 0, a Leader and N researchers work at once, each on the whole task.
-        seed: the campaign's seed (the built-in policy's choices follow from it).
+        seed: the campaign's seed (the built-in policy's choices follow from it), 0 to
+            :data:`MAX_SEED`; None draws a fresh one (:func:`draw_seed`), so two runs on one
+            lab differ unless they name a seed. It is recorded in the campaign's settings.
         lab: an opened :class:`~rsilab.store.Lab`, a folder (created when it holds no lab
             yet, once every argument is checked), or None for ``$RSILAB_LAB``, else
             ``./.rsilab``.
@@ -275,14 +278,28 @@ def _check_flag(name: str, value: object) -> None:
         raise UserError(f"{name} {value!r}: expected True or False")
 
 
-MAX_SEED = 2**30
-"""The largest campaign seed: jobs derive theirs from it and take 0 to 2**31-1."""
+MAX_SEED = 2**21
+"""The largest campaign seed. Jobs take seeds 0 to 2**31-1 and the built-in Worker derives
+its jobs' as ``seed * 1000 + experiment number``: 2**21 keeps that in range for fifty million
+experiments (the 2**30 allowed before made any seed above 2147482 fail its first job)."""
+
+
+def draw_seed() -> int:
+    """A fresh campaign seed, 0 to :data:`MAX_SEED`, from the system's randomness: what a run
+    that names no seed gets (two such runs on one lab then explore differently)."""
+    return secrets.randbelow(MAX_SEED + 1)
 
 
 def _seed(value: object) -> int:
-    seed = _count("seed", value, 0)
+    if value is None:
+        return draw_seed()
+    seed = _int("seed", value)
+    if seed < 0:
+        raise UserError(f"seed {seed}: at least 0 is needed", f"give a seed from 0 to {MAX_SEED}")
     if seed > MAX_SEED:
-        raise UserError(f"seed {seed}: at most {MAX_SEED} (2**30)")
+        raise UserError(
+            f"seed {seed}: at most {MAX_SEED} (2**21)", f"give a seed from 0 to {MAX_SEED}"
+        )
     return seed
 
 

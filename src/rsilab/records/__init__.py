@@ -78,6 +78,7 @@ from rsilab.records._research import (
     MetricSource,
     Resources,
     TaskRef,
+    unconfined_note,
 )
 from rsilab.records._team import (
     Assignment,
@@ -215,5 +216,6 @@ __all__ = [
     "lineage_id",
     "new_id",
     "record_type",
+    "unconfined_note",
     "utc_now",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
@@ -14,11 +14,20 @@ from rsilab.records._base import Model, Record, utc_now
 
 
 class TaskRef(Model):
-    """A reference to a task: enough to find and check it again later."""
+    """A reference to a task: enough to find and check it again later, from any folder
+    (``rsilab.tasks.load_ref`` loads it; ``Task.ref`` makes it)."""
 
     name: str = Field(description="Task name, e.g. 'digits'.")
-    source: str = Field(default="", description="Where the task came from: 'builtin', a path.")
-    digest: str | None = Field(default=None, description="sha256 of the task spec, when known.")
+    source: str = Field(
+        default="",
+        description="Where the task came from: 'builtin'; an absolute task.toml path; an "
+        "absolute 'file.py:NAME'; or a module that registered it. Older labs: a path as typed.",
+    )
+    digest: str | None = Field(
+        default=None,
+        description="sha256 of the task spec (relative paths made absolute), when known; a "
+        "file's task whose digest differs is refused as changed.",
+    )
 
 
 class CampaignState(StrEnum):
@@ -56,6 +65,12 @@ class EndReason(StrEnum):
     row); nothing is proposed. Fix the cause and resume."""
     ERROR = "error"
     """Stopped: an error ended the run; the detail names its kind. Resumable."""
+    LLM_UNAVAILABLE = "llm_unavailable"
+    """Stopped: the LLM endpoint stayed out of reach (no connection, timeouts, 5xx or 429)
+    through the client's retries; the step it cut short runs again on resume."""
+    AGENT_SILENT = "agent_silent"
+    """Stopped: the LLM Main agent answered without any tool call, even when asked again, and
+    left no open direction; its step runs again on resume (give guidance first)."""
     PREFLIGHT_FAILED = "preflight_failed"
     """Stopped: a check before the first experiment failed (the baseline, say). Resumable."""
 
@@ -87,6 +102,33 @@ class Campaign(Record):
 
     def summary(self) -> str:
         return f"{self.id} {self.task.name} [{self.state}]"
+
+    def unconfined(self) -> str | None:
+        """Why this campaign's work was not held by the sandbox (:func:`unconfined_note`)."""
+        return unconfined_note(self.settings)
+
+
+def unconfined_note(settings: Mapping[str, Any]) -> str | None:
+    """Why a campaign with these settings was not held by the sandbox, in one sentence, or None.
+
+    Its jobs ran unsandboxed (a person opted in: ``unsandboxed``), or its improver was a client
+    on the host (``improvers = "host"``: a campaign made with ``rsilab campaign new`` for an MCP
+    client or the Python API), which can read whatever its user can. Reports and the dashboard
+    show this sentence on the campaign.
+    """
+    if settings.get("unsandboxed"):
+        where = settings.get("sandbox", "plain processes")
+        return (
+            f"its jobs ran in the `{where}` sandbox, which is NOT a security boundary (a "
+            "person opted in); code an agent wrote could read what this user can"
+        )
+    if settings.get("improvers") == "host":
+        return (
+            "its improver ran on the host, not in the sandbox (a campaign opened for an MCP "
+            "client or the Python API); it could read what this user can, and only the content "
+            "guard stood between it and the private data"
+        )
+    return None
 
 
 # --- Research DAG -----------------------------------------------------------------------------

@@ -45,6 +45,8 @@ class Supervised:
     stderr: bytes = b""
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
     notes: list[str] = field(default_factory=list)
 
     def result(
@@ -66,6 +68,8 @@ class Supervised:
             stderr=self.stderr,
             stdout_truncated=self.stdout_truncated,
             stderr_truncated=self.stderr_truncated,
+            stdout_dropped=self.stdout_dropped,
+            stderr_dropped=self.stderr_dropped,
             wall_s=self.wall_s,
             cpu_s=cpu_s,
             peak_memory_mb=peak_memory_mb,
@@ -99,6 +103,8 @@ class _Loop:
         """pipe fd -> the job's fd it carries (1 or 2), for ``on_output``."""
         self.buffers: dict[int, bytearray] = {}
         self.truncated: dict[int, bool] = {}
+        self.dropped: dict[int, int] = {}
+        """pipe fd -> bytes over the cap, when ``limits.truncate_output`` keeps the job going."""
         self.killed: KillReason | None = None
         self.status: int | None = None
         self.rusage: tuple[float, float] = (0.0, 0.0)
@@ -107,7 +113,7 @@ class _Loop:
             if pipe is not None:
                 fd = pipe.fileno()
                 self.streams[fd] = job_fd
-                self.buffers[fd], self.truncated[fd] = bytearray(), False
+                self.buffers[fd], self.truncated[fd], self.dropped[fd] = bytearray(), False, 0
                 self.selector.register(fd, selectors.EVENT_READ)
         # A pidfd wakes the loop the moment the main process ends, not a tick later.
         self.pidfd: int | None = None
@@ -138,9 +144,11 @@ class _Loop:
             buffer += kept
             if self.on_output is not None and kept:
                 self.on_output(self.streams[fd], kept)
-            if len(chunk) > room and not self.truncated[fd]:
+            if len(chunk) > room:
+                self.dropped[fd] += len(chunk) - len(kept)
+                if not self.truncated[fd] and not self.limits.truncate_output:
+                    self.kill(KillReason.OUTPUT)
                 self.truncated[fd] = True
-                self.kill(KillReason.OUTPUT)
 
     def _close_pidfd(self) -> None:
         if self.pidfd is not None:
@@ -219,6 +227,8 @@ class _Loop:
             stderr=bytes(self.buffers.get(err, b"")),
             stdout_truncated=self.truncated.get(out, False),
             stderr_truncated=self.truncated.get(err, False),
+            stdout_dropped=self.dropped.get(out, 0),
+            stderr_dropped=self.dropped.get(err, 0),
         )
         if cut:
             result.notes.append("an escaped process kept the output open; output may be cut")
@@ -237,10 +247,10 @@ def supervise(
     """Run the loop until the job's main process has ended and its output is drained.
 
     The whole tree is killed when the main process ends, at the first limit hit (output over
-    ``limits.output_bytes`` on either stream, wall time, or what ``watch.check`` reports),
-    within a tick of ``cancel`` being set (reported as ``KillReason.CANCELLED``), or if this
-    loop fails. ``started`` is the ``time.monotonic()`` of the launch. ``on_output`` sees each
-    chunk kept, as ``RunSpec.on_output`` describes.
+    ``limits.output_bytes`` on either stream unless ``limits.truncate_output``, wall time, or
+    what ``watch.check`` reports), within a tick of ``cancel`` being set (reported as
+    ``KillReason.CANCELLED``), or if this loop fails. ``started`` is the ``time.monotonic()``
+    of the launch. ``on_output`` sees each chunk kept, as ``RunSpec.on_output`` describes.
     """
     writer = threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True)
     writer.start()

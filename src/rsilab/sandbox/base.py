@@ -48,12 +48,16 @@ class Limits:
         memory_mb: resident memory of the whole tree.
         processes: processes and threads alive at once.
         wall_s: wall-clock seconds before the whole tree is killed.
-        output_bytes: bytes kept of stdout and of stderr each; more kills the job.
+        output_bytes: bytes kept of stdout and of stderr each; more kills the job, unless
+            ``truncate_output``.
         disk_mb: MiB the job may write into its /tmp, and the size of a scratch workspace
             made for it; a kept workspace's filesystem has the size it was made with (see
             :meth:`Sandbox.workspace`). Where the sandbox cannot give a workspace its own
             filesystem, the workspace's size is polled against this limit instead.
         file_mb: the largest single file it may write.
+        truncate_output: past ``output_bytes``, drop the rest of that stream and let the job
+            go on (the result counts what was dropped: ``RunResult.stdout_dropped``), instead
+            of killing it; for a long-running agent whose output is a log, not a result.
     """
 
     cpu_s: float = 120.0
@@ -63,6 +67,7 @@ class Limits:
     output_bytes: int = 8 * 1024 * 1024
     disk_mb: int = 1024
     file_mb: int = 512
+    truncate_output: bool = False
 
 
 class KillReason(StrEnum):
@@ -141,7 +146,11 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class RunResult:
-    """What happened to one job. ``ok`` means exit code 0 and no limit hit."""
+    """What happened to one job. ``ok`` means exit code 0 and no limit hit.
+
+    ``stdout_dropped`` and ``stderr_dropped`` count the bytes past ``Limits.output_bytes``
+    that were neither kept nor passed on (the bytes read before a kill ended the job).
+    """
 
     exit_code: int | None
     signal: int | None
@@ -154,6 +163,8 @@ class RunResult:
     cpu_s: float
     peak_memory_mb: float
     notes: tuple[str, ...] = ()
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
 
     @property
     def ok(self) -> bool:

@@ -48,6 +48,20 @@ def hash_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+CACHE_FOLDERS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+"""Folders a snapshot of a system leaves out at any depth: caches that tools (Python, pytest,
+mypy, ruff) make again on their own and that change nothing a run does. ``node_modules`` is
+kept: a harness may run with what is in it."""
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
+"""Files a snapshot of a system leaves out at any depth: Python bytecode, made again from the
+sources."""
+
+
+def is_cache(name: str) -> bool:
+    """Whether a file or folder called ``name`` is a cache or bytecode a snapshot leaves out."""
+    return name in CACHE_FOLDERS or name.endswith(BYTECODE_SUFFIXES)
+
+
 class ArtifactStore:
     """Blobs under ``root``; thread- and process-safe because every write is an atomic rename."""
 
@@ -138,16 +152,19 @@ class ArtifactStore:
             sha, size = self._ingest(handle)
         return StoredArtifact(sha, "file", size)
 
-    def put_tree(self, folder: Path) -> StoredArtifact:
+    def put_tree(self, folder: Path, *, leave_out_caches: bool = False) -> StoredArtifact:
         """Store every file under ``folder`` and a manifest; returns the manifest's address.
 
         Symlinks are recorded as links (never followed); other special files are refused.
+        With ``leave_out_caches``, what :func:`is_cache` names is left out at any depth.
         """
         folder = Path(folder)
         entries: list[dict[str, Any]] = []
         total = 0
         for path in sorted(folder.rglob("*")):
             rel = path.relative_to(folder).as_posix()
+            if leave_out_caches and any(is_cache(part) for part in rel.split("/")):
+                continue
             info = path.lstat()
             if stat.S_ISLNK(info.st_mode):
                 entries.append({"path": rel, "link": os.readlink(path)})

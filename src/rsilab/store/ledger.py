@@ -206,8 +206,8 @@ def _check_checkpoints(
         report.key_missing = True
         report.checkpoints_unchecked = len(checkpoints)
         report.warnings.append(
-            f"{len(checkpoints)} signed checkpoint(s) not checked: the ledger key was not "
-            "found (set RSILAB_LEDGER_KEY or RSILAB_KEY_DIR to where the lab's key is kept)"
+            f"{len(checkpoints)} checkpoint(s) not checked: the ledger key was not found "
+            "(set RSILAB_LEDGER_KEY or RSILAB_KEY_DIR to where the lab's key is kept)"
         )
         return
     for cp in checkpoints:

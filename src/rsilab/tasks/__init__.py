@@ -11,7 +11,7 @@ first time :func:`get_task` or :func:`task_names` is called; nothing else needs 
 """
 
 from rsilab.tasks._budget import Budget, parse_budget, parse_count, parse_duration
-from rsilab.tasks._check import Problem, check_task
+from rsilab.tasks._check import Problem, check_run, check_task, check_toml
 from rsilab.tasks._drivers import (
     Driver,
     driver_names,
@@ -35,6 +35,8 @@ from rsilab.tasks._harness import (
     train_argv,
     train_spec,
 )
+from rsilab.tasks._init import KINDS as TASK_KINDS
+from rsilab.tasks._init import init_task
 from rsilab.tasks._registry import TaskFactory, ensure_builtins, get_task, task, task_names
 from rsilab.tasks._samples import (
     TIERS,
@@ -47,13 +49,18 @@ from rsilab.tasks._samples import (
 from rsilab.tasks._scorers import (
     Scored,
     ScoreFn,
+    ScorerFamily,
     ScorerInfo,
+    chrf_score,
     get_scorer,
+    pass_at_k,
     register_scorer,
     score_outputs,
+    scorer_families,
     scorer_names,
 )
 from rsilab.tasks._secret import SECRET_FILE, derive_seed, lab_secret
+from rsilab.tasks._source import load_ref
 from rsilab.tasks._spec import Benchmark, Knob, KnobType, Setting, Task, Trap, TrapKind
 from rsilab.tasks._splits import (
     SplitError,
@@ -72,6 +79,7 @@ __all__ = [
     "MANIFEST",
     "MODEL_SUFFIX",
     "SECRET_FILE",
+    "TASK_KINDS",
     "TIERS",
     "Benchmark",
     "Budget",
@@ -91,6 +99,7 @@ __all__ = [
     "SampleSource",
     "ScoreFn",
     "Scored",
+    "ScorerFamily",
     "ScorerInfo",
     "Setting",
     "SplitError",
@@ -100,7 +109,10 @@ __all__ = [
     "TaskLoadError",
     "Trap",
     "TrapKind",
+    "check_run",
     "check_task",
+    "check_toml",
+    "chrf_score",
     "content_hash",
     "derive_seed",
     "driver_names",
@@ -109,10 +121,12 @@ __all__ = [
     "get_driver",
     "get_scorer",
     "get_task",
+    "init_task",
     "lab_secret",
     "leaked_final_tier",
     "load_manifest",
     "load_python",
+    "load_ref",
     "load_task",
     "load_toml",
     "make_splits",
@@ -120,6 +134,7 @@ __all__ = [
     "parse_count",
     "parse_duration",
     "parse_predictions",
+    "pass_at_k",
     "plant_traps",
     "predict_argv",
     "predict_spec",
@@ -128,6 +143,7 @@ __all__ = [
     "register_scorer",
     "run_experiment",
     "score_outputs",
+    "scorer_families",
     "scorer_names",
     "task",
     "task_names",

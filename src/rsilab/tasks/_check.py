@@ -1,4 +1,8 @@
-"""``check_task``: every problem of a task, including private data readable from a sandbox."""
+"""``check_task``: every problem of a task, including private data readable from a sandbox.
+
+:func:`check_toml` checks a task file in one pass even when its spec is invalid (the parts
+that validate go through the later stages); :func:`check_run` runs one experiment on dev.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +17,14 @@ from typing import Literal
 from rsilab.records import DataTier
 from rsilab.sandbox.base import Limits, RunSpec, Sandbox
 from rsilab.sandbox.owners import owned_prefix
+from rsilab.tasks._experiment import ExperimentFailed, Outcome, run_experiment
 from rsilab.tasks._harness import Manifest, ManifestError, load_manifest
 from rsilab.tasks._probe import PROBE_SOURCE, Hit, needles
+from rsilab.tasks._salvage import salvage
 from rsilab.tasks._samples import TIERS, FileSplits
 from rsilab.tasks._spec import Benchmark, Task, TrapKind
 from rsilab.tasks._splits import SplitError, Splits, content_hash, make_splits, read_jsonl
+from rsilab.tasks._toml import TaskLoadError, read_toml, validate_toml
 
 PROBE_ITEMS = 12
 """Private items per benchmark searched for from inside the sandbox."""
@@ -57,7 +64,67 @@ def check_task(
     then, when ``sandbox`` is given, runs a search inside it (workspace: a copy of the
     harness) for a sample of private items and the data sources. Never raises for a bad task.
     """
-    problems = _check_harness(task)
+    return _check_all(task, sandbox, secret, probe_seconds, probe_roots, harness_ok=True)
+
+
+def check_toml(
+    path: Path,
+    sandbox: Sandbox | None,
+    secret: bytes,
+    *,
+    probe_seconds: float = 30.0,
+    probe_roots: tuple[str, ...] = PROBE_ROOTS,
+) -> tuple[Task | None, list[Problem]]:
+    """The task in a task.toml (None when its spec is invalid) and every problem of the file.
+
+    Spec problems come first, as ``task.toml: field: message``; the parts that validate on
+    their own (harness, each benchmark's samples, data sources, traps) then go through the
+    stages of :func:`check_task`, so one pass reports every fault. Never raises.
+    """
+    try:
+        path, data, lines, failed = read_toml(path)
+    except TaskLoadError as exc:
+        return None, [Problem(str(path), p) for p in exc.problems]
+    task = validate_toml(path, data, lines, failed)
+    problems = [Problem(where, message) for where, _, message in (p.partition(": ") for p in lines)]
+    parts, harness_ok = (task, True) if task is not None else salvage(data)
+    found = _check_all(parts, sandbox, secret, probe_seconds, probe_roots, harness_ok=harness_ok)
+    return task, problems + found
+
+
+def check_run(task: Task, sandbox: Sandbox, secret: bytes) -> tuple[list[Problem], Outcome | None]:
+    """Run train (if the harness trains) and predict once on dev in ``sandbox``, scored.
+
+    A failed job is an error carrying its stderr tail; a benchmark with every output invalid is
+    an error, one with some invalid a warning. Never raises for a bad task.
+    """
+    try:
+        outcome = run_experiment(task, sandbox, secret, tier=DataTier.DEV)
+    except ExperimentFailed as exc:
+        return [Problem("run", str(exc))], None
+    except (SplitError, ManifestError, OSError, ValueError) as exc:
+        return [Problem("run", f"could not start: {exc}")], None
+    problems = []
+    for bench, scored in outcome.samples.items():
+        bad = [s for s in scored if not s.valid]
+        if bad:
+            every = len(bad) == len(scored)
+            severity: Literal["error", "warning"] = "error" if every else "warning"
+            message = f"{len(bad)} of {len(scored)} dev outputs invalid (first: {bad[0].note})"
+            problems.append(Problem(f"run: {bench}", message, severity))
+    return problems, outcome
+
+
+def _check_all(
+    task: Task,
+    sandbox: Sandbox | None,
+    secret: bytes,
+    probe_seconds: float,
+    probe_roots: tuple[str, ...],
+    *,
+    harness_ok: bool,
+) -> list[Problem]:
+    problems = _check_harness(task) if harness_ok else []
     all_splits: dict[str, Splits] = {}
     for bench in task.benchmarks:
         splits, found = _splits(task, bench, secret)
@@ -76,7 +143,7 @@ def check_task(
             problems.append(Problem("traps", f"{trap.kind.value}: {trap.path} not in the harness"))
     if sandbox is None:
         problems.append(Problem("sandbox", "no sandbox given: leak search skipped", "warning"))
-    elif task.harness.is_dir():
+    elif harness_ok and task.harness.is_dir():
         problems += _probe(task, sandbox, secret, all_splits, probe_seconds, probe_roots)
     return problems
 

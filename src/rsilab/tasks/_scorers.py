@@ -3,11 +3,18 @@
 A scorer returns a :class:`Scored` per sample: the score, whether the output was valid, and a
 note. An invalid output scores ``invalid_score`` of its scorer (0 for accuracy and speedup).
 Register more with :func:`register_scorer`; the task spec refuses names not registered.
+
+Every scorer is per sample: the controller's statistics (paired bootstrap, jackknife) assume a
+benchmark's score is the mean of per-sample scores. Corpus-level metrics (F1, AUC, R², corpus
+BLEU) are not expressible here. A parametrized scorer is a *family* whose parameter is part of
+the name (``pass@5``), so a benchmark's ``scorer`` alone says how it is scored.
 """
 
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -44,12 +51,21 @@ _SCORERS: dict[str, ScorerInfo] = {}
 
 
 def register_scorer(
-    name: str, *, higher_is_better: bool = True, invalid_score: float = 0.0, description: str = ""
+    name: str,
+    *,
+    higher_is_better: bool = True,
+    invalid_score: float = 0.0,
+    description: str = "",
+    replace: bool = False,
 ) -> Callable[[ScoreFn], ScoreFn]:
-    """Decorator: register ``fn(sample, output) -> Scored`` under ``name`` (unique)."""
+    """Decorator: register ``fn(sample, output) -> Scored`` under ``name``.
+
+    The name is unique: registering another function under a taken name raises ValueError,
+    unless ``replace`` (a task's scorer file loaded again registers its new function).
+    """
 
     def decorate(fn: ScoreFn) -> ScoreFn:
-        if name in _SCORERS and _SCORERS[name].fn is not fn:
+        if name in _SCORERS and _SCORERS[name].fn is not fn and not replace:
             raise ValueError(f"scorer {name!r} is already registered")
         doc = description or (fn.__doc__ or "").strip().splitlines()[0]
         _SCORERS[name] = ScorerInfo(name, fn, higher_is_better, invalid_score, doc)
@@ -59,16 +75,42 @@ def register_scorer(
 
 
 def scorer_names() -> list[str]:
-    """Every registered scorer name, sorted."""
-    return sorted(_SCORERS)
+    """Every registered scorer name, sorted, but those of a task's own scorer file (named by
+    the file's path, ``/abs/scoring.py:fn``: private to that task)."""
+    return sorted(name for name in _SCORERS if ".py:" not in name)
+
+
+@dataclass(frozen=True)
+class ScorerFamily:
+    """Scorers named ``PREFIX<int>`` (``pass@5``), made on first use by ``make(parameter)``."""
+
+    pattern: str
+    prefix: str
+    make: Callable[[int], ScorerInfo]
+    higher_is_better: bool
+    invalid_score: float
+    description: str
+
+
+_FAMILIES: dict[str, ScorerFamily] = {}
+
+
+def scorer_families() -> list[ScorerFamily]:
+    """Every scorer family, by prefix."""
+    return [_FAMILIES[p] for p in sorted(_FAMILIES)]
 
 
 def get_scorer(name: str) -> ScorerInfo:
-    """The scorer registered as ``name``; KeyError listing the known names."""
-    try:
+    """The scorer registered as ``name`` (or a family member, made now); KeyError if none."""
+    if name in _SCORERS:
         return _SCORERS[name]
-    except KeyError:
-        raise KeyError(f"unknown scorer {name!r}; known: {', '.join(scorer_names())}") from None
+    for family in _FAMILIES.values():
+        match = re.fullmatch(re.escape(family.prefix) + r"([1-9][0-9]{0,3})", name)
+        if match:
+            info = family.make(int(match.group(1)))
+            return _SCORERS.setdefault(name, info)
+    families = "".join(f", {f.pattern}" for f in scorer_families())
+    raise KeyError(f"unknown scorer {name!r}; known: {', '.join(scorer_names())}{families}")
 
 
 def score_outputs(
@@ -132,8 +174,128 @@ def speedup(sample: Sample, output: JsonValue) -> Scored:
 )
 def squared_error(sample: Sample, output: JsonValue) -> Scored:
     """Squared difference of numeric output and target; a non-number is invalid."""
+    pair = _number(sample, output)
+    if isinstance(pair, Scored):
+        return pair
+    return Scored(sample.id, (pair[0] - pair[1]) ** 2)
+
+
+def _number(sample: Sample, output: JsonValue) -> tuple[float, float] | Scored:
+    """(output, target) as floats, or the invalid Scored saying which is not a number."""
     if not isinstance(output, int | float) or isinstance(output, bool):
         return Scored(sample.id, math.inf, False, "output is not a number")
-    if not isinstance(sample.target, int | float):
+    if not isinstance(sample.target, int | float) or isinstance(sample.target, bool):
         return Scored(sample.id, math.inf, False, "target is not a number")
-    return Scored(sample.id, (float(output) - float(sample.target)) ** 2)
+    return float(output), float(sample.target)
+
+
+@register_scorer(
+    "absolute_error",
+    higher_is_better=False,
+    invalid_score=math.inf,
+    description="|output - target| for numbers; lower is better.",
+)
+def absolute_error(sample: Sample, output: JsonValue) -> Scored:
+    """Absolute difference of numeric output and target; a non-number is invalid."""
+    pair = _number(sample, output)
+    if isinstance(pair, Scored):
+        return pair
+    return Scored(sample.id, abs(pair[0] - pair[1]))
+
+
+CHRF_ORDER = 6
+"""Longest character n-gram of :func:`chrf_score`."""
+CHRF_BETA = 2.0
+"""Recall weighs ``CHRF_BETA`` times as much as precision in :func:`chrf_score`."""
+
+
+def _char_ngrams(text: str, n: int) -> Counter[str]:
+    return Counter(text[i : i + n] for i in range(len(text) - n + 1))
+
+
+def chrf_score(hypothesis: str, reference: str) -> float:
+    """Sentence-level chrF (Popović 2015) in [0, 1], with n = 1..6 and beta = 2.
+
+    Whitespace is removed first. For each order n, precision and recall are the clipped
+    matches of character n-grams over the hypothesis's and the reference's n-gram counts;
+    both are averaged over the orders for which both strings have n-grams, and combined as
+    ``(1 + b²) P R / (b² P + R)``. Two empty strings score 1; one empty string scores 0.
+    """
+    hyp, ref = "".join(hypothesis.split()), "".join(reference.split())
+    if not hyp or not ref:
+        return 1.0 if hyp == ref else 0.0
+    precisions, recalls = [], []
+    for n in range(1, CHRF_ORDER + 1):
+        hyp_grams, ref_grams = _char_ngrams(hyp, n), _char_ngrams(ref, n)
+        if not hyp_grams or not ref_grams:
+            break
+        matches = sum((hyp_grams & ref_grams).values())
+        precisions.append(matches / sum(hyp_grams.values()))
+        recalls.append(matches / sum(ref_grams.values()))
+    p, r = sum(precisions) / len(precisions), sum(recalls) / len(recalls)
+    b2 = CHRF_BETA**2
+    return 0.0 if p + r == 0 else (1 + b2) * p * r / (b2 * p + r)
+
+
+@register_scorer(
+    "chrf",
+    description="Sentence-level chrF (character 1..6-grams, beta 2) of output text vs target.",
+)
+def chrf(sample: Sample, output: JsonValue) -> Scored:
+    """chrF of the output string against the target string (:func:`chrf_score`), in [0, 1]."""
+    if not isinstance(output, str):
+        return Scored(sample.id, 0.0, False, "output is not a string")
+    if not isinstance(sample.target, str):
+        return Scored(sample.id, 0.0, False, "target is not a string")
+    return Scored(sample.id, chrf_score(output, sample.target))
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from ``n`` generations of which ``c`` passed: 1 - C(n-c, k) / C(n, k).
+
+    Raises:
+        ValueError: ``n < k``, or ``c`` outside [0, n].
+    """
+    if n < k:
+        raise ValueError(f"pass@{k} needs at least {k} generations, got {n}")
+    if not 0 <= c <= n:
+        raise ValueError(f"{c} passing of {n} generations")
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def _generations(output: JsonValue) -> tuple[int, int]:
+    """(n, c) from a list of booleans or from ``{"n": int, "c": int}``; ValueError otherwise."""
+    if isinstance(output, list) and all(isinstance(x, bool) for x in output):
+        return len(output), sum(1 for x in output if x)
+    if isinstance(output, dict):
+        n, c = output.get("n"), output.get("c")
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (n, c))
+        if ints and isinstance(n, int) and isinstance(c, int):
+            return n, c
+    raise ValueError('output is neither a list of booleans nor {"n": int, "c": int}')
+
+
+def _make_pass_at(k: int) -> ScorerInfo:
+    def score(sample: Sample, output: JsonValue) -> Scored:
+        try:
+            n, c = _generations(output)
+            return Scored(sample.id, pass_at_k(n, c, k))
+        except ValueError as exc:
+            return Scored(sample.id, 0.0, False, str(exc))
+
+    doc = f"pass@{k}: chance that {k} of the problem's generations include a passing one."
+    return ScorerInfo(f"pass@{k}", score, True, 0.0, doc)
+
+
+_FAMILIES["pass@"] = ScorerFamily(
+    pattern="pass@K",
+    prefix="pass@",
+    make=_make_pass_at,
+    higher_is_better=True,
+    invalid_score=0.0,
+    description=(
+        "Per problem, the unbiased pass@K, 1 - C(n-c, K) / C(n, K), from n >= K generations of "
+        'which c passed; the output is a list of booleans (one per generation) or {"n", "c"}. '
+        "Fewer than K generations is invalid."
+    ),
+)

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 
 from pydantic import Field, JsonValue, field_validator, model_validator
 
+from rsilab import stats
 from rsilab.records import Model, TaskRef
 from rsilab.tasks._budget import Budget
+from rsilab.tasks._origin import anchored, anchored_source
 from rsilab.tasks._samples import SampleSource
 from rsilab.tasks._scorers import get_scorer, scorer_names
 
@@ -43,8 +46,25 @@ class Benchmark(Model):
         ge=0,
         description="Largest regression (score units) allowed on a non-target.",
     )
-    higher_is_better: bool = Field(default=True, description="Direction of improvement.")
+    higher_is_better: bool = Field(
+        default=True,
+        description="Direction of improvement. Omitted: the scorer's own direction; given, it "
+        "must agree with the scorer's (a scorer from a file takes it from here).",
+    )
     samples: SampleSource = Field(description="Where the samples of every tier come from.")
+
+    def oriented(self, score: float) -> float:
+        """``score`` turned so that higher is better (negated when lower is better); see
+        :func:`rsilab.stats.oriented`."""
+        return stats.oriented(score, self.higher_is_better)
+
+    def better(self, a: float, b: float) -> bool:
+        """True when score ``a`` is strictly better than ``b`` on this benchmark."""
+        return stats.better(a, b, higher_is_better=self.higher_is_better)
+
+    def best(self, scores: Sequence[float]) -> float:
+        """The best of ``scores`` on this benchmark; ``ValueError`` when there is none."""
+        return stats.best_of(scores, higher_is_better=self.higher_is_better)
 
     @field_validator("scorer")
     @classmethod
@@ -56,6 +76,30 @@ class Benchmark(Model):
                 f"unknown scorer {value!r}; known: {', '.join(scorer_names())}"
             ) from None
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _direction_from_scorer(cls, data: object) -> object:
+        """An omitted ``higher_is_better`` takes the scorer's natural direction."""
+        if isinstance(data, dict) and "higher_is_better" not in data:
+            try:
+                higher = get_scorer(str(data.get("scorer"))).higher_is_better
+            except KeyError:
+                return data  # the scorer field's own validator reports the unknown name
+            return {**data, "higher_is_better": higher}
+        return data
+
+    @model_validator(mode="after")
+    def _direction_agrees(self) -> Benchmark:
+        natural = get_scorer(self.scorer).higher_is_better
+        if self.higher_is_better != natural:
+            side = "higher" if natural else "lower"
+            raise ValueError(
+                f"higher_is_better = {str(self.higher_is_better).lower()} disagrees with scorer "
+                f"{self.scorer!r}, for which {side} is better; omit higher_is_better to take "
+                "the scorer's direction"
+            )
+        return self
 
 
 class KnobType(StrEnum):
@@ -192,5 +236,11 @@ class Task(Model):
         return hashlib.sha256(text.encode()).hexdigest()
 
     def ref(self) -> TaskRef:
-        """A reference for records."""
-        return TaskRef(name=self.name, source=self.source, digest=self.digest())
+        """A reference for records that :func:`rsilab.tasks.load_ref` loads again from any
+        working directory: ``source`` is ``builtin``, an absolute ``task.toml`` path, an
+        absolute ``file.py:NAME``, or (a task a module registered) what the registry says; a
+        relative path is resolved against the current directory now. ``digest`` is the spec's
+        with relative paths made absolute the same way (one file, one digest, wherever it was
+        loaded from)."""
+        source = anchored_source(self.source, self.name)
+        return TaskRef(name=self.name, source=source, digest=anchored(self).digest())

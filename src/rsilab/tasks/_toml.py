@@ -10,8 +10,9 @@
 
     [[benchmarks]]
     name = "accuracy"
-    scorer = "accuracy"
+    scorer = "accuracy"        # or "pass@5", or "scoring.py:my_score" (a file in this folder)
     target = true
+    # higher_is_better: omitted, the scorer's direction; required for a scorer from a file
     splits = { train = "data/train.jsonl", dev = "data/dev.jsonl",
                accept = "data/accept.jsonl", final = "data/final.jsonl" }
     # or: pool = "data/all.jsonl" and optionally fractions = { train = 0.5, ... }
@@ -25,6 +26,8 @@
     default = 0.01
 
 Every problem is reported at once, as ``task.toml: benchmarks.0.scorer: unknown scorer ...``.
+A scorer named ``FILE.py:FUNCTION`` is imported from the task's folder on the host and
+registered under the file's absolute path (see ``rsilab.tasks._scorer_files``).
 """
 
 from __future__ import annotations
@@ -39,9 +42,15 @@ from pydantic import ValidationError
 
 from rsilab.errors import UserError
 from rsilab.tasks._registry import get_task, task_names
+from rsilab.tasks._salvage import consistency_problem
+from rsilab.tasks._scorer_files import is_file_scorer, load_file_scorer
 from rsilab.tasks._spec import Task
 
 TASK_FILE = "task.toml"
+FORMAT_HINT = (
+    "the task.toml format, field by field: docs/reference/task-toml.md (linked from "
+    "docs/tasks.md); an example: `rsilab task check --help`"
+)
 
 
 class TaskLoadError(UserError):
@@ -72,11 +81,13 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 def describe_errors(exc: ValidationError, where: str) -> list[str]:
     """One line per pydantic error: ``WHERE: dotted.field: message``."""
-    lines = []
-    for err in exc.errors():
-        message = str(err["msg"]).removeprefix("Value error, ")
-        lines.append(f"{where}: {_loc(tuple(err['loc']))}: {message}")
-    return lines
+    return [line for err in exc.errors() for line in describe_errors_one(err, where)]
+
+
+def describe_errors_one(err: Any, where: str) -> list[str]:
+    """The line of one pydantic error (``ErrorDetails``): ``WHERE: dotted.field: message``."""
+    message = str(err["msg"]).removeprefix("Value error, ")
+    return [f"{where}: {_loc(tuple(err['loc']))}: {message}"]
 
 
 def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
@@ -93,6 +104,77 @@ def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
     if isinstance(benchmarks, list):
         data["benchmarks"] = [_benchmark(b, rel) if isinstance(b, dict) else b for b in benchmarks]
     return data
+
+
+def _file_scorers(data: dict[str, Any], base: Path, where: str) -> tuple[list[str], set[int]]:
+    """Register every ``FILE.py:FN`` scorer in ``data`` (rewriting it to its registered name).
+
+    Returns the problems and the indexes of the benchmarks whose scorer could not be loaded
+    (their "unknown scorer" error from the spec would only repeat the problem).
+    """
+    problems: list[str] = []
+    failed: set[int] = set()
+    benchmarks = data.get("benchmarks")
+    for i, table in enumerate(benchmarks if isinstance(benchmarks, list) else []):
+        ref = table.get("scorer") if isinstance(table, dict) else None
+        if not isinstance(ref, str) or not is_file_scorer(ref):
+            continue
+        higher = table.get("higher_is_better")
+        try:
+            if not isinstance(higher, bool):
+                raise ValueError(
+                    "a scorer from a file needs higher_is_better = true or false (its direction)"
+                )
+            table["scorer"] = load_file_scorer(ref, base, higher_is_better=higher)
+        except ValueError as exc:
+            problems.append(f"{where}: benchmarks.{i}.scorer: {exc}")
+            failed.add(i)
+    return problems, failed
+
+
+def read_toml(path: Path) -> tuple[Path, dict[str, Any], list[str], set[int]]:
+    """The file (``path`` or its ``task.toml``), its data with paths resolved and scorer files
+    registered, the problems found on the way, and the benchmarks whose scorer failed to load.
+
+    Raises:
+        TaskLoadError: unreadable or not TOML (nothing more can be checked).
+    """
+    # Absolute from here on, so every path in the task and its recorded source name the same
+    # files wherever the process runs later (a resume from another folder, say).
+    path = Path(path).absolute()
+    if path.is_dir():
+        path = path / TASK_FILE
+    try:
+        data = tomllib.loads(path.read_text("utf-8"))
+    except OSError as exc:
+        raise TaskLoadError([f"{path}: cannot read ({exc.strerror or exc})"]) from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TaskLoadError([f"{path.name}: not valid TOML: {exc}"], "fix the syntax") from exc
+    data.setdefault("source", str(path.resolve()))
+    resolved = _resolve(data, path.parent)
+    problems, failed = _file_scorers(resolved, path.parent, path.name)
+    return path, resolved, problems, failed
+
+
+def validate_toml(
+    path: Path, data: dict[str, Any], problems: list[str], failed: set[int]
+) -> Task | None:
+    """The task in ``data`` (from :func:`read_toml`), appending every spec problem to
+    ``problems``; None when there is any."""
+    try:
+        task = Task.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            if len(loc) == 3 and loc[0] == "benchmarks" and loc[1] in failed and loc[2] == "scorer":
+                continue  # already reported, with the reason the file did not load
+            problems.extend(describe_errors_one(err, path.name))
+        if all(err["loc"] for err in exc.errors()):  # field errors hide the task-level checks
+            fault = consistency_problem(data)
+            if fault is not None:
+                problems.append(f"{path.name}: (top level): {fault}")
+        return None
+    return None if problems else task
 
 
 def _benchmark(table: dict[str, Any], rel: Any) -> dict[str, Any]:
@@ -116,23 +198,17 @@ def _benchmark(table: dict[str, Any], rel: Any) -> dict[str, Any]:
 def load_toml(path: Path) -> Task:
     """The task in a ``task.toml`` file (or a folder holding one).
 
+    ``source`` defaults to the file's absolute path, so the task can be loaded again from its
+    records wherever the process runs.
+
     Raises:
         TaskLoadError: unreadable, not TOML, or every field problem found.
     """
-    if path.is_dir():
-        path = path / TASK_FILE
-    try:
-        data = tomllib.loads(path.read_text("utf-8"))
-    except OSError as exc:
-        raise TaskLoadError([f"{path}: cannot read ({exc.strerror or exc})"]) from exc
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise TaskLoadError([f"{path.name}: not valid TOML: {exc}"], "fix the syntax") from exc
-    data.setdefault("source", str(path))
-    try:
-        return Task.model_validate(_resolve(data, path.parent))
-    except ValidationError as exc:
-        hint = "see `rsilab task check --help` for the task.toml format"
-        raise TaskLoadError(describe_errors(exc, path.name), hint) from exc
+    path, data, problems, failed = read_toml(path)
+    task = validate_toml(path, data, problems, failed)
+    if task is None:
+        raise TaskLoadError(problems, FORMAT_HINT)
+    return task
 
 
 def load_python(path: Path, name: str | None = None) -> Task:

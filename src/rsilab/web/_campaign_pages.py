@@ -18,6 +18,7 @@ from rsilab.records import (
     Interval,
     SystemVersion,
 )
+from rsilab.stats import better
 from rsilab.store import StoreReader
 from rsilab.web._curves import BenchmarkCurve, dev_scores
 from rsilab.web._html import (
@@ -65,7 +66,7 @@ def campaign_rows(store: StoreReader) -> list[CampaignRow]:
     """Every campaign of the lab, newest first, with its counts and best scores."""
     rows = []
     for c in sorted(store.query_as(Campaign), key=lambda c: c.created_at, reverse=True):
-        benchmarks = task_benchmarks(c.task.name)
+        benchmarks = task_benchmarks(c.task)
         higher = {b.name: b.higher_is_better for b in benchmarks}
         targets = {b.name for b in benchmarks if b.target}
         experiments = store.query_as(Experiment, campaign_id=c.id)
@@ -76,7 +77,7 @@ def campaign_rows(store: StoreReader) -> list[CampaignRow]:
             for name, score in scores.items():
                 up = higher.get(name, True)
                 if (not targets or name in targets) and (
-                    name not in best or (score.mean > best[name]) == up
+                    name not in best or better(score.mean, best[name], higher_is_better=up)
                 ):
                     best[name] = score.mean
         head: dict[str, Interval] = {}
@@ -161,8 +162,10 @@ def overview_body(view: CampaignView, links: Links, *, guidance_form: str = "") 
         f"{name} {head_scores[name].value:.3f}" for name in targets if name in head_scores
     )
     budget = f" of {view.budget}" if view.budget is not None else ""
+    unconfined = c.unconfined()
     parts = [
         tag("h1", esc(f"Campaign {c.id} ") + badge(c.state)),
+        *([tag("p", tag("strong", "Unsandboxed: ") + esc(unconfined + "."))] if unconfined else []),
         cards(
             [
                 ("experiments", esc(f"{len(view.experiments)}{budget}")),

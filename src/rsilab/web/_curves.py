@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from rsilab.records import Candidate, CandidateState, Experiment, MetricSource
+from rsilab.stats import better
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class BenchmarkCurve:
         out: list[tuple[float, float]] = []
         best: float | None = None
         for x, y in sorted(points):
-            if best is None or (y > best if self.higher_is_better else y < best):
+            if best is None or better(y, best, higher_is_better=self.higher_is_better):
                 best = y
             out.append((x, best))
         return out

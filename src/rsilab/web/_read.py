@@ -152,7 +152,7 @@ def read_campaign(
     found = find_lineage(store, campaign.task.name, lineage)
     versions = lineage_versions(store, found) if found is not None else []
     first, start = baseline_and_start(store, campaign, lineage)
-    benchmarks = task_benchmarks(campaign.task.name)
+    benchmarks = task_benchmarks(campaign.task)
     higher = {b.name: b.higher_is_better for b in benchmarks}
     dev = dev_scores(experiments, campaign.created_at, cache.dev)
     means = {exp: {b: s.mean for b, s in scores.items()} for exp, scores in dev.items()}

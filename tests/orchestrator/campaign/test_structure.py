@@ -74,7 +74,7 @@ ALLOWED_COMMITS = {
     ("expos/campaigns.py", "open_campaign"),
     ("expos/dispatch.py", "_record"),
     ("expos/dispatch.py", "_record_failure"),
-    ("mcp/agent_run.py", "record"),
+    ("mcp/agent_ledger.py", "_record"),
     ("memory/builtin_skills.py", "ensure_builtin_skills"),
     ("memory/revisions.py", "_commit"),
     ("orchestrator/writer.py", "write"),

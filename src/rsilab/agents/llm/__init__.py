@@ -13,7 +13,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from rsilab.agents.llm.base import ChatModel, ChatReply, Message, RetryPolicy, ToolCall, ToolSpec
+from rsilab.agents.llm.base import (
+    ChatModel,
+    ChatReply,
+    FailedAttempt,
+    FailureHook,
+    Message,
+    RetryPolicy,
+    ToolCall,
+    ToolSpec,
+)
 from rsilab.agents.llm.config import LLMSettings, llm_settings, parse_spec, resolve_chat_model
 from rsilab.agents.llm.errors import (
     LLMBadRequest,
@@ -47,6 +56,8 @@ __all__ = [
     "AnthropicChat",
     "ChatModel",
     "ChatReply",
+    "FailedAttempt",
+    "FailureHook",
     "LLMBadRequest",
     "LLMBudgetExceeded",
     "LLMError",

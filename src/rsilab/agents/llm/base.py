@@ -134,6 +134,22 @@ class RetryPolicy:
         return backoff
 
 
+@dataclass(frozen=True)
+class FailedAttempt:
+    """One attempt of :meth:`ChatModel.complete` that failed, as its ``on_failure`` hears it."""
+
+    error: LLMError
+    """What failed (its ``status`` is the HTTP status, when the provider answered)."""
+    attempt: int
+    """Which attempt of the call failed, from 1."""
+    retry_in_s: float | None
+    """The wait before the next attempt; None when there is none (the error is raised)."""
+
+
+FailureHook = Callable[[FailedAttempt], None]
+"""Told of every failed attempt, before the wait that follows it; runs on the calling thread."""
+
+
 class ChatModel(ABC):
     """A chat model behind one provider's API.
 
@@ -142,7 +158,9 @@ class ChatModel(ABC):
         - Transient failures (rate limits, timeouts, 5xx, connection errors) are retried with
           exponential backoff and jitter (:class:`RetryPolicy`) up to ``max_attempts`` attempts
           in all; then the last error is raised, with ``attempts`` set. Other errors are raised
-          at once. The SDKs' own retries are off, so both providers behave alike.
+          at once. The SDKs' own retries are off, so both providers behave alike. Each failed
+          attempt, the last one included, is told to the call's ``on_failure`` (with the wait
+          before the retry), so a caller can record it.
         - Tool-call arguments come back as raw text, malformed or not; checking them is the
           agent loop's job, so a bad call can go back to the model as an error.
         - Every successful call is priced (:class:`PriceTable`; cost None when the model is
@@ -178,6 +196,7 @@ class ChatModel(ABC):
         tools: Sequence[ToolSpec] = (),
         *,
         max_tokens: int | None = None,
+        on_failure: FailureHook | None = None,
     ) -> ChatReply:
         """The model's next message after ``messages``, offered ``tools``.
 
@@ -185,6 +204,8 @@ class ChatModel(ABC):
             messages: the conversation so far; system messages anywhere are allowed.
             tools: the tools the model may call (none: a plain reply).
             max_tokens: cap on output tokens; None leaves the provider's (or client's) default.
+            on_failure: told of each failed attempt (not of a spent budget); what it raises
+                ends the call.
 
         Raises:
             LLMRateLimited: still rate limited after the last attempt.
@@ -196,7 +217,7 @@ class ChatModel(ABC):
         """
         if self.budget is not None:
             self.budget.check()
-        reply = self._with_retries(list(messages), list(tools), max_tokens)
+        reply = self._with_retries(list(messages), list(tools), max_tokens, on_failure)
         usage = reply.usage.model_copy(
             update={"cost_usd": self.prices.cost(self.model, reply.usage, reply.model)}
         )
@@ -210,7 +231,11 @@ class ChatModel(ABC):
         return reply
 
     def _with_retries(
-        self, messages: list[Message], tools: list[ToolSpec], max_tokens: int | None
+        self,
+        messages: list[Message],
+        tools: list[ToolSpec],
+        max_tokens: int | None,
+        on_failure: FailureHook | None,
     ) -> ChatReply:
         attempt = 0
         while True:
@@ -219,9 +244,12 @@ class ChatModel(ABC):
                 return self._send(messages, tools, max_tokens)
             except LLMError as exc:
                 exc.attempts = attempt
-                if not exc.retryable or attempt >= self.retry.max_attempts:
+                final = not exc.retryable or attempt >= self.retry.max_attempts
+                wait = None if final else self.retry.delay_s(attempt, exc.retry_after_s)
+                if on_failure is not None:
+                    on_failure(FailedAttempt(exc, attempt, wait))
+                if wait is None:
                     raise
-                wait = self.retry.delay_s(attempt, exc.retry_after_s)
                 _log.warning("%s: %s; retry %d in %.2fs", self.name, exc, attempt, wait)
                 self.retry.sleep(wait)
 

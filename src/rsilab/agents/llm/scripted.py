@@ -2,8 +2,12 @@
 
 It speaks both the OpenAI chat-completions protocol (``POST /v1/chat/completions``) and
 Anthropic's Messages protocol (``POST /v1/messages``), so the real SDK clients can be tested
-end to end without a network. Each request takes the next step of the script, whichever
-protocol it came in::
+end to end without a network. A Messages request with ``"stream": true`` is answered with
+server-sent events, as Anthropic streams (``message_start``, ``content_block_start`` /
+``content_block_delta`` (``text_delta``, ``input_json_delta``) / ``content_block_stop`` for
+each block, ``message_delta`` with the stop reason and usage, ``message_stop``), so a coding
+agent's CLI (Claude Code) can be driven offline too. Each such request takes the next step
+of the script, whichever protocol it came in::
 
     with ScriptedServer([RateLimited(0.01), Reply("hello")]) as server:
         model = OpenAIChat("m", api_key="k", base_url=server.openai_base_url)
@@ -18,6 +22,11 @@ of the request that returns one of the others, so a script can answer with ids t
 tool results returned: see :meth:`RecordedRequest.tool_results`). A request that finds the
 script empty, or whose :class:`Respond` function raises, gets HTTP 400, which clients do not
 retry, so a test fails fast.
+
+Requests that are not conversations take no step and are recorded apart
+(:attr:`ScriptedServer.other_requests`): ``POST /v1/messages/count_tokens`` is answered with
+an estimate (a token per 4 bytes of the body), and any ``GET`` or ``HEAD`` (a client's probe
+of the server) with an empty JSON object; other paths get 404.
 
 The server binds 127.0.0.1 on a free port and serves each request in its own thread.
 """
@@ -36,6 +45,9 @@ from typing import Any, Literal, cast
 
 Protocol = Literal["openai", "anthropic"]
 _PATHS: dict[str, Protocol] = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+COUNT_TOKENS = "/v1/messages/count_tokens"
+STREAM_CHUNK = 16
+"""Characters of text (or of a tool call's JSON) per streamed delta, so clients must join."""
 
 
 @dataclass(frozen=True)
@@ -214,6 +226,7 @@ class ScriptedServer:
     def __init__(self, steps: Iterable[Step] = ()) -> None:
         self._steps: deque[Step] = deque(steps)
         self._requests: list[RecordedRequest] = []
+        self._others: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self.closing = threading.Event()
         self._http = _HTTPServer(("127.0.0.1", 0), _Handler)
@@ -244,6 +257,12 @@ class ScriptedServer:
         """Every request received so far, in order of arrival."""
         with self._lock:
             return list(self._requests)
+
+    @property
+    def other_requests(self) -> list[tuple[str, str]]:
+        """``(method, path)`` of every request that took no step (probes, token counts)."""
+        with self._lock:
+            return list(self._others)
 
     @property
     def remaining(self) -> int:
@@ -280,6 +299,10 @@ class ScriptedServer:
             self._requests.append(request)
             return len(self._requests), self._steps.popleft() if self._steps else None
 
+    def _note(self, method: str, path: str) -> None:
+        with self._lock:
+            self._others.append((method, path))
+
 
 class _HTTPServer(ThreadingHTTPServer):
     script: ScriptedServer
@@ -295,8 +318,29 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # tests read the recorded requests, not a log on stderr
 
+    def do_GET(self) -> None:
+        cast(_HTTPServer, self.server).script._note("GET", self.path)
+        self._send(200, {})
+
+    def do_HEAD(self) -> None:
+        cast(_HTTPServer, self.server).script._note("HEAD", self.path)
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", "0")
+            self.end_headers()
+        except OSError:
+            pass
+
     def do_POST(self) -> None:
-        protocol = _PATHS.get(self.path.split("?")[0])
+        path = self.path.split("?")[0]
+        if path == COUNT_TOKENS:
+            size = int(self.headers.get("content-length", 0))
+            self.rfile.read(size)
+            cast(_HTTPServer, self.server).script._note("POST", self.path)
+            self._send(200, {"input_tokens": max(1, size // 4)})
+            return
+        protocol = _PATHS.get(path)
         if protocol is None:
             self._send(404, {"error": {"message": f"no such path {self.path}"}})
             return
@@ -343,12 +387,26 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(request, made, serial, closing)
         else:
             model = str(body.get("model", "scripted"))
-            answer = (
-                _openai(step, model, serial)
-                if protocol == "openai"
-                else _anthropic(step, model, serial)
-            )
-            self._send(200, answer)
+            if protocol == "openai":
+                self._send(200, _openai(step, model, serial))
+            elif body.get("stream") is True:
+                self._stream(_anthropic_events(_anthropic(step, model, serial)))
+            else:
+                self._send(200, _anthropic(step, model, serial))
+
+    def _stream(self, events: Iterable[dict[str, Any]]) -> None:
+        """Send ``events`` as server-sent events, then close the connection (HTTP/1.0)."""
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.end_headers()
+            for event in events:
+                line = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+                self.wfile.write(line.encode())
+            self.wfile.flush()
+        except OSError:
+            pass  # the client gave up
 
     def _send(self, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()
@@ -429,3 +487,32 @@ def _anthropic(reply: Reply, model: str, serial: int) -> dict[str, Any]:
         "stop_sequence": None,
         "usage": {"input_tokens": reply.tokens_in, "output_tokens": reply.tokens_out},
     }
+
+
+def _anthropic_events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The streamed form of a Messages answer: every block started, sent in deltas of
+    :data:`STREAM_CHUNK` characters and stopped, then the stop reason and usage."""
+    usage = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "stop_sequence": None}
+    start["usage"] = {"input_tokens": usage["input_tokens"], "output_tokens": 1}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(message["content"]):
+        opened: dict[str, Any]
+        if block["type"] == "text":
+            opened, text, kind, key = {"type": "text", "text": ""}, block["text"], "text", "text"
+        else:
+            opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            given = block["input"]
+            text = given if isinstance(given, str) else json.dumps(given)
+            kind, key = "input_json", "partial_json"
+        events.append({"type": "content_block_start", "index": index, "content_block": opened})
+        for at in range(0, len(text), STREAM_CHUNK):
+            delta = {"type": f"{kind}_delta", key: text[at : at + STREAM_CHUNK]}
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        events.append({"type": "content_block_stop", "index": index})
+    stop = {"stop_reason": message["stop_reason"], "stop_sequence": None}
+    events.append(
+        {"type": "message_delta", "delta": stop, "usage": {"output_tokens": usage["output_tokens"]}}
+    )
+    events.append({"type": "message_stop"})
+    return events

@@ -10,6 +10,7 @@ change while the campaign runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from rsilab.controller.settings import rules_for
 from rsilab.memory.builtin_skills import DEFAULT_FRESH_SEEDS
@@ -19,7 +20,7 @@ from rsilab.orchestrator.campaign import Intents, Progress, ProgressFn
 from rsilab.orchestrator.door import Door
 from rsilab.records import DataTier
 from rsilab.store import Lab, Store
-from rsilab.tasks import Budget, Task
+from rsilab.tasks import Benchmark, Budget, Manifest, Task, load_manifest
 
 VERIFY_SEEDS = DEFAULT_FRESH_SEEDS
 """Fresh-seed re-runs of a direction's best config before it is proposed, unless the lab's
@@ -86,6 +87,29 @@ class RunContext:
         return self.task.targets[0].name
 
     @property
+    def target_benchmark(self) -> Benchmark:
+        """The benchmark the policy optimises, with its direction."""
+        return self.task.targets[0]
+
+    @cached_property
+    def manifest(self) -> Manifest:
+        """The task's harness manifest (``harness.toml``): whether it trains, which config file
+        it reads. Read once; ``ManifestError`` when it is unreadable (``task check`` says why)."""
+        return load_manifest(self.task.harness)
+
+    @property
+    def config_file(self) -> str | None:
+        """The harness's config file (``config =`` in ``harness.toml``), relative to the
+        workspace; None when it declares none."""
+        return self.manifest.config
+
+    @property
+    def searchable(self) -> bool:
+        """True when the policy has something to search: a config file and a search space.
+        Without them it can only run the head as it is (see the loop's ending)."""
+        return self.config_file is not None and bool(self.task.search_space)
+
+    @property
     def tier(self) -> DataTier:
         """Where the policy's scores come from: the dev tier where the task's setting returns
         dev scores, else out-of-fold scores on the train tier (``run_job`` fold_eval)."""
@@ -94,7 +118,12 @@ class RunContext:
 
     def view(self) -> CampaignView:
         """The campaign as its records hold it now."""
-        return CampaignView.load(self.lab.store, self.campaign_id, self.non_targets)
+        return CampaignView.load(
+            self.lab.store,
+            self.campaign_id,
+            self.non_targets,
+            self.target_benchmark.higher_is_better,
+        )
 
     @property
     def non_targets(self) -> list[NonTarget]:

@@ -108,6 +108,8 @@ class CampaignLoop(ThreadedLoop):
             self.ctx.say("campaign", "experiment budget spent")
             self.main.conclude_ready(view)
             return CampaignState.FINISHED
+        if not backlog and self._nothing_left(view):
+            return CampaignState.FINISHED
         can_dispatch = self.done + self.running < budget and self.running < self.slots
         if backlog and can_dispatch:
             self._resume(backlog.pop(0), pool)
@@ -168,9 +170,10 @@ class CampaignLoop(ThreadedLoop):
         view = self.ctx.view()
         self.done = view.settled(self._in_flight())
         target = self.ctx.target
-        best = max((r.scores.get(target, r.score) for r in view.runs if not r.failed), default=0.0)
+        measured = [r.scores.get(target, view.raw(r.score)) for r in view.runs if not r.failed]
+        best = self.ctx.target_benchmark.best(measured) if measured else 0.0
         title = view.dag.directions[run.direction_id].title
-        score = "failed" if run.failed else f"{run.score:.4f}"
+        score = "failed" if run.failed else f"{view.raw(run.score):.4f}"
         weighed = next((r for r in view.runs if r.experiment_id == run.experiment_id), run)
         if weighed.score < run.score:
             score += " (a non-target benchmark falls beyond its tolerance)"
@@ -178,7 +181,7 @@ class CampaignLoop(ThreadedLoop):
             "experiment",
             f"experiment {self.done}/{self.ctx.budget.experiments} [{title}] "
             f"dev {target} {score} (best {best:.4f})",
-            run.score,
+            view.raw(run.score),
             best,
         )
 

@@ -7,6 +7,12 @@ crash and to be run again as a new attempt), the current reference (what the lin
 scores on dev) is the result of the last accepted proposal (else of the campaign's first
 experiment, which runs the head's config), and which knobs a direction may change is written
 in its plan (``knobs: a, b``). So a resumed campaign sees exactly what the stopped one had done.
+
+Direction: the records hold scores as measured, in the target's own units. The view turns them
+so that higher is better (:func:`rsilab.stats.oriented`: negated for a lower-is-better target)
+as it loads them, so every comparison the policy makes (best runs, gains, rewards, verdicts)
+is right for either direction; :meth:`CampaignView.raw` turns an oriented score back for a
+record or a message.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from rsilab.records import (
     Review,
     Verdict,
 )
+from rsilab.stats import oriented
 from rsilab.store import Store
 
 EXP_PREFIX = "exp:"
@@ -57,11 +64,13 @@ class Run:
     direction_id: str
     config: dict[str, JsonValue]
     score: float
-    """The policy's score: the dev target score, less :data:`NON_TARGET_PENALTY` per unit
-    by which a non-target benchmark falls more than :data:`NON_TARGET_MARGIN` of its
-    tolerance below the reference's (as :meth:`CampaignView.load` weighs it)."""
+    """The policy's score, higher always better: the dev target score oriented by the
+    target's direction (negated when lower is better), less :data:`NON_TARGET_PENALTY` per
+    unit by which a non-target benchmark falls more than :data:`NON_TARGET_MARGIN` of its
+    tolerance short of the reference's (as :meth:`CampaignView.load` weighs it)."""
     failed: bool = False
-    """The experiment failed (its score is 0.0 and it has no dev evaluation)."""
+    """The experiment failed (it has no dev evaluation; its score, 0.0, means nothing: a failed
+    run is never a best and earns the lowest reward)."""
     scores: dict[str, float] = field(default_factory=dict)
     """Dev score per benchmark, as measured (empty for runs recorded before it was kept)."""
 
@@ -97,19 +106,27 @@ class CampaignView:
     """``exp:<n>`` intents begun and not done, lowest ``n`` first."""
     last_index: int = 0
     """The highest ``n`` of any ``exp:<n>`` intent (done, pending or abandoned)."""
+    higher_is_better: bool = True
+    """The target's direction; the view's scores are oriented by it (see the module
+    docstring)."""
 
     @classmethod
     def load(
-        cls, store: Store, campaign_id: str, non_targets: Sequence[NonTarget] = ()
+        cls,
+        store: Store,
+        campaign_id: str,
+        non_targets: Sequence[NonTarget] = (),
+        higher_is_better: bool = True,
     ) -> CampaignView:
-        """Read the DAG and the intents of ``campaign_id``; each run's score is weighed
-        against ``non_targets`` (see :attr:`Run.score`)."""
+        """Read the DAG and the intents of ``campaign_id``; each run's target score is
+        oriented by ``higher_is_better`` (the target's direction) and weighed against
+        ``non_targets`` (see :attr:`Run.score`)."""
         dag = ResearchDag.load(store, campaign_id)
         intents = store.query_as(Intent, campaign_id=campaign_id)
         done = [i for i in intents if i.state is IntentState.DONE]
         exps = [i for i in intents if i.key.startswith(EXP_PREFIX)]
         runs = sorted(
-            (_run(i) for i in done if i.key.startswith(EXP_PREFIX) and i.result),
+            (_run(i, higher_is_better) for i in done if i.key.startswith(EXP_PREFIX) and i.result),
             key=lambda r: r.index,
         )
         pending = sorted((i for i in exps if i.state is IntentState.PENDING), key=exp_index)
@@ -122,10 +139,15 @@ class CampaignView:
         ref_score = runs[0].score if runs else None
         for result in concluded.values():
             if result.get("accepted"):
-                ref_ids, ref_score = list(result["ref_ids"]), float(result["ref_score"])
+                ref_ids = list(result["ref_ids"])
+                ref_score = oriented(float(result["ref_score"]), higher_is_better)
         runs = _weighed(runs, ref_ids, non_targets)
         last = max((exp_index(i) for i in exps), default=0)
-        return cls(dag, runs, ref_ids, ref_score, concluded, pending, last)
+        return cls(dag, runs, ref_ids, ref_score, concluded, pending, last, higher_is_better)
+
+    def raw(self, score: float) -> float:
+        """An oriented score of this view in the target's own units (as the records hold it)."""
+        return oriented(score, self.higher_is_better)
 
     def settled(self, in_flight: Collection[int]) -> int:
         """Runs whose work has ended: those recorded, less the experiments ``in_flight``
@@ -196,12 +218,12 @@ class CampaignView:
         runs = [r for r in self.runs_in(direction_id) if r.experiment_id not in self.ref_ids]
         best, last = ref, 0
         for ordinal, run in enumerate(runs, start=1):
-            if run.score > best:
+            if not run.failed and run.score > best:
                 best, last = run.score, ordinal
         refuted = any(r.verdict == Verdict.REFUTES for r in self.dag.reviews.get(direction_id, []))
         return DirectionStats(
             direction_id=direction_id,
-            rewards=[gain_reward(r.score - ref, scale) for r in runs],
+            rewards=[0.0 if r.failed else gain_reward(r.score - ref, scale) for r in runs],
             last_improvement_at=last,
             experiments=len(runs),
             best_gain=best - ref,
@@ -236,15 +258,17 @@ def exp_index(intent: Intent) -> int:
     return int(intent.key.removeprefix(EXP_PREFIX))
 
 
-def _run(intent: Intent) -> Run:
+def _run(intent: Intent, higher_is_better: bool) -> Run:
     result = intent.result or {}
+    failed = bool(result.get("failed", False))
+    score = float(result["score"])
     return Run(
         exp_index(intent),
         str(result["experiment_id"]),
         str(result["direction_id"]),
         dict(result["config"]),
-        float(result["score"]),
-        bool(result.get("failed", False)),
+        score if failed else oriented(score, higher_is_better),
+        failed,
         {str(k): float(v) for k, v in dict(result.get("scores") or {}).items()},
     )
 

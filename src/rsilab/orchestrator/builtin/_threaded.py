@@ -5,6 +5,12 @@ The single runner (:class:`~rsilab.orchestrator.builtin._loop.CampaignLoop`) and
 in
 ``inflight`` and stop in two steps (a first request drains, a second cancels the running jobs);
 :class:`ThreadedLoop` is that part, once.
+
+Both also end early, ``finished``, when the policy has nothing to search (the harness declares no
+config file, or the task no search space: :attr:`~rsilab.orchestrator.builtin._context.RunContext.
+searchable`): once the reference runs of the head as it is are done, there is no other system the
+built-in policy could try, so it says so (:data:`NOTHING_TO_SEARCH`, recorded as the campaign's
+end detail with reason ``agents_done``) instead of re-running the same system to the budget.
 """
 
 from __future__ import annotations
@@ -15,11 +21,18 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._state import CampaignView
 from rsilab.orchestrator.campaign import StopRequest
 from rsilab.records import CampaignState
 
 TICK_S = 0.25
 """How often a wait wakes to check the lease, the stop request and the wall budget."""
+NOTHING_TO_SEARCH = (
+    "nothing to search: the harness declares no config file or the task no search space, so "
+    "the built-in policy ran the current version as it is and stopped; declare a config file "
+    "(config = in harness.toml) and a search space, or use an LLM policy to change code"
+)
+"""The end detail of a campaign whose policy had nothing to search (see the module docstring)."""
 
 
 class ThreadedLoop:
@@ -40,6 +53,17 @@ class ThreadedLoop:
         """Raises when the lease is lost; the run sets it."""
         self._cancelled_jobs: set[str] = set()
         self._stop_level = 0
+        self.done_detail: str | None = None
+        """Why the loop finished before its budget was spent (None: it was spent)."""
+
+    def _nothing_left(self, view: CampaignView) -> bool:
+        """True (and :attr:`done_detail` set) when the policy has nothing to search and the
+        reference runs are done, with nothing running."""
+        if self.ctx.searchable or not view.runs or self.inflight or view.pending:
+            return False
+        self.done_detail = NOTHING_TO_SEARCH
+        self.ctx.say("campaign", NOTHING_TO_SEARCH)
+        return True
 
     # -- for subclasses -------------------------------------------------------------------------
 

@@ -119,13 +119,19 @@ class BuiltinPolicy(CampaignPolicy):
             lab, session.task, campaign.id, session.budget, seed, door, voice,
             session.intents, ablations, self.verify_seeds,
         )  # fmt: skip
-        state = CampaignLoop(ctx, workers, session.stop).run(session.check)
-        return stopped_ending(state, session.stop)
+        loop = CampaignLoop(ctx, workers, session.stop)
+        state = loop.run(session.check)
+        return stopped_ending(state, session.stop, loop.done_detail)
 
 
-def stopped_ending(state: CampaignState, stop: StopRequest) -> Ending:
+def stopped_ending(
+    state: CampaignState, stop: StopRequest, done_detail: str | None = None
+) -> Ending:
     """The ending of a built-in loop that returned ``state``: finished when its experiment
-    budget is spent; stopped by a person's request, or else by its wall budget."""
+    budget is spent, or with reason ``agents_done`` and ``done_detail`` when the loop finished
+    early for that reason; stopped by a person's request, or else by its wall budget."""
+    if state is CampaignState.FINISHED and done_detail is not None:
+        return Ending(state, EndReason.AGENTS_DONE, done_detail)
     if state is CampaignState.FINISHED:
         return Ending(state, EndReason.BUDGET_SPENT, "experiment budget spent")
     if stop.requested:

@@ -15,6 +15,7 @@ from rsilab.orchestrator.campaign.lifecycle import (
     budget_of,
     check_harness,
     run_policy,
+    takeover_reason,
 )
 from rsilab.orchestrator.campaign.result import (
     AcceptedVersion,
@@ -46,5 +47,6 @@ __all__ = [
     "campaign_result",
     "check_harness",
     "run_policy",
+    "takeover_reason",
     "task_of",
 ]

@@ -45,7 +45,13 @@ from rsilab.expos.campaigns import open_campaign
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator.campaign._budget import budget_of, record_budget
 from rsilab.orchestrator.campaign._intents import DoneIntent, Intents
-from rsilab.orchestrator.campaign._lease import Lease, LeaseHeld, LeaseLost, acquire_lease
+from rsilab.orchestrator.campaign._lease import (
+    Lease,
+    LeaseHeld,
+    LeaseLost,
+    acquire_lease,
+    takeover_reason,
+)
 from rsilab.orchestrator.campaign._recovery import recover_campaign
 from rsilab.orchestrator.campaign.result import CampaignResult, campaign_result
 from rsilab.orchestrator.campaign.stop import StopRequest
@@ -65,6 +71,7 @@ __all__ = [
     "budget_of",
     "check_harness",
     "run_policy",
+    "takeover_reason",
 ]
 
 MAX_FAILURES_IN_A_ROW = 5

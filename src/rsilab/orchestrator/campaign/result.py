@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rsilab.errors import UserError
 from rsilab.orchestrator.research.measures import LockInMeasures, lock_in_measures
 from rsilab.records import (
     Campaign,
@@ -20,7 +19,7 @@ from rsilab.records import (
     SystemVersion,
 )
 from rsilab.store import Lab
-from rsilab.tasks import Task, get_task
+from rsilab.tasks import Task, load_ref
 
 
 @dataclass(frozen=True)
@@ -88,8 +87,11 @@ def campaign_result(lab: Lab, campaign_id: str, message: str) -> CampaignResult:
 
 
 def task_of(campaign: Campaign) -> Task:
-    """The task a campaign works on (UserError when it cannot be loaded here)."""
-    try:
-        return get_task(campaign.task.name)
-    except (KeyError, ValueError) as exc:
-        raise UserError(f"task {campaign.task.name!r} cannot be loaded here: {exc}") from exc
+    """The task a campaign works on, loaded from where it recorded
+    (:func:`rsilab.tasks.load_ref`).
+
+    Raises:
+        UserError: one line: its file is gone or changed since the campaign started, or its
+            name is not known here.
+    """
+    return load_ref(campaign.task, campaign_id=campaign.id)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Candidate, Direction, Experiment, Guidance, Review, SystemVersion
 from rsilab.store import Store
-from rsilab.tasks import Setting, Task
+from rsilab.tasks import Manifest, ManifestError, Setting, Task, load_manifest
 
 RECENT_REVIEWS = 6
 REFERENCE_EXPERIMENTS = 8
@@ -47,7 +47,9 @@ def task_block(task: Task) -> str:
     if task.setting is not Setting.OPEN_GENERAL and task.goal:
         lines.append(f"Goal: {task.goal}")
     if task.setting is Setting.BENCHMARK_GUIDED:
-        names = ", ".join(b.name for b in task.targets)
+        names = ", ".join(
+            b.name if b.higher_is_better else f"{b.name} (lower is better)" for b in task.targets
+        )
         lines.append(f"Target benchmark(s): {names}; dev scores come back from dev_eval jobs.")
     else:
         lines.append("This setting gives no dev-score feedback: validate on folds of train.")
@@ -55,8 +57,29 @@ def task_block(task: Task) -> str:
         knobs = "; ".join(
             _knob(k.name, k.type, k.low, k.high, k.choices) for k in task.search_space
         )
-        lines.append(f"Declared knobs of config.json: {knobs}.")
+        manifest = _manifest(task)
+        config = manifest.config if manifest is not None else "the harness's config file"
+        lines.append(
+            f"Declared knobs of {config or 'the config (the harness names no file)'}: {knobs}."
+        )
     return "\n".join(lines)
+
+
+def _manifest(task: Task) -> Manifest | None:
+    """The task's harness manifest; None when it cannot be read (the texts then stay general;
+    ``task check`` says what is wrong with it)."""
+    try:
+        return load_manifest(task.harness)
+    except ManifestError:
+        return None
+
+
+def _jobs_text(task: Task) -> str:
+    """How an experiment's jobs run: train then dev_eval, or dev_eval alone without train."""
+    manifest = _manifest(task)
+    if manifest is not None and not manifest.trains:
+        return "run_job dev_eval with no model: this harness has no train step"
+    return "run_job train, then dev_eval with the model the train job wrote"
 
 
 def _knob(name: str, kind: str, low: object, high: object, choices: Sequence[object]) -> str:
@@ -83,7 +106,7 @@ def directions_block(store: Store, dag: ResearchDag, task: Task) -> str:
     for d in dag.directions.values():
         exps = dag.experiments.get(d.id, [])
         scores = [m.value for e in exps if (m := e.last_metric(_target(task))) is not None]
-        best = f", best dev {_target(task)} {max(scores):.4f}" if scores else ""
+        best = f", best dev {_target(task)} {task.targets[0].best(scores):.4f}" if scores else ""
         edges = ", ".join(f"{e.relation} of {e.parent_id}" for e in d.parents) or "root"
         lines.append(
             f"- {d.id} {d.title!r} [{d.state}] ({edges}); {len(exps)} experiments, "
@@ -196,8 +219,8 @@ def worker_prompt(
     first = not any(dag.experiments.values())
     parts.append(
         f"Run experiments in this direction only: create_experiment with "
-        f'direction_id "{direction.id}", then jobs (run_job train, then dev_eval with the model '
-        "the train job wrote), then finish_experiment. Every experiment created counts "
+        f'direction_id "{direction.id}", then jobs ({_jobs_text(task)}), '
+        "then finish_experiment. Every experiment created counts "
         "against the campaign's budget; the footer's experiments figure is how many may "
         "still be created: at 0 create none, but finish the ones you opened (their jobs, "
         "finish_experiment, a proposal). "
@@ -224,7 +247,7 @@ def _best_block(store: Store, campaign_id: str, task: Task) -> str:
     ]
     if not scored:
         return "No dev scores in this campaign yet."
-    best = sorted(scored, key=lambda pair: -pair[0])[:3]
+    best = sorted(scored, key=lambda pair: -task.targets[0].oriented(pair[0]))[:3]
     return "Best dev scores of the campaign so far:\n" + "\n".join(
         _exp_line(e, target) for _, e in best
     )

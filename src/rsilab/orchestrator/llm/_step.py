@@ -145,8 +145,9 @@ class StepRunner:
         """Run ``actor``'s step in ``role`` on ``prompt``; its outcome.
 
         Workers work in their own workspace. Halts (stopped) when the LLM failed after the
-        client's retries or the wall time ran out: the step's intent stays pending, so a
-        resume runs it again.
+        client's retries (``llm_unavailable`` when its endpoint was out of reach or
+        overloaded, ``error`` when it refused the request) or the wall time ran out: the
+        step's intent stays pending, so a resume runs it again.
         """
         workspace = self.door.workspace(actor) if role is Role.WORKER else None
         outcome = run_agent_step(
@@ -167,9 +168,10 @@ class StepRunner:
             f"{len(outcome.tool_calls)} tool calls ({failed} failed), {outcome.tokens} tokens",
         )
         if outcome.stop is StopReason.LLM_ERROR:
+            out_of_reach = outcome.llm_error is not None and outcome.llm_error.retryable
             raise Halt(
                 CampaignState.STOPPED,
-                EndReason.ERROR,
+                EndReason.LLM_UNAVAILABLE if out_of_reach else EndReason.ERROR,
                 f"LLMError: the LLM failed in {actor}'s step: {outcome.detail}. Nothing is lost: "
                 f"`rsilab resume {self.campaign_id}` runs the step again",
             )

@@ -68,7 +68,7 @@ def roster_block(store: Store, campaign_id: str, task: Task, team: list[str]) ->
     for name in team:
         mine = [e for e in exps if e.created_by == name]
         scores = [m.value for e in mine if (m := e.last_metric(target.name)) is not None]
-        best = (max(scores) if target.higher_is_better else min(scores)) if scores else None
+        best = target.best(scores) if scores else None
         a = now.get(name)
         oriented = f"{a.orientation} (since {a.id}: {a.reason[:_CUT]})" if a else "no orientation"
         shown = f"best dev {target.name} {best:.4f}" if best is not None else "no dev score yet"

@@ -21,7 +21,14 @@ reach ``budget.experiments``; a step's footer shows what is left, and ``create_e
 refuses once the campaign's budget is spent); tokens are the sum over the campaign's
 ``llm_call`` events (spent: the campaign ends, finished); wall time is checked before each
 step and bounds each step (passed: stopped, resumable). An LLM error that outlasts the
-client's retries stops the campaign (state stopped) with the step left to be run again.
+client's retries stops the campaign (state stopped; ``llm_unavailable`` when the endpoint was
+out of reach) with the step left to be run again; the open experiments of that step are kept
+open by recovery and named in its prompt on resume, so it continues them (their finished jobs
+are not run again, nor are they counted twice: see :mod:`rsilab.orchestrator.llm._resume`).
+
+A Main step that answers without any tool call while no direction is open is asked again, up
+to :data:`MAIN_NUDGES` times; still silent, the campaign stops (``agent_silent``, resumable)
+instead of finishing with nothing done.
 """
 
 from __future__ import annotations
@@ -46,7 +53,14 @@ from rsilab.orchestrator.campaign import (
     StopRequest,
     run_policy,
 )
+from rsilab.orchestrator.llm._nudge import MAIN_NUDGES, converse_main
 from rsilab.orchestrator.llm._prompts import Left, main_prompt, reviewer_prompt, worker_prompt
+from rsilab.orchestrator.llm._resume import (
+    continuing,
+    kept_for_resume,
+    open_experiments,
+    unfinished_note,
+)
 from rsilab.orchestrator.llm._state import (
     assign_workers,
     last_round,
@@ -57,10 +71,10 @@ from rsilab.orchestrator.llm._step import MAX_TURNS, Halt, StepRunner
 from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.orchestrator.research.guidance import mark_guidance_read, unread_guidance
 from rsilab.records import CampaignState, Candidate, Direction, EndReason, Experiment, Intent, Role
-from rsilab.store import Lab
+from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, Task
 
-__all__ = ["MAX_IDLE_ROUNDS", "MAX_TURNS", "LlmPolicy", "run_llm_campaign"]
+__all__ = ["MAIN_NUDGES", "MAX_IDLE_ROUNDS", "MAX_TURNS", "LlmPolicy", "run_llm_campaign"]
 
 MAIN, REVIEWER = "main", "reviewer"
 MAX_IDLE_ROUNDS = 3
@@ -116,6 +130,10 @@ class LlmPolicy(CampaignPolicy):
     def prepare(self, lab: Lab, services: LabServices) -> None:
         """The roles' orientations, the agents' system prompts (seeded once)."""
         ensure_role_orientations(lab.store, actor=ACTOR)
+
+    def keep_open(self, store: Store, campaign_id: str) -> Callable[[Experiment], bool]:
+        """The open experiments of steps a resume runs again (see the module)."""
+        return kept_for_resume(store, campaign_id)
 
     def rounds(self, session: CampaignSession) -> _Rounds:
         """The round loop of this run."""
@@ -263,8 +281,14 @@ class _Rounds:
                 CampaignState.STOPPED, EndReason.STOPPED_BY_USER, "interrupted; resume to continue"
             )
 
+    def has_budget(self) -> bool:
+        """Whether Workers may run: experiments are left, or a step cut short has open
+        experiments to finish (counted already)."""
+        spent = self.steps.experiments() >= self.budget.experiments
+        return not spent or continuing(self.store, self.campaign_id)
+
     def _round(self, round_no: int) -> None:
-        if self.steps.experiments() < self.budget.experiments:
+        if self.has_budget():
             assignments = self._main(round_no)
             if not ResearchDag.load(self.store, self.campaign_id).frontier():
                 self.steps.gate()  # a spent budget explains an empty plan better
@@ -285,7 +309,7 @@ class _Rounds:
         bounded by the wall budget) before the campaign is marked stopped.
         """
         steps = [(f"worker-{i}", d) for i, d in enumerate(assignments, start=1)]
-        if len(steps) == 1 and self.steps.experiments() >= self.budget.experiments:
+        if len(steps) == 1 and not self.has_budget():
             return
         run_at_once(
             [functools.partial(self._worker, round_no, a, d) for a, d in steps],
@@ -311,7 +335,7 @@ class _Rounds:
             workers=self.workers,
             guidance=guidance,
         )
-        outcome = self.steps.converse(MAIN, Role.MAIN, prompt)
+        outcome = converse_main(self.steps, self.store, self.campaign_id, prompt)
         for g in guidance:  # only after the step ran: a failed one shows it again on resume
             mark_guidance_read(self.store, g, MAIN)
         dag = ResearchDag.load(self.store, self.campaign_id)
@@ -351,12 +375,15 @@ class _Rounds:
         intent, and progress lines for them and its candidates."""
         known = {e.id for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)}
         proposed = {c.id for c in self.store.query_as(Candidate, campaign_id=self.campaign_id)}
-        prompt = prompt_for(self.steps.left())
+        unfinished = open_experiments(self.store, self.campaign_id, actor)
+        note = unfinished_note(self.store, self.campaign_id, unfinished)
+        prompt = prompt_for(self.steps.left()) + (f"\n\n{note}" if note else "")
         outcome = self.steps.converse(actor, Role.WORKER, prompt)
+        continued = {e.id for e in unfinished}
         made = [  # its own: Workers of the same round run at once
             e
             for e in self.store.query_as(Experiment, campaign_id=self.campaign_id)
-            if e.id not in known and e.created_by == actor
+            if (e.id not in known and e.created_by == actor) or e.id in continued
         ]
         self.steps.complete(begun, outcome, {"experiments": [e.id for e in made]})
         self._report(made, direction, actor, proposed)

@@ -161,7 +161,7 @@ class _TeamRounds(_Rounds):
         self.names = names
 
     def _round(self, round_no: int) -> None:
-        if self.steps.experiments() < self.budget.experiments:
+        if self.has_budget():
             self._leader(round_no)
             self._researchers(round_no)
         self._reviewer(round_no)
@@ -201,7 +201,7 @@ class _TeamRounds(_Rounds):
         )
 
     def _researcher(self, round_no: int, name: str) -> None:
-        if self.steps.experiments() >= self.budget.experiments:
+        if not self.has_budget():
             return
         begun = self.steps.begin(step_key(round_no, name), "researcher_step", {})
         if isinstance(begun, DoneIntent):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rsilab.errors import UserError
 from rsilab.orchestrator.report._actors import actor_uses, team_items, totals
 from rsilab.orchestrator.report._model import (
     BenchmarkInfo,
@@ -38,10 +39,12 @@ from rsilab.records import (
     Job,
     ProtocolFlag,
     Review,
+    TaskRef,
     utc_now,
 )
+from rsilab.stats import better
 from rsilab.store import Store, StoreReader
-from rsilab.tasks import get_task
+from rsilab.tasks import get_task, load_ref
 
 _EXPERIMENTS = re.compile(r"(?:^|,)\s*experiments\s*=\s*(\d+)\s*(?:,|$)")
 
@@ -64,7 +67,7 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
     baseline, start = baseline_and_start(store, campaign, lineage)
     dag = ResearchDag.load(store, campaign_id)
     events = store.events(campaign_id=campaign_id)
-    benchmarks = task_benchmarks(campaign.task.name)
+    benchmarks = task_benchmarks(campaign.task)
     higher = {b.name: b.higher_is_better for b in benchmarks}
     return CampaignReport(
         generated_at=utc_now(),
@@ -126,16 +129,16 @@ def experiment_budget(budget: Any) -> int | None:
     return None
 
 
-def task_benchmarks(task_name: str) -> list[BenchmarkInfo]:
-    """The benchmarks of a task with their target flag and direction (empty when the task
-    cannot be loaded here)."""
+def task_benchmarks(task: TaskRef | str) -> list[BenchmarkInfo]:
+    """The benchmarks of a task (a campaign's recorded reference, or a name) with their target
+    flag and direction (empty when the task cannot be loaded here)."""
     try:
-        task = get_task(task_name)
-    except (KeyError, ValueError):  # a task file not reachable from here: directions unknown
+        loaded = load_ref(task) if isinstance(task, TaskRef) else get_task(task)
+    except (KeyError, ValueError, UserError):  # not reachable from here: directions unknown
         return []
     return [
         BenchmarkInfo(name=b.name, target=b.target, higher_is_better=b.higher_is_better)
-        for b in task.benchmarks
+        for b in loaded.benchmarks
     ]
 
 
@@ -152,7 +155,6 @@ def direction_reports(
     ``dev`` gives the experiments' dev scores when the caller has them (else
     :func:`dev_means` reads them).
     """
-    sign = {name: 1.0 if up else -1.0 for name, up in (higher or {}).items()}
     if dev is None:
         dev = dev_means(store, dag.campaign_id)
     out = []
@@ -175,7 +177,7 @@ def direction_reports(
                     for e in exps
                     if e.state in {ExperimentState.FAILED, ExperimentState.CANCELLED}
                 ),
-                best_dev=_best_dev([e.id for e in exps], dev, sign),
+                best_dev=_best_dev([e.id for e in exps], dev, higher or {}),
                 reviews=[_review(r) for r in dag.reviews.get(d.id, [])],
             )
         )
@@ -183,14 +185,14 @@ def direction_reports(
 
 
 def _best_dev(
-    experiment_ids: list[str], dev: dict[str, dict[str, float]], sign: dict[str, float]
+    experiment_ids: list[str], dev: dict[str, dict[str, float]], higher: dict[str, bool]
 ) -> dict[str, DevBest]:
     """Per benchmark, the experiment with the best mean dev score (the earliest of ties)."""
     best: dict[str, DevBest] = {}
     for exp in experiment_ids:
         for bench, score in dev.get(exp, {}).items():
-            s = sign.get(bench, 1.0)
-            if bench not in best or s * score > s * best[bench].score:
+            up = higher.get(bench, True)
+            if bench not in best or better(score, best[bench].score, higher_is_better=up):
                 best[bench] = DevBest(score=score, experiment_id=exp)
     return dict(sorted(best.items()))
 

@@ -18,7 +18,7 @@ from rsilab.orchestrator.report._model import (
     RejectedReport,
     VersionScores,
 )
-from rsilab.records import CampaignReview, Interval
+from rsilab.records import CampaignReview, Interval, unconfined_note
 
 
 def render_markdown(report: CampaignReport) -> str:
@@ -52,14 +52,9 @@ def _header(r: CampaignReport) -> str:
     ]
     if c.end_reason is not None:
         lines.append(f"Ended: **{c.end_reason}** ({_flat(c.end_detail) or 'no detail'}).")
-    if c.settings.get("unsandboxed"):
-        where = c.settings.get("sandbox", "plain processes")
-        lines += [
-            "",
-            f"> **Unsandboxed:** its jobs ran in the `{where}` sandbox, which is NOT a security "
-            "boundary (a person opted in); code an agent wrote could read what this user can.",
-            "",
-        ]
+    unconfined = unconfined_note(c.settings)
+    if unconfined is not None:
+        lines += ["", f"> **Unsandboxed:** {unconfined}.", ""]
     if c.notes:
         lines.append(f"Notes: {_flat(c.notes)}")
     lines.append(f"Report made {_time(r.generated_at)}; every number is read from the lab.")

@@ -156,7 +156,6 @@ class _Records:
     @classmethod
     def load(cls, store: Store, task: Task, campaign_id: str) -> _Records:
         target = task.targets[0]
-        sign = 1.0 if target.higher_is_better else -1.0
         exps = sorted(
             store.query_as(Experiment, campaign_id=campaign_id), key=lambda e: (e.created_at, e.id)
         )
@@ -176,7 +175,7 @@ class _Records:
             score = dev.value if (dev := e.last_metric(target.name)) is not None else None
             if score is None or e.state is ExperimentState.FAILED:
                 continue
-            score *= sign
+            score = target.oriented(score)
             if first is None:
                 first = score
             elif score > best:

@@ -1,7 +1,15 @@
-"""Following the agents' jobs: ``job_status``, ``job_logs`` and ``cancel_job``."""
+"""Following the agents' jobs: ``job_status``, ``job_logs`` and ``cancel_job``.
+
+``job_status`` is a long poll: with ``wait`` it answers when the job's status changes or the
+wait ends, so a caller need not poll in a loop. Quick polls are limited per caller (its
+campaign and actor, in this process): a token bucket of :data:`POLL_BURST` calls refilled at
+:data:`POLL_RATE_PER_S` a second; a call beyond it is refused (``rate_limited``), and, like
+every call, recorded in the ledger.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Annotated, Any, Literal
 
@@ -19,20 +27,67 @@ MAX_TAIL_BYTES = 65536
 CANCEL_WAIT_S = 5.0
 """How long cancel_job waits for a killed job's record to say how it ended."""
 
+MAX_WAIT_S = 60.0
+"""The longest ``job_status`` waits for a change."""
+WAIT_POLL_S = 0.05
+"""How often a waiting ``job_status`` reads the job's record."""
+POLL_BURST = 120
+"""``job_status`` calls a caller may make at once before the rate limit applies."""
+POLL_RATE_PER_S = 4.0
+"""``job_status`` calls a second a caller may make, sustained."""
+
 TailBytes = Annotated[int, Field(ge=1, le=MAX_TAIL_BYTES)]
+WaitSeconds = Annotated[float, Field(ge=0, le=MAX_WAIT_S)]
+
+
+class _PollLimiter:
+    """A token bucket per caller key; thread-safe. Keys of callers idle long enough to have
+    a full bucket again are dropped, so the table stays small."""
+
+    def __init__(self, burst: int, rate_per_s: float) -> None:
+        self.burst, self.rate = float(burst), rate_per_s
+        self.lock = threading.Lock()
+        self.buckets: dict[tuple[str, ...], tuple[float, float]] = {}
+
+    def take(self, key: tuple[str, ...]) -> float | None:
+        """Spend one call of ``key``; None when allowed, else seconds until one is."""
+        now = time.monotonic()
+        with self.lock:
+            tokens, at = self.buckets.get(key, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - at) * self.rate)
+            if tokens < 1.0:
+                self.buckets[key] = (tokens, now)
+                return (1.0 - tokens) / self.rate
+            self.buckets[key] = (tokens - 1.0, now)
+            if len(self.buckets) > 1024:  # forget the callers whose bucket is full again
+                full_after = self.burst / self.rate
+                self.buckets = {k: v for k, v in self.buckets.items() if now - v[1] < full_after}
+            return None
+
+
+_POLLS = _PollLimiter(POLL_BURST, POLL_RATE_PER_S)
 
 
 @tool(Category.EXECUTION)
-def job_status(env: ToolEnv, job_id: RecordId) -> dict[str, Any]:
+def job_status(env: ToolEnv, job_id: RecordId, wait: WaitSeconds = 0) -> dict[str, Any]:
     """A job's state, kind, timings, resources, model path and error text.
+
+    Prefer waiting to polling: with ``wait`` the call returns as soon as the job's status
+    changes (queued -> running -> an end), or when the wait is over. Quick polls are
+    limited per caller (refused with 'rate_limited' beyond about 4 a second).
 
     Args:
         job_id: a job of this campaign (run_job's job_id).
+        wait: seconds (0 to 60) to wait for the job's status to change; 0 answers at once.
+            Only a job this process runs is waited for; another answers at once.
     """
+    _limit_polls(env)
     job = env.read(job_id, Job, field_name="job_id")
-    out = jobrec.job_view(job)
     services = env.lab_services
     future = services.future(job.id) if services is not None else None
+    if wait > 0 and future is not None and not job.is_finished():
+        job = _wait_changed(env, job, wait)
+    out = jobrec.job_view(job)
     if future is not None and future.done() and not future.cancelled():
         problem = future.exception()
         if problem is not None:
@@ -142,6 +197,31 @@ def cancel_job(env: ToolEnv, job_id: RecordId) -> dict[str, Any]:
         time.sleep(0.05)
     final = _wait_finished(env, job.id, CANCEL_WAIT_S)
     return {**jobrec.job_view(final), "cancelled": final.status is JobStatus.CANCELLED}
+
+
+def _limit_polls(env: ToolEnv) -> None:
+    """Refuse (``rate_limited``) a caller past its share of ``job_status`` calls."""
+    key = (env.call.campaign_id or "", env.call.actor, str(env.call.role))
+    retry_in = _POLLS.take(key)
+    if retry_in is not None:
+        raise ToolError(
+            "rate_limited",
+            f"too many job_status calls from {env.call.actor} (about {POLL_RATE_PER_S:g} a "
+            f"second are allowed); call again in {retry_in:.1f}s, and pass wait=SECONDS to "
+            "wait for the job to change instead of polling",
+            field="wait",
+            expected=f"a wait of up to {MAX_WAIT_S:g} seconds instead of quick polls",
+        )
+
+
+def _wait_changed(env: ToolEnv, job: Job, wait_s: float) -> Job:
+    """The job's record once its status differs from ``job``'s, or after ``wait_s``."""
+    deadline = time.monotonic() + wait_s
+    current = job
+    while current.status is job.status and time.monotonic() < deadline:
+        time.sleep(min(WAIT_POLL_S, max(0.0, deadline - time.monotonic())))
+        current = env.store.get_as(job.id, Job)
+    return current
 
 
 def _wait_finished(env: ToolEnv, job_id: str, timeout_s: float) -> Job:

@@ -314,9 +314,17 @@ def _rows(evaluations: list[Evaluation]) -> list[dict[str, float]]:
     return list(rows.values())
 
 
-def compare(name: str, evals_a: list[Evaluation], evals_b: list[Evaluation]) -> dict[str, Any]:
+def compare(
+    name: str,
+    evals_a: list[Evaluation],
+    evals_b: list[Evaluation],
+    higher_is_better: bool | None = None,
+) -> dict[str, Any]:
     """Paired per-sample comparison of two experiments' evaluations on one benchmark and tier
     (dev scores, or the train tier's out-of-fold scores).
+
+    ``higher_is_better`` is the benchmark's direction as its task declares it; None (a caller
+    without the task) falls back on the scorer's default for the metric, else unknown.
 
     Rows are (evaluation, epoch) pairs; columns the samples every row of both scored. Raises
     ToolError when fewer than two samples are shared (no interval can be made).
@@ -333,10 +341,11 @@ def compare(name: str, evals_a: list[Evaluation], evals_b: list[Evaluation]) -> 
     diff = mean_a - mean_b
     order = sorted(range(len(ids)), key=lambda i: (-abs(float(diff[i])), ids[i]))[:LARGEST]
     metric = evals_a[-1].metric
-    try:
-        higher_is_better: bool | None = get_scorer(metric).higher_is_better
-    except KeyError:
-        higher_is_better = None
+    if higher_is_better is None:
+        try:
+            higher_is_better = get_scorer(metric).higher_is_better
+        except KeyError:
+            higher_is_better = None
     out: dict[str, Any] = {
         "benchmark": name,
         "metric": metric,

@@ -101,6 +101,7 @@ def compare_eval_samples(
                 name,
                 [e for e in evals_a if e.benchmark == name],
                 [e for e in evals_b if e.benchmark == name],
+                higher_is_better=task.benchmark(name).higher_is_better,
             )
             for name in names
         ],

@@ -39,7 +39,7 @@ class Moves:
                 title,
                 f"changing {', '.join(group) or 'nothing'} raises the dev "
                 f"{self.ctx.target} score over the current version",
-                knobs_plan(group, "workers change only these knobs of config.json"),
+                knobs_plan(group, f"workers change only these knobs of {self._config}"),
                 [],
             )
 
@@ -107,7 +107,7 @@ class Moves:
         self._create(
             f"{relation}: tune {', '.join(group)}",
             f"changing {', '.join(group)} raises the dev {self.ctx.target} score",
-            knobs_plan(group, "workers change only these knobs of config.json"),
+            knobs_plan(group, f"workers change only these knobs of {self._config}"),
             edges,
         )
 
@@ -119,6 +119,11 @@ class Moves:
             knobs_plan(knobs, "follow the guidance; workers change only these knobs"),
             [],
         )
+
+    @property
+    def _config(self) -> str:
+        """The harness's config file, as the plans name it."""
+        return self.ctx.config_file or "the config (the harness names no config file)"
 
     def _create(
         self, title: str, hypothesis: str, plan: str, parents: list[dict[str, str]]

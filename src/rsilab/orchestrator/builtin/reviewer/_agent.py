@@ -12,6 +12,9 @@ Each rationale ends with what Main's own rule would do without the review
 (:data:`DEFAULT_RULE_NOTE`: :func:`~rsilab.orchestrator.builtin.main._rules.next_move` with
 verification, or for a verification :func:`default_verdict`), so the lock-in measures can count the
 reviews that changed the next action, not only those that were followed.
+
+Direction: the per-sample scores are oriented by the target's direction before they are compared
+(negated when lower is better), so a gain is always positive and "better" means better.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from rsilab.orchestrator.builtin.main._rules import next_move
 from rsilab.orchestrator.builtin.reviewer._rules import review_pair
 from rsilab.orchestrator.research.measures import DEFAULT_RULE_NOTE
 from rsilab.records import DataTier, Direction, Recommendation
-from rsilab.stats import noise_floor_from
+from rsilab.stats import noise_floor_from, oriented
 
 REVIEW_EVERY = 3
 """The Reviewer looks at a search direction after every this many of its experiments."""
@@ -91,10 +94,16 @@ class Reviewer:
             benchmark=target,
             tier=str(tier),
         )["benchmarks"][0]
-        a = dev_matrix(self.ctx.store, ids, target, tier)
-        b = dev_matrix(self.ctx.store, ref, target, tier)
+        higher = self.ctx.target_benchmark.higher_is_better
+        a = _oriented(dev_matrix(self.ctx.store, ids, target, tier), higher)
+        b = _oriented(dev_matrix(self.ctx.store, ref, target, tier), higher)
         floor = self.noise_floor(view)
         finding = review_pair(a, b, noise_floor=floor, verified=verified)
+        better, worse = (
+            (compared["a_higher"], compared["b_higher"])
+            if higher
+            else (compared["b_higher"], compared["a_higher"])
+        )
         if verified:
             default = default_verdict(
                 sum(r.score for r in treatment) / len(treatment), view.ref_score
@@ -105,8 +114,8 @@ class Reviewer:
         rationale = (
             f"{'Dev' if tier is DataTier.DEV else 'Out-of-fold train'} {target}: "
             f"{compared['mean_a']:.4f} for {ids[0]} against "
-            f"{compared['mean_b']:.4f} for the reference {ref[0]}; {compared['a_higher']} "
-            f"samples better, {compared['b_higher']} worse. "
+            f"{compared['mean_b']:.4f} for the reference {ref[0]}; {better} "
+            f"samples better, {worse} worse. "
             + ("Within noise; " if finding.within_noise else "")
             + f"verdict {finding.verdict}, advice {finding.recommendation}. "
             + DEFAULT_RULE_NOTE.format(default)
@@ -125,3 +134,8 @@ class Reviewer:
             f"review of {direction.title!r}: {finding.verdict}, advice {finding.recommendation}",
         )
         return finding.recommendation
+
+
+def _oriented(matrix: list[list[float]], higher_is_better: bool) -> list[list[float]]:
+    """``matrix`` with every score oriented so that higher is better."""
+    return [[oriented(x, higher_is_better) for x in row] for row in matrix]

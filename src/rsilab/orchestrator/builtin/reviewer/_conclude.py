@@ -22,11 +22,13 @@ At the end of the budget, :meth:`Concluder.propose_best` puts the campaign's bes
 run to the controller once (intent ``final-proposal``): a gain found by the last experiments,
 too late to verify, still gets its one judgement, as any search's best result would; the
 controller's alpha spending and re-training guard it.
+
+Scores: the runs' are the view's, oriented so higher is better; what an intent result records
+(``score``, ``mean``, ``ref_score``) is turned back into the target's own units.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import JsonValue
@@ -36,6 +38,7 @@ from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX, CampaignView, Ru
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._moves import Moves
 from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, default_verdict
+from rsilab.orchestrator.builtin.worker._agent import write_config
 from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.campaign import DoneIntent
 from rsilab.records import (
@@ -108,7 +111,7 @@ class Concluder:
         result: dict[str, Any] = {"accepted": False}
         if fresh:
             best = max(fresh, key=lambda r: (r.score, -r.index))
-            result |= {"experiment_id": best.experiment_id, "score": best.score}
+            result |= {"experiment_id": best.experiment_id, "score": view.raw(best.score)}
             result |= self.propose(best.experiment_id, best.config)
         self.ctx.intents.complete(step, result)
 
@@ -120,23 +123,24 @@ class Concluder:
             advice: Recommendation | str | None = default_verdict(mean_score(runs), view.ref_score)
         else:
             advice = self.reviewer.review(view, parent, runs, verified=True)
-        return self.verified(best, runs, advice, view.ref_score)
+        return self.verified(view, best, runs, advice)
 
     def verified(
-        self, source: Run, runs: list[Run], advice: object, ref_score: float | None
+        self, view: CampaignView, source: Run, runs: list[Run], advice: object
     ) -> dict[str, Any]:
         """A verification's result: proposed when ``advice`` is to continue and the re-runs'
-        mean beats the reference; once accepted, ``source`` and its re-runs are the new
-        reference (``ref_ids``, ``ref_score``)."""
-        mean = mean_score(runs)
-        result: dict[str, Any] = {"accepted": False, "mean": mean, "advice": str(advice)}
+        mean beats the reference (``view.ref_score``); once accepted, ``source`` and its
+        re-runs are the new reference (``ref_ids``, ``ref_score``). ``mean`` and ``ref_score``
+        are recorded in the target's own units."""
+        mean, ref_score = mean_score(runs), view.ref_score
+        result: dict[str, Any] = {"accepted": False, "mean": view.raw(mean), "advice": str(advice)}
         if str(advice) == "continue" and ref_score is not None and mean > ref_score:
             result |= self.propose(runs[-1].experiment_id, dict(source.config))
         if result.get("accepted"):
             group: list[JsonValue] = [source.experiment_id, *(r.experiment_id for r in runs)]
             result |= {
                 "ref_ids": group,
-                "ref_score": (source.score + sum(r.score for r in runs)) / len(group),
+                "ref_score": view.raw((source.score + sum(r.score for r in runs)) / len(group)),
             }
         return result
 
@@ -173,7 +177,7 @@ class Concluder:
             return self._verdict_of(earlier[-1])
         door = self.ctx.door
         prepared = door.worker(self.proposer, "prepare_workspace", overwrite=True)
-        door.worker(self.proposer, "write_file", path="config.json", content=json.dumps(config))
+        write_config(self.ctx, self.proposer, config)
         proposed = door.worker(
             self.proposer,
             "propose_candidate",

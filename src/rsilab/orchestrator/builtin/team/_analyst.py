@@ -38,11 +38,20 @@ class Publication:
 
     groups: KnobGroups
     effect: Interval
+    """Mean of group a's raw target scores minus group b's."""
     supersedes: str | None
+    higher_is_better: bool = True
+    """The target's direction."""
+
+    @property
+    def a_higher(self) -> bool:
+        """Group a's raw scores are higher (what the finding claims, in the metric's units)."""
+        return self.effect.value > 0
 
     @property
     def a_better(self) -> bool:
-        return self.effect.value > 0
+        """Group a scores better in the target's direction (what the effect tag says)."""
+        return self.a_higher == self.higher_is_better
 
     @property
     def supported(self) -> bool:
@@ -81,7 +90,8 @@ def due(ctx: RunContext, tv: TeamView) -> list[Publication]:
             continue
         a = [scored[i].scores[target] for i in g.a]
         b = [scored[i].scores[target] for i in g.b]
-        out.append(Publication(g, welch_interval(a, b), last.id if last else None))
+        higher = ctx.target_benchmark.higher_is_better
+        out.append(Publication(g, welch_interval(a, b), last.id if last else None, higher))
     return out
 
 
@@ -96,7 +106,7 @@ def _grown(last: Finding, g: KnobGroups) -> bool:
 def publish(ctx: RunContext, tv: TeamView, pub: Publication) -> dict[str, Any]:
     """Publish ``pub`` as the analyst (its text holds no number the tool could not match)."""
     g, target = pub.groups, ctx.target
-    side = "higher" if pub.a_better else "lower"
+    side = "higher" if pub.a_higher else "lower"
     if g.numeric:
         claim = (
             f"On dev {target}, runs with {g.knob} above the reference's value score {side} "

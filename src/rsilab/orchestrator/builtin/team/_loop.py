@@ -122,6 +122,8 @@ class TeamLoop(ThreadedLoop):
                 pending = next(i for i in tv.view.pending if i.key == order.key)
                 self.ctx.intents.abandon(pending, "the budget was spent")
             self.backlog.clear()
+        if not self.backlog and self._nothing_left(tv.view):
+            return CampaignState.FINISHED
         if self._lead(tv):
             return None
         if self._steps(tv):
@@ -247,8 +249,9 @@ class TeamLoop(ThreadedLoop):
         tv = TeamView.load(self.ctx)
         self.ctx.say.done = tv.view.settled(self._in_flight())
         best = tv.best()
+        raw, shown = tv.view.raw, tv.view.raw(best.score) if best else None  # target's units
         title = tv.view.dag.directions[run.direction_id].title
-        score = "failed" if run.failed else f"{run.score:.4f}"
+        score = "failed" if run.failed else f"{raw(run.score):.4f}"
         weighed = next((r for r in tv.view.runs if r.experiment_id == run.experiment_id), run)
         if weighed.score < run.score:
             score += " (a non-target benchmark falls beyond its tolerance)"
@@ -257,9 +260,9 @@ class TeamLoop(ThreadedLoop):
         self.ctx.say(
             "experiment",
             f"experiment {self.ctx.say.done}/{self.ctx.budget.experiments} {who} [{title}] "
-            f"dev {self.ctx.target} {score} (best {best.score if best else 0.0:.4f})",
-            run.score,
-            best.score if best else None,
+            f"dev {self.ctx.target} {score} (best {shown if shown is not None else 0.0:.4f})",
+            raw(run.score),
+            shown,
         )
 
     # -- the end --------------------------------------------------------------------------------

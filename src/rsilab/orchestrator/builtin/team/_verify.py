@@ -85,5 +85,5 @@ def _decide(
     runs = [r for r in view.runs_in(verify_id) if not r.failed]
     parent = view.dag.directions[source.direction_id]
     advice = reviewer.review(view, parent, runs, verified=True) if runs else None
-    result = concluder.verified(source, runs, advice, view.ref_score)
+    result = concluder.verified(view, source, runs, advice)
     return {**result, "source": source.experiment_id}

@@ -129,7 +129,7 @@ class TeamPolicy(CampaignPolicy):
     def run(self, session: CampaignSession) -> Ending:
         self.loop = _loop(session, self.on_progress, self.leader_settings, self.verify_seeds)
         state = self.loop.run(session.check)
-        return stopped_ending(state, session.stop)
+        return stopped_ending(state, session.stop, self.loop.done_detail)
 
     def conclude(self, session: CampaignSession) -> None:
         """The campaign review, while its tools still answer."""

@@ -3,8 +3,10 @@
 The Main policy decides an :class:`Order` (direction, config, why); the loop begins its intent
 ``exp:<n>`` on the main thread, so numbers are unique and every order is in the records before
 anything runs, then hands it to :meth:`Worker.run` on a pool thread. The Worker prepares its
-workspace from the lineage head, writes the config, opens the experiment (its description
-starts with ``[exp:<n>]``, which ties it to the intent), trains, evaluates on dev, closes the
+workspace from the lineage head, writes the config (to the file ``config =`` in the harness's
+``harness.toml`` names, as JSON; nothing when it names none), opens the experiment (its
+description starts with ``[exp:<n>]``, which ties it to the intent), trains (not a harness
+without a train step: its experiment is its dev evaluation), evaluates on dev, closes the
 experiment and completes the intent with the result. The heavy work runs in sandboxed
 subprocesses, so threads are enough; every store write is its own transaction.
 
@@ -32,6 +34,7 @@ from pydantic import JsonValue
 from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import EXP_PREFIX, Run, exp_index
 from rsilab.orchestrator.campaign import Intents, StopRequest
+from rsilab.orchestrator.door import RunnerError
 from rsilab.records import DataTier, Evaluation, Experiment, ExperimentState, Intent
 from rsilab.store import Store
 
@@ -46,7 +49,7 @@ class Order:
     n: int
     direction_id: str
     config: dict[str, JsonValue]
-    """Knobs to write over the head's ``config.json`` ({} runs the head as it is)."""
+    """Knobs to write over the head's config file ({} runs the head as it is)."""
     why: str
     payload: dict[str, Any] = field(default_factory=dict)
     """The intent payload as first written (kept as is when an order is run again)."""
@@ -108,9 +111,8 @@ class Worker:
         if earlier is not None:  # the earlier attempt's system, exactly
             full = dict(earlier.config)
         else:
-            current = json.loads(door.worker(worker, "read_file", path="config.json")["text"])
-            full = {**current, **order.config}
-        door.worker(worker, "write_file", path="config.json", content=json.dumps(full))
+            full = {**read_config(self.ctx, worker), **order.config}
+        write_config(self.ctx, worker, full)
         exp = earlier.id if earlier is not None else self._create(worker, order, full)
         created.set()
         scores, cancelled = self._train_and_eval(worker, exp, self.ctx.seed * 1000 + order.n)
@@ -149,17 +151,47 @@ class Worker:
             if folded["status"] != "succeeded":
                 return {}, self.stop.cancelling or folded["status"] == "cancelled"
             return _floats(folded.get("fold_scores", {}).get("scores", {})), False
-        trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=seed)
-        if trained["status"] != "succeeded":
-            return {}, self.stop.cancelling or trained["status"] == "cancelled"
-        if self.stop.cancelling:
-            return {}, True
+        model: dict[str, Any] = {}
+        if self.ctx.manifest.trains:  # else predict alone is the system: evaluate it as it is
+            trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=seed)
+            if trained["status"] != "succeeded":
+                return {}, self.stop.cancelling or trained["status"] == "cancelled"
+            if self.stop.cancelling:
+                return {}, True
+            model = {"model": trained["model"]}
         evaluated = door.worker(
-            worker, "run_job", experiment_id=exp, kind="dev_eval", seed=seed, model=trained["model"]
+            worker, "run_job", experiment_id=exp, kind="dev_eval", seed=seed, **model
         )
         if evaluated["status"] != "succeeded":
             return {}, self.stop.cancelling or evaluated["status"] == "cancelled"
         return _floats(evaluated.get("dev", {}).get("scores", {})), False
+
+
+def read_config(ctx: RunContext, worker: str) -> dict[str, JsonValue]:
+    """The config in ``worker``'s workspace: the harness's config file read as a JSON object;
+    {} when the harness declares none. RunnerError when the file holds no JSON object (the
+    built-in policy reads and writes config files as JSON only)."""
+    name = ctx.config_file
+    if name is None:
+        return {}
+    text = ctx.door.worker(worker, "read_file", path=name)["text"]
+    try:
+        config = json.loads(text)
+    except ValueError:
+        config = None
+    if not isinstance(config, dict):
+        raise RunnerError(
+            f"the harness's config file {name} holds no JSON object; the built-in policy reads "
+            "and writes config files as JSON (JSON is valid YAML too): write it as a JSON object"
+        )
+    return config
+
+
+def write_config(ctx: RunContext, worker: str, config: dict[str, JsonValue]) -> None:
+    """Write ``config`` as JSON to the harness's config file in ``worker``'s workspace (nothing
+    when the harness declares none, and so ``config`` is empty)."""
+    if ctx.config_file is not None:
+        ctx.door.worker(worker, "write_file", path=ctx.config_file, content=json.dumps(config))
 
 
 def _floats(scores: dict[str, Any]) -> dict[str, float]:
@@ -219,9 +251,9 @@ def _complete(
     config: dict[str, JsonValue],
     scores: dict[str, float],
 ) -> Run:
-    """Record the experiment's intent done: its target score (0.0 and ``failed`` when it has
-    none) and every benchmark's score, which the view weighs against the non-targets'
-    tolerances."""
+    """Record the experiment's intent done: its target score as measured (0.0 and ``failed``
+    when it has none) and every benchmark's score, which the view weighs against the
+    non-targets' tolerances. The run returned carries the score oriented, as the view's do."""
     score = scores.get(ctx.target)
     result: dict[str, Any] = {
         "experiment_id": experiment_id,
@@ -238,7 +270,7 @@ def _complete(
         experiment_id,
         order.direction_id,
         config,
-        result["score"],
+        0.0 if score is None else ctx.target_benchmark.oriented(score),
         score is None,
         dict(scores),
     )

@@ -115,7 +115,8 @@ def propose_configs(
 ) -> list[Config]:
     """Up to ``n`` new valid configs of ``space``, none already tried; higher score is better.
 
-    ``parents`` are ``(config, dev score)`` pairs already run (each must satisfy
+    ``parents`` are ``(config, score)`` pairs already run, the score oriented so that higher
+    is better (:func:`rsilab.stats.oriented`; the built-in view's scores are) (each must satisfy
     :func:`is_valid`, else ``ValueError``); ``tried`` holds further :func:`config_key` keys not
     to repeat. With no parents the first proposal is the space's defaults (when untried) and
     the rest are random samples. ``maturity`` (default: ``len(parents)``) sets the step size.
