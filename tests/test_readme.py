@@ -86,3 +86,32 @@ def test_the_readme_starts_with_the_two_commands() -> None:
     assert first_block is not None and _text().index("```sh") < _text().index("\n## ")
     commands = [line.split("#", 1)[0].strip() for line in first_block.group(1).splitlines()]
     assert commands == ["make demo", "make test"]
+
+
+def _own_task_lines(text: str) -> list[list[str]]:
+    """The commands of the README's "Your own task" block, each split into arguments."""
+    block = re.search(r"^Your own task.*?^```sh\n(.*?)^```$", text, re.M | re.S)
+    assert block is not None, "the README shows how to make and run your own task"
+    lines = [line.split("#")[0].split() for line in block.group(1).splitlines()]
+    return [line for line in lines if line]
+
+
+def test_your_own_task_runs_as_the_readme_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a folder with no lab yet, the three lines make a task, check it and run a campaign."""
+    from tests.cli.helpers import explain, rsilab
+
+    lines = _own_task_lines(_text())
+    assert [line[:3] for line in lines] == [
+        ["rsilab", "task", "init"],
+        ["rsilab", "task", "check"],
+        ["rsilab", "run", "demo/task.toml"],
+    ]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RSILAB_LAB", raising=False)
+    for line in lines:
+        result = rsilab(*line[1:])
+        assert result.exit_code == 0, (line, explain(result))
+    assert (tmp_path / ".rsilab" / "lab.db").is_file()
+    assert "experiment 6/6" in result.stderr + result.stdout

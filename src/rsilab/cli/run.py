@@ -114,9 +114,12 @@ def run(
     """
     from rsilab.orchestrator.api import draw_seed
     from rsilab.orchestrator.api import run as run_campaign
+    from rsilab.store.lab import DB_NAME, resolve_lab_path
     from rsilab.tasks import load_task
 
-    chosen = agents or _configured_agents(lab)
+    lab_folder = resolve_lab_path(lab)
+    fresh = not (lab_folder / DB_NAME).exists()
+    chosen = agents or ("builtin" if fresh else _configured_agents(lab))
     _check_agents(chosen)
     if team is not None:
         _check_team(workers)
@@ -124,6 +127,13 @@ def run(
     budget_ = _budget(budget, task.budget)
     shown = f"{chosen} team of {team}" if team else chosen
     said = messages_console(as_json)
+    if fresh:  # a first run needs no `rsilab init`: the lab is made once the task loads
+        with Lab.init(lab_folder) as made:
+            said.print(
+                Text(f"created lab {made.store.lab_id} at {made.path.resolve()}"),
+                soft_wrap=True,
+            )
+        lab = lab_folder
     if seed is None:
         seed = draw_seed()
         said.print(Text(f"seed {seed} (drawn; --seed {seed} repeats it)"), soft_wrap=True)
