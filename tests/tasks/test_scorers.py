@@ -55,3 +55,12 @@ def test_registry_refuses_a_second_function_under_one_name() -> None:
     with pytest.raises(KeyError, match=r"unknown scorer 'nope'; known: .*accuracy"):
         get_scorer("nope")
     assert {"accuracy", "exact_match", "speedup", "squared_error"} <= set(scorer_names())
+
+
+def test_a_scorer_without_a_docstring_registers_with_an_empty_description() -> None:
+    """A user's scorer function need not have a docstring (it used to crash registration)."""
+    register_scorer("undocumented_for_test", higher_is_better=False)(
+        lambda sample, output: Scored(sample.id, 1.0)
+    )
+    info = get_scorer("undocumented_for_test")
+    assert (info.description, info.higher_is_better) == ("", False)

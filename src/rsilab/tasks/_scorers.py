@@ -67,7 +67,8 @@ def register_scorer(
     def decorate(fn: ScoreFn) -> ScoreFn:
         if name in _SCORERS and _SCORERS[name].fn is not fn and not replace:
             raise ValueError(f"scorer {name!r} is already registered")
-        doc = description or (fn.__doc__ or "").strip().splitlines()[0]
+        # a function without a docstring (a lambda, say) has no first line: no description
+        doc = description or next(iter((fn.__doc__ or "").strip().splitlines()), "")
         _SCORERS[name] = ScorerInfo(name, fn, higher_is_better, invalid_score, doc)
         return fn
 
