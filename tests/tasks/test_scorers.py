@@ -57,8 +57,14 @@ def test_registry_refuses_a_second_function_under_one_name() -> None:
     assert {"accuracy", "exact_match", "speedup", "squared_error"} <= set(scorer_names())
 
 
-def test_a_scorer_without_a_docstring_registers_with_an_empty_description() -> None:
+def test_a_scorer_without_a_docstring_registers_with_an_empty_description(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A user's scorer function need not have a docstring (it used to crash registration)."""
+    from rsilab.tasks import _scorers
+
+    # Registered into a copy of the registry, so no later test in this process sees it.
+    monkeypatch.setattr(_scorers, "_SCORERS", dict(_scorers._SCORERS))
     register_scorer("undocumented_for_test", higher_is_better=False)(
         lambda sample, output: Scored(sample.id, 1.0)
     )
