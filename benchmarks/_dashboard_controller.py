@@ -37,7 +37,11 @@ from rsilab.records import (
     utc_now,
 )
 
-BASELINE_SEEDS, CANDIDATE_SEEDS = 6, 3
+BASELINE_SEEDS, CANDIDATE_SEEDS = 12, 12
+# Both arms on 12 paired seeds, judged in one look at 12 (the controller's rule with a single
+# look spends the proposal's whole alpha there): the generated lab's verdicts follow the rule
+# without simulating every look of the sequential schedule.
+LOOKS = (12,)
 
 
 def _final_scores(evaluations: list[Evaluation]) -> dict[str, Interval]:
@@ -148,7 +152,9 @@ class _Controller:
         writes: list[Record] = [*judged.jobs, *judged.evaluations]
         w.commit("candidate_evaluated", writes, actor=CONTROLLER_ACTOR, detail=candidate.id)
         index = candidate.proposal_index
-        decision = decide(w.task, judged.accept, self.head_accept, proposal_index=index)
+        decision = decide(
+            w.task, judged.accept, self.head_accept, proposal_index=index, looks=LOOKS
+        )
         update: dict[str, Any] = {
             "decisions": decision.decisions,
             "alpha": decision.alpha,

@@ -22,16 +22,22 @@ def _matrix(rate: float, seed_shift: list[float], n: int = 400, seed: int = 0) -
 
 
 def test_a_clear_gain_without_regression_is_accepted(synthetic: Task) -> None:
+    # 12 paired seeds, the third look: at the first (3 seeds) the O'Brien-Fleming boundary
+    # spends almost nothing, so seeds that vary decide nothing there (updated for issue 23)
+    shifts = [0, 0.01, -0.01] * 4
     base = {
-        ("quality", A): _matrix(0.4, [0, 0.01, -0.01]),
-        ("robustness", A): _matrix(0.7, [0, 0, 0]),
+        ("quality", A): _matrix(0.4, shifts),
+        ("robustness", A): _matrix(0.7, [0] * 12),
     }
     cand = {
-        ("quality", A): _matrix(0.6, [0, 0.01, -0.01]),
-        ("robustness", A): _matrix(0.7, [0, 0, 0]),
+        ("quality", A): _matrix(0.6, shifts),
+        ("robustness", A): _matrix(0.7, [0] * 12),
     }
+    early = decide(synthetic, {k: v[:3] for k, v in cand.items()},
+                   {k: v[:3] for k, v in base.items()}, proposal_index=1)  # fmt: skip
+    assert not early.accepted and not early.final and "undecided" in early.reason
     decision = decide(synthetic, cand, base, proposal_index=1)
-    assert decision.accepted, decision.reason
+    assert decision.accepted and decision.final and decision.look == 3, decision.reason
     target = decision.decisions[0]
     assert target.benchmark == "quality" and target.passed and target.low > 0
     assert decision.alpha == pytest.approx(0.025)
@@ -249,15 +255,17 @@ def test_the_reason_states_each_bound_and_verdict(synthetic: Task) -> None:
     cand, base = _arms(np.full(N, 0.5), np.zeros(N))
     accepted = decide(synthetic, cand, base, proposal_index=1).reason
     assert accepted.startswith(
-        "accepted (alpha_j=0.025): quality (target): gain +0.5000 [+0.5000, +0.5000] at "
-        "0.9500; lower bound +0.5000 > 0.0000: pass; robustness (non-target): gain +0.0000 "
+        "accepted (alpha_j=0.025, look 1, 3 paired seeds): quality (target): gain +0.5000 "
+        "[+0.5000, +0.5000] at 0.9500; lower bound +0.5000 > 0, gain +0.5000 > head spread "
+        "0.0000: pass; robustness (non-target): gain +0.0000 "
         "[+0.0000, +0.0000] at "
     )
     assert accepted.endswith("; lower bound +0.0000 >= -0.0200: pass")
     cand, base = _arms(np.zeros(N), np.full(N, -0.25))
     rejected = decide(synthetic, cand, base, proposal_index=1).reason
     assert rejected.startswith(
-        "rejected (alpha_j=0.025): quality (target): gain +0.0000 [+0.0000, +0.0000] at "
-        "0.9500; lower bound +0.0000 <= 0.0000: fail; robustness (non-target): gain -0.2500 "
+        "rejected (alpha_j=0.025, look 1, 3 paired seeds): quality (target): gain +0.0000 "
+        "[+0.0000, +0.0000] at 0.9500; lower bound +0.0000 <= 0, gain +0.0000 <= head spread "
+        "0.0000: fail; robustness (non-target): gain -0.2500 "
     )
     assert rejected.endswith("; lower bound -0.2500 < -0.0200: fail")

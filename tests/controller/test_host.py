@@ -336,7 +336,13 @@ def test_a_seed_salted_model_that_answers_alike_is_flagged(
     assert judged.state is CandidateState.REJECTED
     assert _flags(lab) == [("training", "seed_ignored")]
     assert "the same predictions" in judged.public_note
-    jobs = [j for j in lab.store.query_as(Job) if j.candidate_id == judged.id]
+    # the head's jobs on the same seeds carry the candidate's id too (issue 23: they were
+    # trained for its comparison); the candidate's own are those of its harness
+    jobs = [
+        j
+        for j in lab.store.query_as(Job)
+        if j.candidate_id == judged.id and j.inputs.workspace_sha256 == judged.harness_sha256
+    ]
     models = {j.model_out_sha256 for j in jobs if j.kind is JobKind.CONTROLLER_TRAIN}
     assert len(models) == controller.seeds  # every model file differs
 
@@ -377,8 +383,13 @@ def test_a_predict_that_ignores_the_model_is_flagged_not_counted(
     assert judged.state is CandidateState.REJECTED
     assert _flags(lab) == [("evaluation", "model_ignored")]
     assert "0." not in judged.public_note
-    # the probe is one extra predict job, on the emptied model
-    jobs = [j for j in lab.store.query_as(Job) if j.candidate_id == judged.id]
+    # the probe is one extra predict job, on the emptied model (the candidate's own jobs: the
+    # head's on the same seeds carry the candidate's id too, issue 23)
+    jobs = [
+        j
+        for j in lab.store.query_as(Job)
+        if j.candidate_id == judged.id and j.inputs.workspace_sha256 == judged.harness_sha256
+    ]
     predicts = [j for j in jobs if j.kind is JobKind.CONTROLLER_PREDICT]
     assert len(predicts) == controller.seeds + 1
     assert sum(1 for j in predicts if j.inputs.model_in_sha256 == EMPTY_SHA256) == 1

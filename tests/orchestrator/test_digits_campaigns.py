@@ -115,7 +115,7 @@ def test_a_builtin_campaign_on_digits_with_two_workers(
     assert len(exps) == 3 and all(e.is_finished() for e in exps)
     assert {e.created_by for e in exps} >= {"worker-1", "worker-2"}
     dag = ResearchDag.load(digits_lab.store, result.campaign_id)
-    assert len(dag.directions) >= 3
+    assert len(dag.directions) >= 1  # one direction over every knob (the TPE study's)
     candidates = digits_lab.store.query_as(Candidate, campaign_id=result.campaign_id)
     assert all(c.is_finished() for c in candidates)
     assert result.measures is not None and result.measures.experiments == 3

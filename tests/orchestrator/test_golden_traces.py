@@ -28,8 +28,9 @@ Normalised (what differs between runs of unchanged code):
 - record ids become placeholders numbered by first appearance per prefix (``exp#1``); job ids
   become ``job``, unnumbered: the controller trains and scores its seeds on threads of its own,
   so which job gets which id is the scheduler's choice;
-- each run of consecutive job events (``job_*``) is sorted by actor, action and detail: the
-  same threads start and finish their jobs in the scheduler's order. Every event is kept;
+- each run of consecutive job events (``job_*``, and ``head_measured``: the head is trained
+  beside the candidate on the same seeds) is sorted by actor, action and detail: the same
+  threads start and finish their jobs in the scheduler's order. Every event is kept;
 - sha256 hashes become ``sha#n`` (numbered as ids are), the test's temporary folder ``<tmp>``,
   this process's ``host:pid`` ``<host>``, ISO-8601 times ``<time>``; costs (wall and CPU
   seconds, memory, tokens), timestamps and hash-chain fields of events are left out.
@@ -295,7 +296,9 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> dict[int, Any]:
 _ID = re.compile(r"\b([a-z]+)-[0-9a-f]{12}\b")
 _SHA = re.compile(r"\b[0-9a-f]{64}\b")
 _TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
-_JOB_ACTIONS = {"job_queued": 0, "job_started": 1, "job_finished": 2}
+_JOB_ACTIONS = {"job_queued": 0, "job_started": 1, "job_finished": 2, "head_measured": 3}
+"""Events the controller's threads write in the scheduler's order: a candidate's jobs and the
+head's, trained side by side on the same seeds, and the head's measurement when its side ends."""
 
 
 class _Names:

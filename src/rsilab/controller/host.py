@@ -35,7 +35,7 @@ from threading import Lock
 
 import numpy as np
 
-from rsilab.controller.acceptance import decide
+from rsilab.controller.comparison import Comparison, HeadReference, compare, comparison_seeds
 from rsilab.controller.evaluation import (
     Recipe,
     SystemEvaluation,
@@ -52,14 +52,13 @@ from rsilab.controller.jobs import CONTROLLER_ACTOR
 from rsilab.controller.lineage import (
     find_lineage,
     lineage_versions,
-    matrix_of,
     next_label,
     require_lineage,
-    version_evaluations,
 )
 from rsilab.controller.model_use import model_use_check
 from rsilab.controller.overlap import PrivateIndex
 from rsilab.controller.recovery import holds_baseline_claim, holds_candidate_claim
+from rsilab.controller.sequential import looks_from
 from rsilab.errors import ConflictError, UserError
 from rsilab.executors.base import Executor
 from rsilab.records import (
@@ -114,6 +113,8 @@ class HostController:
         self.task = task
         self.lineage = lineage
         self.seeds = seeds
+        # the looks of a comparison: seeds, 2 seeds, 4 seeds, 8 seeds (3/6/12/24 by default)
+        self.looks = looks_from(seeds)
         # The baseline is evaluated once and every candidate is compared with it, so extra
         # seeds there are cheap and shrink the interval of every comparison (its seed spread
         # enters each paired gain as s_b^2 / k_b).
@@ -125,6 +126,7 @@ class HostController:
             task, self.secret, lab.store, lab.artifacts, executor, limits=limits
         )
         self.guards = TrainingGuards(task, self.secret, lab.store, lab.artifacts)
+        self.reference = HeadReference(task, lab.store, self.evaluator, self._version_recipe)
         self._propose_lock = Lock()
 
     @property
@@ -292,28 +294,47 @@ class HostController:
             return self._finish(candidate, refusal.state, refusal.reason, refusal.public)
         try:
             recipe = self._recipe(candidate)
-            seeds = controller_seeds(self.secret, candidate.id, self.seeds)
-            result = self.evaluator.evaluate(
+        except SystemInvalid as exc:
+            self._flag(FlagStage.EVALUATION, "candidate_invalid", exc.public, candidate)
+            return self._finish(candidate, CandidateState.INVALID, exc.reason, exc.public)
+        return self._decide(candidate, recipe)
+
+    def _compare(
+        self, candidate: Candidate, recipe: Recipe, head: SystemVersion
+    ) -> tuple[Candidate, Comparison | None]:
+        """Run the paired sequential comparison with ``head`` and record the candidate's
+        evaluations; the candidate ends decided (invalid, or flagged and rejected) when the
+        comparison cannot be used, with None in place of it."""
+        seeds = comparison_seeds(self.secret, head, candidate.proposal_index, self.looks[-1])
+        try:
+            judged = compare(
+                candidate,
                 recipe,
-                seeds,
-                campaign_id=candidate.campaign_id,
-                candidate_id=candidate.id,
-                probe_model=any(head.model_sha256s),  # the head's predict uses a trained model
+                head,
+                seeds=seeds,
+                looks=self.looks,
+                alpha=self.alpha,
+                evaluator=self.evaluator,
+                reference=self.reference,
+                model_use=lambda result: self._model_use(candidate, result),
             )
         except SystemInvalid as exc:
             # A controller job that fails counts against the candidate, with a flag: its
             # detail is the public step, since the reason may quote private logs.
             self._flag(FlagStage.EVALUATION, "candidate_invalid", exc.public, candidate)
-            return self._finish(candidate, CandidateState.INVALID, exc.reason, exc.public)
+            return self._finish(candidate, CandidateState.INVALID, exc.reason, exc.public), None
+        result = judged.result
         evaluations = self._evaluations(candidate.id, candidate.campaign_id, result)
         self._commit("candidate_evaluated", candidate.id, candidate.campaign_id, evaluations)
-        candidate = self._update(candidate, seeds=seeds, evaluation_ids=[e.id for e in evaluations])
-        detected = self._model_use(candidate, result)
-        if detected is not None:
-            stage, rule, detail, public = detected
+        # the seeds are recorded with the verdict, never before: no agent may learn them early
+        candidate = candidate.model_copy(
+            update={"seeds": result.seeds, "evaluation_ids": [e.id for e in evaluations]}
+        )
+        if judged.detected is not None:
+            stage, rule, detail, public = judged.detected
             self._flag(stage, rule, detail, candidate)
-            return self._finish(candidate, CandidateState.REJECTED, detail, public)
-        return self._decide(candidate, result, evaluations)
+            return self._finish(candidate, CandidateState.REJECTED, detail, public), None
+        return candidate, judged
 
     def _model_use(
         self, candidate: Candidate, result: SystemEvaluation
@@ -367,77 +388,92 @@ class HostController:
 
     # --- decision -------------------------------------------------------------------------
 
-    def _decide(
-        self, candidate: Candidate, result: SystemEvaluation, evaluations: list[Evaluation]
-    ) -> Candidate:
-        mine = {k: t.scores for k, t in result.tables.items() if k[1] is DataTier.ACCEPT}
+    def _version_recipe(self, version: SystemVersion) -> Recipe:
+        """What ``version`` is rebuilt from to measure it on more seeds: its candidate's
+        recipe, a rollback's original's, or the bare harness of a baseline."""
+        while version.candidate_id is None and version.rollback_of is not None:
+            version = self.store.get_as(version.rollback_of, SystemVersion)
+        if version.candidate_id is None:
+            return Recipe(version.harness_sha256)
+        return self._recipe(self.store.get_as(version.candidate_id, Candidate))
+
+    def _decide(self, candidate: Candidate, recipe: Recipe) -> Candidate:
+        judged: Comparison | None = None
         for _ in range(_CAS_ATTEMPTS):
             lineage = require_lineage(self.store, self.task.name, self.lineage)
             head = self.store.get_as(lineage.head_id, SystemVersion)
-            current = {
-                (name, DataTier.ACCEPT): matrix_of(
-                    e, result.tables[(name, DataTier.ACCEPT)].sample_ids
-                )
-                for name, e in version_evaluations(self.store, head, DataTier.ACCEPT).items()
-            }
-            decision = decide(
-                self.task, mine, current, proposal_index=candidate.proposal_index, alpha=self.alpha
-            )
-            stale_note = (
-                f" (built from {candidate.parent_version_id}, judged against the current head "
-                f"{head.id})"
-                if head.id != candidate.parent_version_id
-                else ""
-            )
-            update = {
-                "decisions": decision.decisions,
-                "alpha": decision.alpha,
-                "compared_to": head.id,
-                "reason": decision.reason + stale_note,
-                "finished_at": utc_now(),
-            }
-            if not decision.accepted:
-                done = candidate.model_copy(update={**update, "state": CandidateState.REJECTED})
-                self._commit("candidate_rejected", done.summary(), done.campaign_id, [done])
+            if judged is None or judged.head_id != head.id:
+                # the head moved (or nothing is compared yet): pair with the current head
+                candidate, judged = self._compare(candidate, recipe, head)
+                if judged is None:
+                    return candidate
+            done = self._settle(candidate, judged, lineage, head)
+            if done is not None:
                 return done
-            versions = lineage_versions(self.store, lineage)
-            models = [m or "" for m in result.models]
-            version = SystemVersion(
-                task=self.task.name,
-                lineage=self.lineage,
-                label=next_label(versions, candidate.harness_sha256, models),
-                harness_sha256=candidate.harness_sha256,
-                model_sha256=models[0] or None,
-                model_sha256s=models,
-                seeds=result.seeds,
-                parent_id=head.id,
-                candidate_id=candidate.id,
-                scores=_final_scores(evaluations),
-                evaluation_ids=[e.id for e in evaluations],
-                decision=decision.reason + stale_note,
-            )
-            done = candidate.model_copy(
-                update={**update, "state": CandidateState.ACCEPTED, "version_id": version.id}
-            )
-            moved = lineage.model_copy(
-                update={"head_id": version.id, "versions": [*lineage.versions, version.id]}
-            )
-            try:
-                self._commit(
-                    "candidate_accepted",
-                    f"{done.id} -> {version.label}",
-                    done.campaign_id,
-                    [done, version, moved],
-                )
-            except ConflictError:
-                continue  # the head moved between reading and writing: judge again
-            self._collect_if_over_limit()
-            return done
         return self._finish(
             candidate,
             CandidateState.STALE,
             "the lineage's head kept moving; propose again from the new head",
         )
+
+    def _settle(
+        self, candidate: Candidate, judged: Comparison, lineage: Lineage, head: SystemVersion
+    ) -> Candidate | None:
+        """Record the verdict of ``judged``; None when the head moved before it was written."""
+        decision, result = judged.decision, judged.result
+        assert decision is not None
+        stale_note = (
+            f" (built from {candidate.parent_version_id}, judged against the current head "
+            f"{head.id})"
+            if head.id != candidate.parent_version_id
+            else ""
+        )
+        update = {
+            "decisions": decision.decisions,
+            "alpha": decision.alpha,
+            "compared_to": head.id,
+            "reason": decision.reason + stale_note,
+            "finished_at": utc_now(),
+        }
+        if not decision.accepted:
+            done = candidate.model_copy(update={**update, "state": CandidateState.REJECTED})
+            self._commit("candidate_rejected", done.summary(), done.campaign_id, [done])
+            return done
+        versions = lineage_versions(self.store, lineage)
+        models = [m or "" for m in result.models]
+        version = SystemVersion(
+            task=self.task.name,
+            lineage=self.lineage,
+            label=next_label(versions, candidate.harness_sha256, models),
+            harness_sha256=candidate.harness_sha256,
+            model_sha256=models[0] or None,
+            model_sha256s=models,
+            seeds=result.seeds,
+            parent_id=head.id,
+            candidate_id=candidate.id,
+            scores=_final_scores(
+                [self.store.get_as(e, Evaluation) for e in candidate.evaluation_ids]
+            ),
+            evaluation_ids=list(candidate.evaluation_ids),
+            decision=decision.reason + stale_note,
+        )
+        done = candidate.model_copy(
+            update={**update, "state": CandidateState.ACCEPTED, "version_id": version.id}
+        )
+        moved = lineage.model_copy(
+            update={"head_id": version.id, "versions": [*lineage.versions, version.id]}
+        )
+        try:
+            self._commit(
+                "candidate_accepted",
+                f"{done.id} -> {version.label}",
+                done.campaign_id,
+                [done, version, moved],
+            )
+        except ConflictError:
+            return None  # the head moved between reading and writing: judge again
+        self._collect_if_over_limit()
+        return done
 
     def _collect_if_over_limit(self) -> None:
         """Run gc when the lab's blob folder passed its size limit (rsilab.toml); a failure

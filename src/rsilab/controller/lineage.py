@@ -157,7 +157,8 @@ def copy_version(
     rollback_of: str | None = None,
 ) -> SystemVersion:
     """A new version (its own id) of ``lineage`` equal to ``version``: same harness, models,
-    controller seeds, evaluations and scores, so it is judged against with the same numbers."""
+    controller seeds, evaluations (its reference measurements too) and scores, so it is judged
+    against with the same numbers."""
     return SystemVersion(
         task=version.task,
         lineage=lineage,
@@ -170,5 +171,6 @@ def copy_version(
         rollback_of=rollback_of,
         scores=dict(version.scores),
         evaluation_ids=list(version.evaluation_ids),
+        reference_evaluation_ids=list(version.reference_evaluation_ids),
         decision=decision,
     )

@@ -146,8 +146,18 @@ class BenchmarkDecision(Model):
     low: float = Field(description="Lower bound of the gain's interval.")
     high: float = Field(description="Upper bound of the gain's interval.")
     level: float = Field(description="Confidence level of the interval.")
-    threshold: float = Field(description="What the lower bound (target) or gain had to clear.")
+    threshold: float = Field(
+        description="Non-target: what the lower bound had to reach (-tolerance). Target: what "
+        "the gain had to clear (the head's seed spread of its mean); its lower bound clears 0."
+    )
     passed: bool = Field(description="Whether this benchmark passed its rule.")
+    look: int = Field(
+        default=0, description="1-based look it was decided at (0: a single-look rule)."
+    )
+    seeds: int = Field(default=0, description="Paired controller seeds compared (0: unpaired).")
+    critical: float | None = Field(
+        default=None, description="Boundary on the t scale the bound used (None: not recorded)."
+    )
 
 
 class Candidate(Record):

@@ -200,6 +200,12 @@ class SystemVersion(Record):
         default_factory=list, description="Its private evaluations (accept and final tiers)."
     )
     decision: str = Field(default="", description="Why it was accepted or rejected.")
+    reference_evaluation_ids: list[str] = Field(
+        default_factory=list,
+        description="Accept-tier evaluations of it as the head a candidate was compared with, "
+        "on that comparison's controller seeds (each sample score names its seed); kept so a "
+        "re-judged comparison reuses them.",
+    )
 
     def summary(self) -> str:
         return f"{self.id} {self.lineage}:{self.label}"

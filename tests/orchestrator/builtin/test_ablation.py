@@ -62,7 +62,8 @@ def test_without_workers_main_runs_one_line_of_work_one_experiment_at_a_time(lab
     assert max(p.running for p in seen) <= 1  # never two at once
     dag = ResearchDag.load(lab.store, result.campaign_id)
     every = {k.name for k in task.search_space}
-    assert all(set(knobs_of(d)) == every for d in dag.directions.values())
+    searched = [d for d in dag.directions.values() if d.title != "race the best configs"]
+    assert all(set(knobs_of(d)) == every for d in searched)  # the race re-runs, opens no knob
     check_campaign(lab.store, result.campaign_id, 10)
 
 

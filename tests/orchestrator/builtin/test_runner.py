@@ -67,8 +67,9 @@ def test_reviews_decide_the_main_agents_next_move(lab: Lab) -> None:
     result = run_campaign(lab, get_task("synthetic"), budget=Budget(experiments=14))
     m = result.measures
     assert m is not None and m.reviews_acted_on >= 3
-    assert m.review_influence is not None and m.review_influence >= 0.75
-    assert m.verifications >= 1  # a review asked for one, and Main grew it
+    # a held or made proposal is not a DAG move, so the final prediction is often not "followed"
+    assert m.review_influence is not None and m.review_influence >= 0.5
+    assert m.verifications >= 1  # the race verifies the best direction's gain
 
 
 def test_a_stopped_campaign_resumes_with_a_larger_budget(lab: Lab) -> None:

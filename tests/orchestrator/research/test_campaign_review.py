@@ -20,7 +20,6 @@ from rsilab.memory import (
 from rsilab.memory.builtin_skills import MAX_FRESH_SEEDS, MIN_FRESH_SEEDS
 from rsilab.memory.effect_tags import effect_tag
 from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX
-from rsilab.orchestrator.builtin.runner import run_campaign
 from rsilab.orchestrator.builtin.team import run_team_campaign
 from rsilab.orchestrator.builtin.team._leader import TeamSettings, initial_plan
 from rsilab.orchestrator.research.campaign_review import (
@@ -152,10 +151,12 @@ def test_the_verify_skill_is_seeded_once_and_bad_code_is_named(lab: Lab) -> None
 
 
 def test_a_campaign_verifies_on_the_seeds_the_skill_says(lab: Lab) -> None:
+    """The team verifies a gain on fresh seeds, as many as the skill says. (A single built-in
+    campaign no longer verifies mid-run: it races its best configs at the end instead.)"""
     skill = ensure_builtin_skills(lab.store)
     who: dict[str, Any] = {"actor": "campaign-review", "role": Role.CONTROLLER}
     revise_skill(lab.store, VERIFY_SKILL, skill.text, verify_code(3), **who)
-    result = run_campaign(lab, get_task("synthetic"), budget=Budget(experiments=14))
+    result = run_team_campaign(lab, get_task("synthetic"), team=1, budget=Budget(experiments=14))
     concluded = [
         i.key.removeprefix(CONCLUDE_PREFIX)
         for i in lab.store.query_as(Intent, campaign_id=result.campaign_id)

@@ -5,10 +5,15 @@ Each role's rules (pure functions, no I/O) sit beside what the role does with th
 role's own subpackage. Every action goes through the Experiment OS tools, exactly as an LLM
 agent's does, so the same roles, guards and ledger apply.
 
-- **Worker** (:mod:`.worker`): ``propose_configs`` proposes new configs of the task's declared
-  search space from the direction's best experiments (mutation with a step that shrinks as the
-  direction matures, uniform crossover, occasional fresh samples), never repeating a tried
-  config; ``propose_variant`` picks an untried code variant.
+- **Search** (:mod:`._search`): one Optuna multivariate TPE study per campaign, rebuilt from
+  every recorded run before each proposal, the non-targets as its constraint; a direction
+  draws its open knobs and keeps the others at its base config (the reference or the best
+  config found anywhere), never repeating a tried config.
+- **Worker** (:mod:`.worker`): runs one experiment; ``propose_configs`` (mutation, crossover)
+  is kept for the team's researchers; ``propose_variant`` picks an untried code variant.
+- **The race** (:mod:`.main._race`): the last quarter of the budget re-runs the reference once
+  and the best configs by successive halving; the winner is proposed once, if the Reviewer
+  predicts the controller accepts it (:mod:`.reviewer._predict`).
 - **Reviewer** (:mod:`.reviewer`): ``review_pair`` compares two experiments' per-sample dev
   scores with a paired interval and flags gains inside the noise floor, which
   :func:`~rsilab.stats.noise_floor_from` estimates from repeated runs of one config.

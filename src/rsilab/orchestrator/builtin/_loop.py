@@ -9,9 +9,10 @@ and reviews stay sequential and depend only on the records and on the orders in 
 the campaign's pending intents.
 
 Budget: an experiment starts only while done plus running stays under ``budget.experiments``
-(verification re-runs count like any other), so parallel Workers never overshoot it. The
-campaign is ``finished`` when that many are done; then the verifications whose re-runs are
-all done are concluded. Intents a dead runner left pending are run first, as new attempts
+(the race's re-runs count like any other), so parallel Workers never overshoot it. The
+campaign is ``finished`` when that many are done, or earlier when the search space is exhausted
+(:data:`SPACE_EXHAUSTED`); then the race's winner is proposed, once, if the Reviewer predicts
+the controller accepts it. Intents a dead runner left pending are run first, as new attempts
 of the same keys (or completed from the experiment that attempt had already closed).
 
 Stopping: the wall budget, or a first stop request (Ctrl-C, or KeyboardInterrupt raised on
@@ -30,11 +31,17 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import CampaignView, Run
 from rsilab.orchestrator.builtin._threaded import TICK_S, ThreadedLoop
-from rsilab.orchestrator.builtin.main._agent import ACTED, WAIT, MainAgent
+from rsilab.orchestrator.builtin.main._agent import ACTED, EXHAUSTED, WAIT, MainAgent
 from rsilab.orchestrator.builtin.worker._agent import ACTION, Order, Worker, adopt
 from rsilab.orchestrator.campaign import DoneIntent, StopRequest
 from rsilab.orchestrator.door import RunnerError
 from rsilab.records import CampaignState, Intent
+
+SPACE_EXHAUSTED = (
+    "the search space is exhausted: every direction the built-in policy could open was closed "
+    "with no config left to try, so it proposed its best and stopped before the budget"
+)
+"""The end detail of a campaign whose search space ran out (recorded with ``agents_done``)."""
 
 
 class CampaignLoop(ThreadedLoop):
@@ -118,7 +125,12 @@ class CampaignLoop(ThreadedLoop):
         decision = self.main.step(view, orders, can_dispatch)
         if isinstance(decision, Order):
             self._dispatch(decision, pool)
-        elif decision == WAIT:
+        elif decision == EXHAUSTED and not self.inflight:
+            self.done_detail = SPACE_EXHAUSTED
+            self.ctx.say("campaign", SPACE_EXHAUSTED)
+            self.main.conclude_ready(view)
+            return CampaignState.FINISHED
+        elif decision in (WAIT, EXHAUSTED):
             if not self.inflight:
                 raise RunnerError("the built-in Main policy has nothing to do and nothing runs")
             self._wait()

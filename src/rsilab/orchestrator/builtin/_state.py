@@ -42,11 +42,24 @@ from rsilab.store import Store
 EXP_PREFIX = "exp:"
 CONCLUDE_PREFIX = "conclude:"
 _KNOBS = re.compile(r"^knobs: (.*)$", re.MULTILINE)
+_FROM = re.compile(r"^from: (\S+)$", re.MULTILINE)
 
 
 def knobs_plan(knobs: list[str], text: str) -> str:
     """A direction plan that names the knobs its workers may change (read by :func:`knobs_of`)."""
     return f"{text}\nknobs: {', '.join(knobs)}"
+
+
+def base_plan(experiment_id: str, text: str) -> str:
+    """A direction plan that names the experiment whose config its workers start from (read by
+    :func:`base_of`): the knobs its plan does not open stay at that config's values."""
+    return f"{text}\nfrom: {experiment_id}"
+
+
+def base_of(direction: Direction) -> str | None:
+    """The experiment a direction's plan starts from; None: the reference."""
+    match = _FROM.search(direction.plan)
+    return match.group(1).strip() if match else None
 
 
 def knobs_of(direction: Direction) -> list[str]:
@@ -73,6 +86,14 @@ class Run:
     run is never a best and earns the lowest reward)."""
     scores: dict[str, float] = field(default_factory=dict)
     """Dev score per benchmark, as measured (empty for runs recorded before it was kept)."""
+    shortfall: float = 0.0
+    """How far, in score units summed over the non-targets, this run falls beyond
+    :data:`NON_TARGET_MARGIN` of their tolerances short of the reference (0.0: feasible)."""
+
+    @property
+    def target(self) -> float:
+        """The oriented dev target score before the non-target penalty (0.0 when failed)."""
+        return self.score + NON_TARGET_PENALTY * self.shortfall
 
 
 @dataclass(frozen=True)
@@ -248,8 +269,9 @@ def _weighed(runs: list[Run], ref_ids: list[str], non_targets: Sequence[NonTarge
             value = run.scores[b.name]
             if not b.higher_is_better:
                 floor, value = -(sum(ref) / len(ref) + allowed), -value
-            penalty += NON_TARGET_PENALTY * max(0.0, floor - value)
-        out.append(replace(run, score=run.score - penalty) if penalty else run)
+            penalty += max(0.0, floor - value)
+        weighed = replace(run, score=run.score - NON_TARGET_PENALTY * penalty, shortfall=penalty)
+        out.append(weighed if penalty else run)
     return out
 
 

@@ -2,40 +2,45 @@
 
 :meth:`MainAgent.step` looks at the campaign (rebuilt from the records) and at the orders in
 flight, and either acts on the DAG itself (returns :data:`ACTED`), asks for an experiment
-(returns an :class:`~rsilab.orchestrator.builtin.worker._agent.Order`), or has nothing to do until a
-running experiment ends (returns :data:`WAIT`). The first rule that applies wins:
+(returns an :class:`~rsilab.orchestrator.builtin.worker._agent.Order`), has nothing to do until a
+running experiment ends (returns :data:`WAIT`), or finds nothing new left to try (returns
+:data:`EXHAUSTED`: every direction it could open is closed and none can produce a new config).
+The first rule that applies wins:
 
 0. guidance a person gave (``rsilab guide``) and no planning step read yet: read it and open
    a direction on the task's knobs it names (guidance that names none is read and said to
    be beyond the built-in policy, which does not understand free text);
-1. no direction yet: the first directions, one per group of knobs;
+1. no direction yet: the first direction, over every knob, from the reference;
 2. no experiment yet: the reference, the lineage head's own config, alone;
-3. a review that spoke and is not answered yet: its advice decides (``continue``: the next
-   experiment goes to that direction; ``verify``: grow a verify child; ``revise``/``branch``:
-   grow that child and close the direction; ``stop``: close it);
-4. a verification: conclude it when its re-runs are done, else re-run the parent's best config
-   on a fresh seed;
-5. a search direction due a review (:func:`~rsilab.orchestrator.builtin.reviewer._agent.review_due`)
-  with nothing running, while the budget left could still pay for a verification: the Reviewer
-  reviews it (rule 3 answers at the next step, before anything else can happen);
-6. Main's own rules (:func:`~rsilab.orchestrator.builtin.main._rules.next_move`, verification left
-  to the Reviewer) on each idle direction: stop at its share of the budget, branch on a plateau,
-  revise a refuted one;
+3. the race (:mod:`~rsilab.orchestrator.builtin.main._race`) once the search has used its share
+   of the budget: grow the race direction, then re-run the reference once and the best configs
+   by successive halving (a race with nothing to race leaves the budget to the search);
+4. a review that spoke and is not answered yet: its advice decides (``continue``: the next
+   experiment goes to that direction; ``revise``/``branch``: open a direction from the best config
+   found anywhere and close this one; ``stop``: close it);
+5. a search direction due a review
+   (:func:`~rsilab.orchestrator.builtin.reviewer._agent.review_due`) with nothing running: the
+   Reviewer reviews it (rule 4 answers at the next step, before anything else can happen);
+6. Main's own rules (:func:`~rsilab.orchestrator.builtin.main._rules.next_move`, without
+   verification: the race verifies) on each idle direction: stop at its share of the budget,
+   branch from the best on a plateau, revise a refuted one;
 7. an experiment in the direction UCB picks among those free to run one (each running
-   experiment counts as one more pull at the direction's mean), with a config proposed from
-   the reference and the direction's best runs, never one tried or running.
+   experiment counts as one more pull at the direction's mean), its config drawn by the
+   campaign's TPE study (:mod:`~rsilab.orchestrator.builtin._search`) over the direction's open
+   knobs, the others at the direction's base config; never one tried or running. A direction
+   whose draws find no new config is exhausted and closed (the reference is never re-run to
+   fill the slot); with no direction left, Main opens one from the best config found anywhere
+   (:meth:`~rsilab.orchestrator.builtin.main._moves.Moves.next_direction`), or, when every one it
+   could open was opened, returns :data:`EXHAUSTED`.
 
-Without Reviewers (:attr:`~rsilab.orchestrator.builtin.ablation.Ablation.REVIEWERS`) rules 3 and 5
-are gone and rule 6 verifies too (Main's own rule for a gain that clears the noise floor).
-
-``can_dispatch`` False (no free Worker or no budget) skips the rules that need one. A
-direction whose verify child is open is on hold; one with experiments running is not moved,
-reviewed or closed until they end, so no experiment loses its direction under it.
+Without Reviewers (:attr:`~rsilab.orchestrator.builtin.ablation.Ablation.REVIEWERS`) rules 4 and 5
+are gone. ``can_dispatch`` False (no free Worker or no budget) skips the rules that need one. A
+direction with experiments running is not moved, reviewed or closed until they end, so no
+experiment loses its direction under it.
 """
 
 from __future__ import annotations
 
-import random
 import re
 from collections import Counter
 from dataclasses import replace
@@ -44,20 +49,25 @@ from typing import Literal
 from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._context import RunContext, direction_share
-from rsilab.orchestrator.builtin._state import CampaignView, knobs_of
+from rsilab.orchestrator.builtin._search import build_study, sampler_seed, suggest
+from rsilab.orchestrator.builtin._state import CampaignView, base_of, knobs_of
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._moves import Moves
+from rsilab.orchestrator.builtin.main._race import next_race_config, race_budget
 from rsilab.orchestrator.builtin.main._rules import DirectionStats, choose_direction, next_move
 from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, review_due
 from rsilab.orchestrator.builtin.reviewer._conclude import Concluder
 from rsilab.orchestrator.builtin.worker._agent import Order
-from rsilab.orchestrator.builtin.worker._rules import config_key, propose_configs
+from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.research.guidance import mark_guidance_read, unread_guidance
-from rsilab.records import Direction, DirectionState
+from rsilab.records import Direction
 
 ACTED: Literal["acted"] = "acted"
 WAIT: Literal["wait"] = "wait"
-Decision = Order | Literal["acted", "wait"]
+EXHAUSTED: Literal["exhausted"] = "exhausted"
+Decision = Order | Literal["acted", "wait", "exhausted"]
+RACE_WHY = "race: re-run"
+"""How a race re-run's order starts (the rest names the config's first experiment)."""
 
 
 class MainAgent:
@@ -82,9 +92,9 @@ class MainAgent:
                 return WAIT
             first = self._search_directions(view)[0]
             return Order(view.last_index + 1, first.id, {}, "reference: the current version")
-        rules = [self._answer_review, self._verification, self._review]
+        rules = [self._race, self._answer_review, self._review]
         if self.ctx.without(Ablation.REVIEWERS):
-            rules = [self._verification]
+            rules = [self._race]
         for rule in rules:
             decision = rule(view, busy, inflight, can_dispatch)
             if decision is not None:
@@ -92,14 +102,12 @@ class MainAgent:
         return self._search(view, busy, inflight, can_dispatch)
 
     def conclude_ready(self, view: CampaignView) -> None:
-        """At the end of the budget: conclude every verification whose re-runs are done,
-        then propose the best run not proposed yet (a proposal uses no experiment budget, so
-        a gain found last is still judged)."""
-        for d in view.dag.frontier():
-            if view.is_verify(d) and len(view.runs_in(d.id)) >= self.ctx.verify_seeds:
-                self.concluder.conclude(view, d)
-                view = self.ctx.view()
-        self.concluder.propose_best(self.ctx.view())
+        """At the end of the budget (or of what there is to try): close what is open and put
+        the race's winner to the controller once, if the Reviewer predicts it is accepted
+        (:meth:`~rsilab.orchestrator.builtin.reviewer._conclude.Concluder.propose_winner`)."""
+        self.concluder.propose_winner(view)
+        for d in self.ctx.view().dag.frontier():
+            self.moves.close(d, "the campaign's budget is spent")
 
     # -- the rules ------------------------------------------------------------------------------
 
@@ -120,6 +128,40 @@ class MainAgent:
             mark_guidance_read(self.ctx.store, guidance, "main")
         return bool(unread)
 
+    def race_slots(self) -> int:
+        """Experiments the race keeps at the end of the budget."""
+        return race_budget(self.ctx.budget.experiments) if self.ctx.searchable else 0
+
+    def _race(
+        self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
+    ) -> Decision | None:
+        """Rule 3: once the search has used its share, the race's next re-run."""
+        slots = self.race_slots()
+        used = len(view.runs) + len(inflight)
+        start = self.ctx.budget.experiments - slots
+        if not slots or used < start:
+            return None
+        race = self._race_direction(view)
+        raced = [o.config for o in inflight if o.direction_id == (race.id if race else "")]
+        config = next_race_config(view.runs, view.ref_config(), raced, used - start, slots)
+        if config is None:
+            return None  # nothing beats the reference: the search goes on
+        if race is None:
+            self.moves.race(view)
+            return ACTED
+        if not can_dispatch:
+            return WAIT
+        first = next(r for r in view.runs if r.config == config)
+        return Order(
+            self._next_index(view, inflight), race.id, config, f"{RACE_WHY} {first.experiment_id}"
+        )
+
+    def _race_direction(self, view: CampaignView) -> Direction | None:
+        for d in view.dag.directions.values():
+            if self.moves.is_race(d):
+                return d
+        return None
+
     def _answer_review(
         self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
     ) -> Decision | None:
@@ -129,44 +171,23 @@ class MainAgent:
                 continue
             advice = str(review.recommendation)
             why = f"the reviewer advised {advice}"
-            if advice == "continue":
+            if advice in ("continue", "verify"):  # verify: the race at the end re-runs it
                 if view.experiment_since(d.id, review.created_at):
                     continue
                 return self._order(view, d, inflight) if can_dispatch else WAIT
-            if advice == "verify":
-                if view.verify_child(d.id) is not None:
-                    continue
-                self.moves.verify(view, d)
-            elif advice in ("revise", "branch"):
-                self.moves.replace(view, d, advice, why)
+            if advice in ("revise", "branch"):
+                if not self.moves.replace(view, d, advice, why):
+                    self.moves.close(d, f"{why}; every direction it could open was tried")
             else:
                 self.moves.close(d, why)
             return ACTED
         return None
 
-    def _verification(
-        self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
-    ) -> Decision | None:
-        for v in view.dag.frontier():
-            if not view.is_verify(v):
-                continue
-            done = len(view.runs_in(v.id))
-            if done >= self.ctx.verify_seeds and not busy[v.id]:
-                self.concluder.conclude(view, v)
-                return ACTED
-            if done + busy[v.id] < self.ctx.verify_seeds and can_dispatch:
-                best = view.best(v.parents[0].parent_id)
-                assert best is not None
-                why = f"verify: re-run {best.experiment_id}"
-                return Order(self._next_index(view, inflight), v.id, dict(best.config), why)
-        return None
-
     def _review(
         self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
     ) -> Decision | None:
-        left = self.ctx.budget.experiments - len(view.runs) - len(inflight)
-        if not can_dispatch or left < self.ctx.verify_seeds:
-            return None  # review only when any advice can be followed (a verify takes two runs)
+        if not can_dispatch:
+            return None  # review only when the advice can be followed
         for d in self._search_directions(view):
             if not busy[d.id] and review_due(view, d) and self.reviewer.review(view, d):
                 return ACTED
@@ -177,24 +198,20 @@ class MainAgent:
     ) -> Decision:
         floor = self.reviewer.noise_floor(view)
         share = direction_share(self.ctx.budget)
-        verify = self.ctx.without(Ablation.REVIEWERS)  # else the Reviewer decides that
-        left = self.ctx.budget.experiments - len(view.runs) - len(inflight)
         eligible: list[DirectionStats] = []
         for d in self._search_directions(view):
             stats = view.stats(d.id, floor)
-            move = next_move(stats, noise_floor=floor, budget=share, verify=verify)
-            if move == "verify" and left < self.ctx.verify_seeds:
-                move = "continue"  # too late to pay for the re-runs: the final proposal judges it
+            move = next_move(stats, noise_floor=floor, budget=share, verify=False)
             if move != "continue" and not busy[d.id]:
                 if move == "stop":
                     self.moves.close(d, "its share of the budget is spent")
-                elif move == "verify":
-                    self.moves.verify(view, d)
-                else:
-                    self.moves.replace(view, d, move, f"stagnating: {move}")
+                elif not self.moves.replace(view, d, move, f"stagnating: {move}"):
+                    self.moves.close(d, "stagnating; every direction it could open was tried")
                 return ACTED
             full = stats.experiments + busy[d.id] >= share  # its share is running already
-            awaits_review = not verify and busy[d.id] and review_due(view, d)
+            awaits_review = (
+                not self.ctx.without(Ablation.REVIEWERS) and busy[d.id] and review_due(view, d)
+            )
             if move == "continue" and not full and not awaits_review:
                 eligible.append(_pulled(stats, busy[d.id]))
         if not can_dispatch:
@@ -202,52 +219,72 @@ class MainAgent:
         if not eligible:
             if inflight:
                 return WAIT
-            self.moves.new_direction(view, self._last_closed(view), "branch")
+            if self.moves.next_direction(view, self._last_closed(view), "branch"):
+                return ACTED
+            if self.moves.reopen(view, self._last_closed(view)):
+                return ACTED
+            return EXHAUSTED
+        chosen = view.dag.directions[choose_direction(eligible, len(view.runs) + len(inflight))]
+        config = self._propose(view, chosen, inflight, self._next_index(view, inflight))
+        if config is None:
+            if busy[chosen.id]:
+                return WAIT
+            self.moves.close(chosen, "exhausted: its knobs give no config not tried yet")
             return ACTED
-        chosen = choose_direction(eligible, len(view.runs) + len(inflight))
-        return self._order(view, view.dag.directions[chosen], inflight)
+        return Order(self._next_index(view, inflight), chosen.id, config, "search")
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _search_directions(self, view: CampaignView) -> list[Direction]:
-        """Open search directions (not verifications), not on hold, oldest first."""
-        return [d for d in view.dag.frontier() if not view.is_verify(d) and not view.on_hold(d)]
+        """Open search directions (not verifications nor the race), oldest first."""
+        return [
+            d
+            for d in view.dag.frontier()
+            if not view.is_verify(d) and not view.on_hold(d) and not self.moves.is_race(d)
+        ]
 
     def _last_closed(self, view: CampaignView) -> Direction | None:
         closed = [
             d
             for d in view.dag.directions.values()
-            if not view.is_verify(d) and d.state != DirectionState.OPEN
+            if not view.is_verify(d) and not self.moves.is_race(d) and d.state.is_finished()
         ]
         return closed[-1] if closed else None
 
     def _next_index(self, view: CampaignView, inflight: list[Order]) -> int:
         return max([view.last_index, *(o.n for o in inflight)]) + 1
 
-    def _order(self, view: CampaignView, d: Direction, inflight: list[Order]) -> Order:
-        """An experiment in ``d`` with a new config (see :meth:`_propose`)."""
+    def _order(self, view: CampaignView, d: Direction, inflight: list[Order]) -> Decision:
+        """An experiment in ``d`` with a new config; ACTED when ``d`` is exhausted (closed)."""
         n = self._next_index(view, inflight)
         config = self._propose(view, d, inflight, n)
+        if config is None:
+            self.moves.close(d, "exhausted: its knobs give no config not tried yet")
+            return ACTED
         return Order(n, d.id, config, "search")
 
     def _propose(
         self, view: CampaignView, d: Direction, inflight: list[Order], n: int
-    ) -> dict[str, JsonValue]:
-        """Knobs of ``d`` to change, bred from the reference and ``d``'s best runs; a config
-        neither run nor running (else the reference's, unchanged)."""
+    ) -> dict[str, JsonValue] | None:
+        """A config of ``d`` drawn by the campaign's TPE study: its open knobs drawn, the
+        others at its base config (the reference, or the experiment its plan starts from);
+        neither run nor running. None when ``d`` cannot produce one."""
         space = self.ctx.task.search_space
-        allowed = set(knobs_of(d))
-        own = [k for k in space if k.name in allowed]
-        base = view.ref_config()
-        ref = [r for r in view.runs if r.experiment_id in view.ref_ids]
-        parents = [(r.config, r.score) for r in [*ref, *view.runs_in(d.id)] if not r.failed]
+        base = self._base_config(view, d)
+        full = [{**base, **o.config} for o in inflight]
         tried = {config_key(r.config, space) for r in view.runs}
-        tried |= {config_key({**base, **o.config}, space) for o in inflight}
-        rng = random.Random(f"{self.ctx.seed}:exp:{n}")
-        for proposal in propose_configs(own, parents, rng, 20):
-            if config_key({**base, **proposal}, space) not in tried:
-                return proposal
-        return {}
+        tried |= {config_key(c, space) for c in full}
+        study = build_study(space, view.runs, seed=sampler_seed(self.ctx.seed, n), running=full)
+        found = suggest(study, space, set(knobs_of(d)), base, tried)
+        return None if found is None else {k.name: found[k.name] for k in space}
+
+    def _base_config(self, view: CampaignView, d: Direction) -> dict[str, JsonValue]:
+        ref = view.ref_config()
+        source = base_of(d)
+        for run in view.runs:
+            if source is not None and run.experiment_id == source:
+                return {**ref, **run.config}
+        return ref
 
 
 def _pulled(stats: DirectionStats, running: int) -> DirectionStats:

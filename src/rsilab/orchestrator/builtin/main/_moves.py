@@ -8,15 +8,20 @@ the answer to the review it follows (see :mod:`rsilab.orchestrator.research.meas
 
 from __future__ import annotations
 
-import random
-
 from rsilab.orchestrator.builtin._context import RunContext
-from rsilab.orchestrator.builtin._state import CampaignView, knobs_of, knobs_plan
+from rsilab.orchestrator.builtin._search import build_study, importance
+from rsilab.orchestrator.builtin._state import (
+    CampaignView,
+    base_of,
+    base_plan,
+    knobs_of,
+    knobs_plan,
+)
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.records import Direction, DirectionState
 
-KNOBS_PER_GROUP = 3
-"""The first directions split the search space into groups of at most this many knobs."""
+RACE_TITLE = "race the best configs"
+"""The title of the race direction (:mod:`rsilab.orchestrator.builtin.main._race`)."""
 
 
 class Moves:
@@ -26,22 +31,87 @@ class Moves:
         self.ctx = ctx
 
     def initial_directions(self) -> None:
-        """One direction per group of knobs of the task's search space (one when it has none;
-        one over every knob without Workers, whose directions the groups are)."""
+        """The first direction: every knob of the task's search space at once, from the
+        reference (the sampler models them jointly); "re-run the system" when it has none."""
         names = [k.name for k in self.ctx.task.search_space]
-        size = max(1, -(-len(names) // KNOBS_PER_GROUP))
-        if self.ctx.without(Ablation.WORKERS):
-            size = max(1, len(names))
-        groups = [names[i : i + size] for i in range(0, len(names), size)] or [[]]
-        for group in groups:
-            title = f"tune {', '.join(group)}" if group else "re-run the system"
+        title = f"tune {', '.join(names)}" if names else "re-run the system"
+        self._create(
+            title,
+            f"changing {', '.join(names) or 'nothing'} raises the dev "
+            f"{self.ctx.target} score over the current version",
+            knobs_plan(names, f"workers change only these knobs of {self._config}"),
+            [],
+        )
+
+    @staticmethod
+    def is_race(d: Direction) -> bool:
+        """True for the race direction (re-runs of the best configs at the end)."""
+        return d.title == RACE_TITLE
+
+    def race(self, view: CampaignView) -> None:
+        """Grow the race direction from the direction of the best run (a verify edge: its
+        re-runs verify that direction's gain), once."""
+        if any(self.is_race(d) for d in view.dag.directions.values()):
+            return
+        ref = set(view.ref_ids)
+        runs = [r for r in view.runs if not r.failed and r.experiment_id not in ref]
+        best = max(runs, key=lambda r: (r.score, -r.index)) if runs else None
+        edges = [] if best is None else [{"parent_id": best.direction_id, "relation": "verify"}]
+        self._create(
+            RACE_TITLE,
+            "the best configs' dev gains hold on re-runs; successive halving keeps the best",
+            knobs_plan([], "re-run the reference once, then the best configs, halving the field"),
+            edges,
+        )
+
+    def subsets(self, view: CampaignView) -> list[list[str]]:
+        """Knob groups a new direction may open, in order of preference: the most important
+        knobs by the campaign's study (up to half the space, at most three), every knob, the
+        less important rest, then each knob alone. Without Workers: every knob only."""
+        names = [k.name for k in self.ctx.task.search_space]
+        if self.ctx.without(Ablation.WORKERS) or len(names) <= 1:
+            return [names]
+        study = build_study(self.ctx.task.search_space, view.runs, seed=self.ctx.seed)
+        ranked = importance(study, self.ctx.task.search_space)
+        k = max(1, min(3, len(names) // 2))
+        ordered = [ranked[:k], names, ranked[k:], *([n] for n in ranked)]
+        out: list[list[str]] = []
+        for group in ordered:
+            group = sorted(group, key=names.index)
+            if group and group not in out:
+                out.append(group)
+        return out
+
+    def next_direction(self, view: CampaignView, parent: Direction | None, relation: str) -> bool:
+        """Open a direction from the best config found anywhere (the reference when nothing
+        beats it) on the first knob group of :meth:`subsets` not yet opened from that config,
+        grown from ``parent`` with ``relation`` (a root when ``parent`` is None). False when
+        every group was opened from it already (nothing new to open)."""
+        ref = set(view.ref_ids)
+        runs = [r for r in view.runs if not r.failed and r.experiment_id not in ref]
+        best = max(runs, key=lambda r: (r.score, -r.index)) if runs else None
+        if best is not None and view.ref_score is not None and best.score <= view.ref_score:
+            best = None
+        source = best.experiment_id if best is not None else None
+        opened = {
+            (tuple(knobs_of(d)), base_of(d))
+            for d in view.dag.directions.values()
+            if not self.is_race(d) and not view.is_verify(d)
+        }
+        for group in self.subsets(view):
+            if (tuple(group), source) in opened:
+                continue
+            edges = [] if parent is None else [{"parent_id": parent.id, "relation": relation}]
+            start = f"the best config so far ({source})" if source else "the reference"
+            plan = knobs_plan(group, f"workers change only these knobs of {self._config}")
             self._create(
-                title,
-                f"changing {', '.join(group) or 'nothing'} raises the dev "
-                f"{self.ctx.target} score over the current version",
-                knobs_plan(group, f"workers change only these knobs of {self._config}"),
-                [],
+                f"{relation}: tune {', '.join(group)}",
+                f"changing {', '.join(group)} from {start} raises the dev {self.ctx.target} score",
+                base_plan(source, plan) if source else plan,
+                edges,
             )
+            return True
+        return False
 
     def verify(self, view: CampaignView, d: Direction) -> None:
         """Grow ``d``'s verify child (re-runs of its best config on fresh seeds), then mark
@@ -74,13 +144,34 @@ class Moves:
                 [{"parent_id": d.id, "relation": "continue"}],
             )
 
-    def replace(self, view: CampaignView, d: Direction, relation: str, why: str) -> None:
-        """Grow a ``branch`` or ``revise`` child of ``d`` on other knobs, then close ``d``
-        (refuted for a revision: its hypothesis was wrong; exhausted for a branch)."""
-        if view.child_with(d.id, relation) is None:
-            self.new_direction(view, d, relation)
+    def reopen(self, view: CampaignView, parent: Direction | None) -> bool:
+        """Open every knob again from the best config found anywhere, unless a direction on
+        every knob was closed as exhausted (its draws found no new config): then the space is
+        used up and this returns False."""
+        names = [k.name for k in self.ctx.task.search_space]
+        for d in view.dag.directions.values():
+            last = d.history[-1].conclusion if d.history else None
+            if knobs_of(d) == names and last is not None and last.startswith("exhausted"):
+                return False
+        edges = [] if parent is None else [{"parent_id": parent.id, "relation": "branch"}]
+        self._create(
+            f"branch: tune {', '.join(names)}",
+            f"changing {', '.join(names)} raises the dev {self.ctx.target} score",
+            knobs_plan(names, f"workers change only these knobs of {self._config}"),
+            edges,
+        )
+        return True
+
+    def replace(self, view: CampaignView, d: Direction, relation: str, why: str) -> bool:
+        """Grow a ``branch`` or ``revise`` child of ``d`` from the best config found anywhere
+        (:meth:`next_direction`), then close ``d`` (refuted for a revision: its hypothesis was
+        wrong; exhausted for a branch). False, and ``d`` left open, when there is no new
+        direction to grow."""
+        if view.child_with(d.id, relation) is None and not self.next_direction(view, d, relation):
+            return False
         status = DirectionState.REFUTED if relation == "revise" else DirectionState.EXHAUSTED
         self.close(d, why, status)
+        return True
 
     def close(
         self, d: Direction, why: str, status: DirectionState = DirectionState.EXHAUSTED
@@ -90,26 +181,6 @@ class Moves:
             self.ctx.door.main(
                 "update_direction", direction_id=d.id, status=str(status), conclusion=why
             )
-
-    def new_direction(self, view: CampaignView, parent: Direction | None, relation: str) -> None:
-        """A direction on a random group of one to three knobs (not the parent's own group),
-        grown from ``parent`` with ``relation`` (a root when ``parent`` is None); on every
-        knob again without Workers."""
-        names = [k.name for k in self.ctx.task.search_space]
-        rng = random.Random(f"{self.ctx.seed}:direction:{len(view.dag.directions)}")
-        old = set(knobs_of(parent)) if parent is not None else set()
-        group = names
-        for _ in range(0 if self.ctx.without(Ablation.WORKERS) else 20):
-            group = sorted(rng.sample(names, min(len(names), rng.randint(1, 3))), key=names.index)
-            if set(group) != old:
-                break
-        edges = [] if parent is None else [{"parent_id": parent.id, "relation": relation}]
-        self._create(
-            f"{relation}: tune {', '.join(group)}",
-            f"changing {', '.join(group)} raises the dev {self.ctx.target} score",
-            knobs_plan(group, f"workers change only these knobs of {self._config}"),
-            edges,
-        )
 
     def from_guidance(self, text: str, knobs: list[str]) -> None:
         """A root direction on the knobs a person's guidance names, its text the hypothesis."""

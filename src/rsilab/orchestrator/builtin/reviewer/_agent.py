@@ -19,18 +19,48 @@ Direction: the per-sample scores are oriented by the target's direction before t
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
+
 from rsilab.orchestrator.builtin._context import RunContext, direction_share
 from rsilab.orchestrator.builtin._state import CampaignView, Run, dev_matrix
-from rsilab.orchestrator.builtin.main._rules import next_move
-from rsilab.orchestrator.builtin.reviewer._rules import review_pair
+from rsilab.orchestrator.builtin.main._race import Contender, mean_of
+from rsilab.orchestrator.builtin.main._race import groups as config_groups
+from rsilab.orchestrator.builtin.main._rules import DirectionStats, next_move
+from rsilab.orchestrator.builtin.reviewer._predict import Prediction, predict_acceptance
+from rsilab.orchestrator.builtin.reviewer._rules import ReviewFinding, review_pair
 from rsilab.orchestrator.research.measures import DEFAULT_RULE_NOTE
-from rsilab.records import DataTier, Direction, Recommendation
+from rsilab.records import DataTier, Direction, Recommendation, Verdict
 from rsilab.stats import noise_floor_from, oriented
 
 REVIEW_EVERY = 3
 """The Reviewer looks at a search direction after every this many of its experiments."""
+PLATEAU = 2 * REVIEW_EVERY
+"""Experiments without a new best after which a review advises a branch."""
 DEFAULT_NOISE_FLOOR = 0.02
 """Noise floor (dev score units) until verification runs measure one."""
+
+
+def prediction_seed(campaign_id: str, proposal_index: int) -> int:
+    """The RNG seed of the acceptance prediction for ``proposal_index`` of ``campaign_id``: the
+    same campaign predicts the same way on resume."""
+    digest = hashlib.sha256(f"predict:{campaign_id}:{proposal_index}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def search_advice(finding: ReviewFinding, stats: DirectionStats) -> Recommendation:
+    """The move a review of a search direction advises, from the paired comparison of its best
+    run with the reference: ``revise`` when it refutes the direction (its best is clearly
+    worse); ``branch`` when the direction has run :data:`PLATEAU` experiments since its last
+    new best (a plateau, found sooner than Main's patience: the sampler has settled there, so
+    the next direction opens other knobs from the best config found anywhere); else
+    ``continue``. A gain is never verified mid-run (the race at the end re-runs the best
+    configs), so ``verify`` becomes ``continue``."""
+    if finding.recommendation == Recommendation.REVISE:
+        return Recommendation.REVISE
+    if stats.experiments - stats.last_improvement_at >= PLATEAU:
+        return Recommendation.BRANCH
+    return Recommendation.CONTINUE
 
 
 def default_verdict(mean: float, ref_score: float | None) -> str:
@@ -53,17 +83,72 @@ class Reviewer:
         self.ctx = ctx
 
     def noise_floor(self, view: CampaignView) -> float:
-        """Pooled seed spread of the verification re-runs (each re-runs one config); the
-        default until a verification has run."""
+        """Pooled seed spread of the configs run more than once (the race's and the
+        verifications' re-runs); the default until one has."""
         groups = []
-        for d in view.dag.directions.values():
-            if view.is_verify(d) and len(view.runs_in(d.id)) >= self.ctx.verify_seeds:
-                ids = [r.experiment_id for r in view.runs_in(d.id) if not r.failed]
+        for group in config_groups(view.runs):
+            if len(group.runs) >= 2:
+                ids = [r.experiment_id for r in group.runs]
                 groups.append(dev_matrix(self.ctx.store, ids, self.ctx.target, self.ctx.tier))
         try:
             return noise_floor_from([g for g in groups if len(g) >= 2])
         except ValueError:
             return DEFAULT_NOISE_FLOOR
+
+    def predict(
+        self, view: CampaignView, direction: Direction, winner: Contender, proposal_index: int
+    ) -> Prediction:
+        """File the Reviewer's prediction of the controller's verdict on ``winner`` (its runs
+        against the reference's, :func:`predict_acceptance`) as a review of ``direction``:
+        ``continue`` (propose it) when the estimated probability that the controller's
+        sequential test accepts is at least
+        :data:`~rsilab.orchestrator.builtin.reviewer._predict.PROPOSE_AT`, else ``stop`` (hold
+        it: a proposal the controller would likely reject spends alpha for nothing). The
+        simulation's RNG is seeded from the campaign and the proposal index
+        (:func:`prediction_seed`)."""
+        ref = view.ref_config()
+        refs = [r.experiment_id for r in view.runs if not r.failed and r.config == ref]
+        ids = [r.experiment_id for r in winner.runs]
+        prediction = predict_acceptance(
+            self.ctx.store,
+            self.ctx.task,
+            ids,
+            refs,
+            proposal_index=proposal_index,
+            tier=self.ctx.tier,
+            seed=prediction_seed(self.ctx.campaign_id, proposal_index),
+        )
+        ref_mean = mean_of(view.runs, ref)
+        default = default_verdict(winner.mean, ref_mean)
+        if prediction.accepted:
+            verdict, advice = Verdict.SUPPORTS, Recommendation.CONTINUE
+            said = "the controller's sequential test likely accepts it: propose it"
+        else:
+            verdict, advice = Verdict.INCONCLUSIVE, Recommendation.STOP
+            failing = [b for b, ok in prediction.passed.items() if not ok]
+            said = (
+                "the controller's sequential test likely rejects it "
+                f"({', '.join(failing) or 'their conjunction'} fails): hold the proposal"
+                if prediction.probability is not None
+                else f"nothing to judge ({prediction.reason}): hold the proposal"
+            )
+        where = "Dev" if self.ctx.tier is DataTier.DEV else "Out-of-fold train"
+        rationale = (
+            f"{where} {self.ctx.target}: prediction of the controller's verdict on {ids[-1]} "
+            f"for the reference {refs[0]}; at the next proposal's alpha, {said}. "
+            + DEFAULT_RULE_NOTE.format(default)
+        )  # no number the records do not hold: the probability goes in the intent's result
+        self.ctx.door.reviewer(
+            "submit_review",
+            experiment_ids=ids,
+            baseline_ids=refs,
+            direction_id=direction.id,
+            verdict=str(verdict),
+            recommendation=str(advice),
+            rationale=rationale,
+        )
+        self.ctx.say("review", f"prediction for {ids[-1]}: {advice} ({prediction.reason})")
+        return prediction
 
     def review(
         self,
@@ -110,7 +195,9 @@ class Reviewer:
             )
         else:
             share = direction_share(self.ctx.budget)
-            default = next_move(view.stats(direction.id, floor), noise_floor=floor, budget=share)
+            stats = view.stats(direction.id, floor)
+            default = next_move(stats, noise_floor=floor, budget=share, verify=False)
+            finding = replace(finding, recommendation=search_advice(finding, stats))
         rationale = (
             f"{'Dev' if tier is DataTier.DEV else 'Out-of-fold train'} {target}: "
             f"{compared['mean_a']:.4f} for {ids[0]} against "

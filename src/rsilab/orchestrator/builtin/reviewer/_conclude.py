@@ -37,6 +37,7 @@ from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX, CampaignView, Run
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._moves import Moves
+from rsilab.orchestrator.builtin.main._race import winner
 from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, default_verdict
 from rsilab.orchestrator.builtin.worker._agent import write_config
 from rsilab.orchestrator.builtin.worker._rules import config_key
@@ -113,6 +114,36 @@ class Concluder:
             best = max(fresh, key=lambda r: (r.score, -r.index))
             result |= {"experiment_id": best.experiment_id, "score": view.raw(best.score)}
             result |= self.propose(best.experiment_id, best.config)
+        self.ctx.intents.complete(step, result)
+
+    def propose_winner(self, view: CampaignView) -> None:
+        """Propose the race's winner (:func:`~rsilab.orchestrator.builtin.main._race.winner`)
+        once per campaign (intent ``final-proposal``), if the Reviewer predicts the controller
+        likely accepts it (:meth:`~rsilab.orchestrator.builtin.reviewer._agent.Reviewer.predict`;
+        without Reviewers, Main's own rule: its mean beats the reference's). The prediction's
+        reason and estimated ``probability`` are recorded either way; a held winner as ``held``;
+        nothing beating the reference, as ``{"accepted": False}``."""
+        step = self.ctx.intents.begin(FINAL_PROPOSAL, "propose", {})
+        if isinstance(step, DoneIntent):
+            return
+        found = winner(view.runs, view.ref_config())
+        result: dict[str, Any] = {"accepted": False}
+        if found is not None:
+            latest = found.latest
+            index = 1 + len(self.ctx.store.query_as(Candidate, campaign_id=self.ctx.campaign_id))
+            said: dict[str, Any] = {"score": view.raw(found.mean), "runs": len(found.runs)}
+            held = None
+            if not self.ctx.without(Ablation.REVIEWERS):
+                where = view.dag.directions[latest.direction_id]
+                prediction = self.reviewer.predict(view, where, found, index)
+                said["prediction"] = prediction.reason
+                said["probability"] = prediction.probability
+                held = None if prediction.accepted else prediction.reason
+            if held is None:
+                result |= {"experiment_id": latest.experiment_id, **said}
+                result |= self.propose(latest.experiment_id, dict(found.config))
+            else:
+                result |= {"held": latest.experiment_id, **said}
         self.ctx.intents.complete(step, result)
 
     def _decide(self, view: CampaignView, verify: Direction, parent: Direction) -> dict[str, Any]:

@@ -1,0 +1,142 @@
+"""The end-of-budget race: re-runs of the few best configs by successive halving, then one winner.
+
+Pure functions over the view's runs. Instead of verifying every gain mid-run (re-runs of gains
+later superseded), the policy searches until the last :func:`race_budget` experiments and spends
+those on re-runs: first one re-run of the reference (so the head has
+:data:`REFERENCE_RUNS` runs to compare against), then rungs of successive halving over the
+contenders (distinct configs whose mean beats the reference's), best first: the top ``k`` each get
+a re-run, then the top ``ceil(k / 2)``, and so on down to one; slots left over go to the leader.
+The rule is stateless: the next re-run is read from the runs recorded and running, so a resumed
+campaign races on where it stopped. :func:`winner` is the config the policy then proposes, if
+the Reviewer predicts the controller accepts it.
+
+Scores are the view's (oriented so higher is better, non-target shortfalls weighed in).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import JsonValue
+
+from rsilab.orchestrator.builtin._state import Run
+
+REFERENCE_RUNS = 2
+"""Runs of the reference (the head's config) in a campaign: the first experiment, and one
+re-run at the start of the race. No other experiment runs the reference's config again."""
+RACE_SHARE = 0.25
+"""Share of the experiment budget kept for the race."""
+MAX_RACE = 10
+"""The race never takes more experiments than this."""
+MAX_CONTENDERS = 4
+"""Configs that enter the race at most."""
+
+
+def race_budget(budget: int) -> int:
+    """Experiments kept for the race at the end of a campaign of ``budget`` experiments: none
+    below 6 (nothing to race), else ``round(RACE_SHARE * budget)`` between 2 and
+    :data:`MAX_RACE`."""
+    if budget < 6:
+        return 0
+    return min(MAX_RACE, max(2, round(RACE_SHARE * budget)))
+
+
+def rungs(slots: int) -> list[int]:
+    """Rung sizes of successive halving for ``slots`` re-runs: ``[k, ceil(k/2), ..., 1]`` with
+    the largest ``k <= MAX_CONTENDERS`` that fits, then one-config rungs for the slots left."""
+    for k in range(MAX_CONTENDERS, 0, -1):
+        plan = [k]
+        while plan[-1] > 1:
+            plan.append(math.ceil(plan[-1] / 2))
+        if sum(plan) <= slots:
+            return plan + [1] * (slots - sum(plan))
+    return []
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One distinct config and its runs (oldest first)."""
+
+    config: dict[str, JsonValue]
+    runs: list[Run]
+
+    @property
+    def mean(self) -> float:
+        return sum(r.score for r in self.runs) / len(self.runs)
+
+    @property
+    def latest(self) -> Run:
+        return self.runs[-1]
+
+
+def _key(config: Mapping[str, JsonValue]) -> str:
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def groups(runs: Sequence[Run]) -> list[Contender]:
+    """The finished, non-failed runs grouped by their full config, in order of first run."""
+    out: dict[str, Contender] = {}
+    for run in runs:
+        if not run.failed:
+            out.setdefault(_key(run.config), Contender(dict(run.config), [])).runs.append(run)
+    return list(out.values())
+
+
+def mean_of(runs: Sequence[Run], config: Mapping[str, JsonValue]) -> float | None:
+    """The mean score of the finished runs of ``config``; None when it has none."""
+    same = [r.score for r in runs if not r.failed and _key(r.config) == _key(config)]
+    return sum(same) / len(same) if same else None
+
+
+def contenders(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> list[Contender]:
+    """Configs other than ``reference`` whose mean beats the reference's, best mean first
+    (ties: the earlier config); [] when the reference has no run."""
+    found = groups(runs)
+    ref = [g for g in found if _key(g.config) == _key(reference)]
+    if not ref:
+        return []
+    better = [g for g in found if _key(g.config) != _key(reference) and g.mean > ref[0].mean]
+    return sorted(better, key=lambda g: -g.mean)
+
+
+def next_race_config(
+    runs: Sequence[Run],
+    reference: Mapping[str, JsonValue],
+    running: Sequence[Mapping[str, JsonValue]],
+    slot: int,
+    slots: int,
+) -> dict[str, JsonValue] | None:
+    """The config of race re-run number ``slot`` (0-based) of ``slots``: the reference while
+    it has fewer than :data:`REFERENCE_RUNS` runs (recorded or ``running``), else the
+    contender with the fewest runs among the top ``k`` of the slot's rung (ties: the better
+    one). None when nothing beats the reference (no race to run)."""
+    count: dict[str, int] = {}
+    for config in running:
+        count[_key(config)] = count.get(_key(config), 0) + 1
+    ref_runs = sum(1 for r in runs if not r.failed and _key(r.config) == _key(reference))
+    if ref_runs + count.get(_key(reference), 0) < REFERENCE_RUNS:
+        return dict(reference)
+    field = contenders(runs, reference)
+    if not field:
+        return None
+    plan = [1, *(k for k in rungs(slots - 1) for _ in range(k))]  # slot 0: the reference
+    k = plan[min(slot, len(plan) - 1)]
+    top = field[: max(1, k)]
+    pick = min(
+        range(len(top)), key=lambda i: (len(top[i].runs) + count.get(_key(top[i].config), 0), i)
+    )
+    return dict(top[pick].config)
+
+
+def winner(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> Contender | None:
+    """The config the race chose: among the contenders with the most runs, the best mean
+    (successive halving leaves the survivor with the most runs); None when none beats the
+    reference."""
+    field = contenders(runs, reference)
+    if not field:
+        return None
+    most = max(len(g.runs) for g in field)
+    return max((g for g in field if len(g.runs) == most), key=lambda g: g.mean)

@@ -1,0 +1,116 @@
+"""The Reviewer's acceptance prediction: the power of the controller's sequential test on the
+dev evidence. Campaigns run on the generated tuning family (not a benchmark task): a clearly
+better config is proposed and accepted, a flat task where nothing beats the defaults holds."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import JsonValue
+
+from rsilab.orchestrator.builtin.reviewer._predict import acceptance_probability, estimate
+from rsilab.orchestrator.builtin.runner import run_campaign
+from rsilab.records import Candidate, CandidateState, DataTier, Intent
+from rsilab.store import Lab
+from rsilab.tasks import Benchmark, Budget, FileSplits
+from tests.orchestrator.builtin.tuning_tasks import tuning_task
+
+
+@pytest.fixture(autouse=True)
+def _process_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+
+
+def _bench(name: str, tmp_path: Path, *, target: bool, tolerance: float = 0.0) -> Benchmark:
+    files = {t: tmp_path / f"{t}.jsonl" for t in DataTier}
+    return Benchmark(
+        name=name,
+        scorer="accuracy",
+        target=target,
+        higher_is_better=True,
+        tolerance=tolerance,
+        samples=FileSplits(files=files),
+    )
+
+
+def test_the_estimate_separates_seed_noise_from_the_per_sample_term() -> None:
+    found = estimate([[1.0, 2.0], [3.0, 4.0]], [[0.0, 1.0], [2.0, 3.0]])
+    # run means 1.5, 3.5 and 0.5, 2.5: squares 2 + 2 over 2 df; per-sample gains 1, 1: no spread
+    assert found.gain == pytest.approx(1.0)
+    assert found.seed_sd == pytest.approx(math.sqrt(2.0))
+    assert found.sample_var == pytest.approx(0.0)
+    assert found.gain_var == pytest.approx(2.0 * (1 / 2 + 1 / 2))
+
+
+def test_an_arm_of_one_run_is_not_estimated() -> None:
+    with pytest.raises(ValueError, match="needs >= 2 runs"):
+        estimate([[1.0, 2.0]], [[0.0, 1.0], [2.0, 3.0]])
+
+
+def test_a_clear_gain_is_likely_accepted_and_no_gain_is_not(tmp_path: Path) -> None:
+    target = [_bench("acc", tmp_path, target=True)]
+    rng = np.random.default_rng(0)
+    noise = 0.01 * rng.standard_normal((3, 20))
+    clear = estimate(0.7 + noise, 0.5 + noise[::-1])
+    nothing = estimate(0.5 + noise, 0.5 + noise[::-1])
+    high, _ = acceptance_probability({"acc": clear}, target, proposal_index=1, seed=1)
+    low, _ = acceptance_probability({"acc": nothing}, target, proposal_index=1, seed=1)
+    assert high > 0.9
+    assert low < 0.5
+    again, _ = acceptance_probability({"acc": nothing}, target, proposal_index=1, seed=1)
+    assert again == low  # the same seed, the same prediction
+
+
+def test_a_regression_on_a_non_target_holds_a_clear_target_gain(tmp_path: Path) -> None:
+    benches = [
+        _bench("acc", tmp_path, target=True),
+        _bench("other", tmp_path, target=False, tolerance=0.01),
+    ]
+    rng = np.random.default_rng(2)
+    noise = 0.01 * rng.standard_normal((3, 20))
+    evidence = {
+        "acc": estimate(0.7 + noise, 0.5 + noise[::-1]),
+        "other": estimate(0.4 + noise, 0.5 + noise[::-1]),  # 0.1 worse, the tolerance 0.01
+    }
+    probability, rates = acceptance_probability(evidence, benches, proposal_index=1, seed=3)
+    assert probability < 0.05
+    assert rates["acc"] > 0.9 and rates["other"] < 0.05
+
+
+def _outcome(lab: Lab, campaign_id: str) -> tuple[dict[str, JsonValue], list[Candidate]]:
+    intents = lab.store.query_as(Intent, campaign_id=campaign_id)
+    final = next(i.result for i in intents if i.key == "final-proposal")
+    assert final is not None
+    return dict(final), lab.store.query_as(Candidate, campaign_id=campaign_id)
+
+
+def test_a_clearly_better_config_is_proposed_and_accepted(tmp_path: Path) -> None:
+    accepted = 0
+    for seed in (0, 1, 2):
+        task = tuning_task(tmp_path / f"task-{seed}", seed=seed)
+        lab = Lab.init(tmp_path / f"lab-{seed}")
+        try:
+            result = run_campaign(lab, task, budget=Budget(experiments=12), seed=seed)
+            final, candidates = _outcome(lab, result.campaign_id)
+        finally:
+            lab.close()
+        probability = final["probability"]
+        assert isinstance(probability, float) and probability >= 0.5
+        assert len(candidates) == 1  # proposed once
+        accepted += candidates[0].state == CandidateState.ACCEPTED
+    assert accepted >= 2  # measured: 3 of 3 (and 8 of 8 seeds at 20 experiments)
+
+
+def test_nothing_better_than_the_defaults_is_held(lab: Lab, tmp_path: Path) -> None:
+    # measured on flat tasks: 1 of 5 campaigns (seeds 0-4, 12 experiments) and 1 of 8 (seeds
+    # 0-7, 20 experiments) still proposed a noise winner, and the controller rejected both
+    task = tuning_task(tmp_path / "task", seed=3, flat=True)
+    result = run_campaign(lab, task, budget=Budget(experiments=12), seed=3)
+    final, candidates = _outcome(lab, result.campaign_id)
+    assert candidates == []
+    assert "held" in final
+    probability = final["probability"]
+    assert isinstance(probability, float) and probability < 0.5
