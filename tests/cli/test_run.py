@@ -89,3 +89,17 @@ def test_ctrl_c_stops_the_campaign_cleanly_and_says_how_to_resume(tmp_path: Path
     assert campaign.state == "stopped" and lease.released_at is not None
     assert campaign.end_reason == "stopped_by_user"
     assert "experiment 20/20" not in text
+
+
+def test_a_first_run_refused_by_preflight_leaves_no_lab(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rsilab run` makes the lab on a first run, but only once the sandbox can run jobs."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RSILAB_LAB", raising=False)
+    monkeypatch.delenv("RSILAB_SANDBOX", raising=False)
+    monkeypatch.setenv("RSILAB_RUNTIME", str(tmp_path / "nonexistent"))
+    result = rsilab("run", "synthetic", "--budget", "experiments=1")
+    assert result.exit_code != 0
+    assert "--unsandboxed" in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -128,6 +128,7 @@ def run(
     shown = f"{chosen} team of {team}" if team else chosen
     said = messages_console(as_json)
     if fresh:  # a first run needs no `rsilab init`: the lab is made once the task loads
+        _sandbox_usable(unsandboxed)  # and the sandbox can run jobs: a refusal writes nothing
         with Lab.init(lab_folder) as made:
             said.print(
                 Text(f"created lab {made.store.lab_id} at {made.path.resolve()}"),
@@ -146,6 +147,15 @@ def run(
         )  # fmt: skip
 
     _drive(lab, task, budget_, shown, workers or team or 1, None, start, as_json=as_json)
+
+
+def _sandbox_usable(unsandboxed: bool) -> None:
+    """SandboxUnavailable (one line, what to do) when no sandbox may run jobs here: checked
+    before a first run makes its lab, so a refused run leaves nothing behind. The campaign's
+    own preflight checks again, with the lab's confinement."""
+    from rsilab.sandbox.select import choose_sandbox
+
+    choose_sandbox(allow_unsandboxed=unsandboxed).sandbox.close()
 
 
 def _check_team(workers: int | None) -> None:

@@ -77,7 +77,9 @@ def evaluator_sha256(task: Task) -> str:
     """Hash of the code that scores: every benchmark's scorer and the predict driver."""
     digest = hashlib.sha256()
     for bench in task.benchmarks:
-        digest.update(inspect.getsource(get_scorer(bench.scorer).fn).encode())
+        scorer = get_scorer(bench.scorer)
+        digest.update(inspect.getsource(scorer.fn).encode())
+        digest.update(scorer.source_sha256.encode())  # a task's own scorer file, as it is now
     if task.predict_driver is not None:
         digest.update(get_driver(task.predict_driver).source().encode())
     return digest.hexdigest()

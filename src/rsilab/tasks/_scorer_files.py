@@ -47,7 +47,8 @@ def load_file_scorer(ref: str, base: Path, *, higher_is_better: bool) -> str:
         raise ValueError(f"scorer file {match['file']} is outside the task folder {folder}")
     if not path.is_file():
         raise ValueError(f"scorer file {match['file']} not found in {folder}")
-    fn = getattr(_import(path), match["fn"], None)
+    module = _import(path)
+    fn = getattr(module, match["fn"], None)
     if not callable(fn):
         raise ValueError(f"{match['file']} defines no function {match['fn']!r}")
     name = f"{path}:{match['fn']}"
@@ -57,8 +58,27 @@ def load_file_scorer(ref: str, base: Path, *, higher_is_better: bool) -> str:
         invalid_score=0.0 if higher_is_better else math.inf,
         description=f"{match['fn']} from {path.name}",
         replace=True,
+        source_sha256=source_sha256(path, module, folder),
     )(_wrap(fn))
     return name
+
+
+def source_sha256(path: Path, module: object, folder: Path) -> str:
+    """sha256 over the scorer file's bytes and those of every module of the task ``folder`` it
+    imported (by name, in path order): what its scores depend on beyond the standard library
+    and installed packages, so that editing any of it changes the evaluator's hash."""
+    files = {path}
+    for value in vars(module).values():
+        found = getattr(value, "__file__", None) or getattr(
+            sys.modules.get(getattr(value, "__module__", "") or ""), "__file__", None
+        )
+        if found and Path(found).resolve().is_relative_to(folder):
+            files.add(Path(found).resolve())
+    digest = hashlib.sha256()
+    for file in sorted(files):
+        digest.update(str(file.relative_to(folder)).encode() + b"\0")
+        digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def _import(path: Path) -> object:

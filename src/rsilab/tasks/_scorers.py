@@ -45,6 +45,10 @@ class ScorerInfo:
     higher_is_better: bool
     invalid_score: float
     description: str
+    source_sha256: str = ""
+    """For a scorer loaded from a task's own file: sha256 of that file and of the task-folder
+    modules it imports, so a changed file is a changed evaluator (empty for built-ins, whose
+    source :func:`inspect.getsource` reads)."""
 
 
 _SCORERS: dict[str, ScorerInfo] = {}
@@ -57,6 +61,7 @@ def register_scorer(
     invalid_score: float = 0.0,
     description: str = "",
     replace: bool = False,
+    source_sha256: str = "",
 ) -> Callable[[ScoreFn], ScoreFn]:
     """Decorator: register ``fn(sample, output) -> Scored`` under ``name``.
 
@@ -69,7 +74,7 @@ def register_scorer(
             raise ValueError(f"scorer {name!r} is already registered")
         # a function without a docstring (a lambda, say) has no first line: no description
         doc = description or next(iter((fn.__doc__ or "").strip().splitlines()), "")
-        _SCORERS[name] = ScorerInfo(name, fn, higher_is_better, invalid_score, doc)
+        _SCORERS[name] = ScorerInfo(name, fn, higher_is_better, invalid_score, doc, source_sha256)
         return fn
 
     return decorate

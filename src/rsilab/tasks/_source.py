@@ -22,7 +22,8 @@ from rsilab.tasks._registry import get_task, task_names
 from rsilab.tasks._spec import Task
 from rsilab.tasks._toml import TaskLoadError, load_python, load_toml
 
-_Stamp = tuple[int, int, int]
+_Stamp = tuple[tuple[int, int, int], tuple[tuple[str, int, int, int], ...]]
+"""The task file's (mtime, size, inode), and the same for each .py beside it (by name)."""
 _lock = threading.Lock()
 _cache: dict[tuple[str, str | None], tuple[_Stamp, Task]] = {}
 
@@ -85,6 +86,19 @@ def _stamp(path: Path, ref: TaskRef, whose: str) -> _Stamp:
             "restore the file there (or run from the folder it started in), "
             "or start a new campaign",
         ) from None
+    # a task's own scorer files (and the modules they import) sit beside it: a change to any
+    # .py there is loaded afresh, so the digest check sees it
+    beside = tuple(
+        sorted((p.name, *_stat(p)) for p in path.parent.glob("*.py") if p != path and p.is_file())
+    )
+    return ((st.st_mtime_ns, st.st_size, st.st_ino), beside)
+
+
+def _stat(path: Path) -> tuple[int, int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (0, 0, 0)
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
@@ -112,11 +126,14 @@ def _check_same(loaded: Task, path: Path, ref: TaskRef, whose: str) -> None:
         )
     if ref.digest is None:
         return
-    # the raw digest matches a record made where the task's paths were relative (older labs)
-    now = anchored(loaded).digest()
+    # ``ref()`` covers the spec and the task's own scorer files; the raw digest matches a
+    # record made where the task's paths were relative (older labs)
+    now = loaded.ref().digest
+    assert now is not None
     if ref.digest not in (now, loaded.digest()):
+        what = path.name + (" or its scorer files" if now != anchored(loaded).digest() else "")
         raise UserError(
-            f"{path.name} changed since {whose} started (digest {ref.digest[:8]}… → "
+            f"{what} changed since {whose} started (digest {ref.digest[:8]}… → "
             f"{now[:8]}…; {path})",
             hint,
         )

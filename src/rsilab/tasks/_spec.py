@@ -243,4 +243,10 @@ class Task(Model):
         with relative paths made absolute the same way (one file, one digest, wherever it was
         loaded from)."""
         source = anchored_source(self.source, self.name)
-        return TaskRef(name=self.name, source=source, digest=anchored(self).digest())
+        digest = anchored(self).digest()
+        # A scorer from the task's own file: its code is part of what the task is, so editing
+        # it between a run and its resume is a changed task (the spec names only the file).
+        files = sorted({get_scorer(b.scorer).source_sha256 for b in self.benchmarks} - {""})
+        if files:
+            digest = hashlib.sha256("|".join([digest, *files]).encode()).hexdigest()
+        return TaskRef(name=self.name, source=source, digest=digest)

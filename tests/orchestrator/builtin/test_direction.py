@@ -17,7 +17,7 @@ import pytest
 from rsilab.orchestrator.builtin.runner import Progress, run_campaign
 from rsilab.orchestrator.builtin.team import run_team_campaign
 from rsilab.orchestrator.campaign import CampaignResult
-from rsilab.records import Candidate, DataTier, Evaluation, Experiment, Review, Verdict
+from rsilab.records import Candidate, DataTier, Direction, Evaluation, Experiment, Review, Verdict
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task
 from tests.orchestrator.builtin.tiny_tasks import START_W, regression_task, squared_error_of
@@ -90,6 +90,12 @@ def test_a_single_campaign_searches_down_on_a_lower_is_better_target(
     result = run_campaign(lab, task, budget=Budget(experiments=10), on_progress=seen.append)
     _check_direction(lab, result, seen)
     assert any(c.state == "accepted" for c in lab.store.query_as(Candidate))
+    # the hypotheses say which way a gain goes
+    hypotheses = [
+        d.hypothesis for d in lab.store.query_as(Direction, campaign_id=result.campaign_id)
+    ]
+    assert any("lowers the dev" in h for h in hypotheses), hypotheses
+    assert not any("raises the dev" in h for h in hypotheses), hypotheses
 
 
 def test_a_mixed_direction_task_lowers_the_target_and_keeps_the_other(

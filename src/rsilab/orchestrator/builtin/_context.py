@@ -91,6 +91,11 @@ class RunContext:
         """The benchmark the policy optimises, with its direction."""
         return self.task.targets[0]
 
+    @property
+    def improves(self) -> str:
+        """The verb of a gain on the target, in its direction: "raises" or "lowers"."""
+        return "raises" if self.target_benchmark.higher_is_better else "lowers"
+
     @cached_property
     def manifest(self) -> Manifest:
         """The task's harness manifest (``harness.toml``): whether it trains, which config file

@@ -37,7 +37,7 @@ class Moves:
         title = f"tune {', '.join(names)}" if names else "re-run the system"
         self._create(
             title,
-            f"changing {', '.join(names) or 'nothing'} raises the dev "
+            f"changing {', '.join(names) or 'nothing'} {self.ctx.improves} the dev "
             f"{self.ctx.target} score over the current version",
             knobs_plan(names, f"workers change only these knobs of {self._config}"),
             [],
@@ -106,7 +106,8 @@ class Moves:
             plan = knobs_plan(group, f"workers change only these knobs of {self._config}")
             self._create(
                 f"{relation}: tune {', '.join(group)}",
-                f"changing {', '.join(group)} from {start} raises the dev {self.ctx.target} score",
+                f"changing {', '.join(group)} from {start} {self.ctx.improves} the dev "
+                f"{self.ctx.target} score",
                 base_plan(source, plan) if source else plan,
                 edges,
             )
@@ -156,7 +157,7 @@ class Moves:
         edges = [] if parent is None else [{"parent_id": parent.id, "relation": "branch"}]
         self._create(
             f"branch: tune {', '.join(names)}",
-            f"changing {', '.join(names)} raises the dev {self.ctx.target} score",
+            f"changing {', '.join(names)} {self.ctx.improves} the dev {self.ctx.target} score",
             knobs_plan(names, f"workers change only these knobs of {self._config}"),
             edges,
         )
