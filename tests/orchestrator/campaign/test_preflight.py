@@ -175,3 +175,23 @@ def test_a_disk_limit_the_kernel_cannot_enforce_needs_an_opt_in(
     result = rsilab.run("synthetic", budget={"experiments": 2}, lab=lab, unbounded_disk=True)
     campaign = lab.store.get_as(result.campaign_id, Campaign)
     assert campaign.settings["disk_limit"] == "polled" and not campaign.settings["unsandboxed"]
+
+
+def test_a_run_on_a_lineage_whose_private_data_changed_is_refused_before_writing(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The controller would refuse every candidate against a baseline measured on other data;
+    the run is refused at once instead, with one line, and the lab is left as it was."""
+    from rsilab.errors import UserError
+    from tests.tasks.task_files import write_toml_task
+
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+    path = write_toml_task(tmp_path / "t", "datachange")
+    rsilab.run(str(path), budget={"experiments": 1}, lab=lab, seed=3)
+    final = tmp_path / "t" / "data" / "final.jsonl"
+    final.write_text(final.read_text().replace('"target": 1', '"target": 0', 1))
+    head = lab.store.head()
+    with pytest.raises(UserError, match="changed since the baseline") as info:
+        rsilab.run(str(path), budget={"experiments": 1}, lab=lab, seed=4)
+    assert "private tiers" in str(info.value)
+    assert lab.store.head() == head

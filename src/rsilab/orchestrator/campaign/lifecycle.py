@@ -228,12 +228,37 @@ def _preflight(
             "accept a polled limit with --unbounded-disk",
         )
     check_harness(task)
+    _evaluation_inputs_unchanged(lab, task, services)
     policy.preflight(lab, services)
     return {
         "sandbox": sandbox,
         "unsandboxed": not boundary,
         "disk_limit": "kernel" if disk.enforced else "polled",
     }
+
+
+def _evaluation_inputs_unchanged(lab: Lab, task: Task, services: LabServices) -> None:
+    """UserError, before anything is written, when the lineage's private tiers or scorers
+    differ from its baseline's: the controller would refuse every candidate of the run (each
+    one flagged and rejected), so the run would spend its budget on work that cannot count."""
+    lineage = find_lineage(lab.store, task.name, services.lineage)
+    if lineage is None:
+        return
+    controller = services.controller(task)
+    changed = []
+    if lineage.private_data_sha256 and lineage.private_data_sha256 != (
+        controller.private_data_sha256()
+    ):
+        changed.append("its private tiers (the task's data files)")
+    if lineage.evaluator_sha256 and lineage.evaluator_sha256 != controller.evaluator_sha256():
+        changed.append("its scorers or predict driver")
+    if changed:
+        raise UserError(
+            f"task {task.name!r} changed since the baseline of lineage {services.lineage!r}: "
+            + " and ".join(changed),
+            "restore them as they were; a task whose data or scoring changed needs a lineage "
+            "of its own: run it in a new lab (--lab DIR), which makes a new baseline",
+        )
 
 
 def check_harness(task: Task) -> None:
