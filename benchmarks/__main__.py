@@ -48,6 +48,7 @@ SUITES = [
     "benchmarks.bench_hacking:run_hacking",
     "benchmarks.bench_controller:run_throughput",
     "benchmarks.bench_controller:run_false_acceptance",
+    "benchmarks.bench_power",
     "benchmarks.bench_search:run_search_synthetic",
     "benchmarks.bench_search:run_search_digits",
     "benchmarks.bench_search:run_search_textcls",
