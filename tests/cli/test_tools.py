@@ -54,8 +54,10 @@ def _call(lab: Path, tool: str, role: str, args: str, *extra: str | Path) -> tup
 
 def test_call_creates_and_lists_a_direction(lab: Path, campaign_id: str, tmp_path: Path) -> None:
     args = json.dumps({"title": "wider net", "hypothesis": "more units help"})
+    workspace = tmp_path / "ws"  # beside the lab: a folder holding it would be refused
+    workspace.mkdir()
     code, out, err = _call(
-        lab, "create_direction", "main", args, "--campaign", "latest", "--workspace", tmp_path
+        lab, "create_direction", "main", args, "--campaign", "latest", "--workspace", workspace
     )
     assert code == 0, err
     direction_id = json.loads(out)["id"]

@@ -48,13 +48,21 @@ def test_a_workspace_holding_the_lab_is_refused_by_the_tools(bench: _Bench) -> N
     main = CallContext("main", Role.MAIN, bench.campaign.id)
     direction = bench.expos.call(main, "create_direction", {"title": "t", "hypothesis": "h"})
     assert direction.value is not None
-    exp = bench.call(
-        "create_experiment", bench.root, direction_id=direction.value["id"], description="d"
-    )
+    own = bench.lab.path / "workspaces" / "w-1"  # the one place inside the lab allowed
+    own.mkdir(parents=True)
+    exp = bench.call("create_experiment", own, direction_id=direction.value["id"], description="d")
     assert exp.value is not None
     exp_id = exp.value["id"]
+    # a call that never touches its workspace (create_experiment records a config) runs from
+    # any folder; every one that reads, writes or runs in it is refused
+    elsewhere = bench.call(
+        "create_experiment", bench.root, direction_id=direction.value["id"], description="d"
+    )
+    assert elsewhere.error is None, elsewhere.error
     for tool, args in [
         ("prepare_workspace", {}),
+        ("write_file", {"path": "x.txt", "content": "x"}),
+        ("list_files", {}),
         ("run_job", {"experiment_id": exp_id, "kind": "train"}),
     ]:
         error = bench.call(tool, bench.root, **args).error

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import click
+import rich.console
 import typer
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
@@ -107,6 +108,8 @@ class _RsilabGroup(TyperGroup):
         """The root's context; a usage error in the root's own options reads as any other."""
         try:
             return super().make_context(*args, **kwargs)
+        except BrokenPipeError:  # `rsilab --help | head`
+            raise _reader_gone() from None
         except _NO_ARGS_IS_HELP:
             raise
         except _USAGE_ERRORS as exc:
@@ -128,6 +131,8 @@ class _RsilabGroup(TyperGroup):
             raise typer.Exit(EXIT_USAGE) from exc
         except KeyboardInterrupt:
             raise typer.Exit(EXIT_INTERRUPTED) from None
+        except BrokenPipeError:  # `rsilab show X | head -1`: the reader is done, not a bug
+            raise _reader_gone() from None
         except _CLICK_OWN:
             raise  # usage errors (2) and explicit exits keep their codes
         except RsilabError as exc:  # a runtime failure rsilab names: one line, exit 1
@@ -145,6 +150,28 @@ class _RsilabGroup(TyperGroup):
                 )
             )
             raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
+
+
+EXIT_PIPE_CLOSED = 141
+"""Exit status when the reader of stdout went away (``rsilab versions X | head -3``): what a
+shell reports for a Unix tool killed by SIGPIPE (128 + 13), with nothing printed."""
+
+
+def _reader_gone() -> typer.Exit:
+    """Quietly end a command whose stdout reader closed the pipe (exit 141, as Unix tools do).
+
+    stdout is pointed at /dev/null first, so the flush at exit cannot fail a second time
+    (Python would print "Exception ignored ... BrokenPipeError")."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return typer.Exit(EXIT_PIPE_CLOSED)
+
+
+def _rich_reader_gone(console: rich.console.Console) -> None:
+    console.quiet = True
+    raise _reader_gone()
 
 
 _CLICK_OWN = (
@@ -233,8 +260,13 @@ def main() -> None:
     First, temporary folders that killed rsilab processes left are removed (only those whose
     owner is certainly dead; see :mod:`rsilab.sandbox.owners`)."""
     sweep_dead_tmpdirs()
+    # Rich (help pages, tables) ends a broken pipe itself with exit 1, the code of a runtime
+    # failure; its documented hook is overridden so every closed pipe ends the same way.
+    rich.console.Console.on_broken_pipe = _rich_reader_gone  # type: ignore[method-assign,assignment]
     try:
         app(prog_name="rsilab")
+    except BrokenPipeError:  # raised outside a command (click's own help or output)
+        sys.exit(_reader_gone().exit_code)
     except UserError as exc:
         report_user_error(exc)
         sys.exit(EXIT_USAGE)

@@ -32,7 +32,8 @@ EXIT_CODES_HELP = """Exit codes (every command):
 * 2: usage error: bad arguments, a bad task file, no such lab or campaign (a message and a
   hint on stderr)
 * 3: verification failure (`rsilab verify` found the ledger or records altered)
-* 130: interrupted (Ctrl-C; a campaign is left stopped and resumable)"""
+* 130: interrupted (Ctrl-C; a campaign is left stopped and resumable)
+* 141: the reader of stdout went away (`| head`), as a shell reports a tool ended by SIGPIPE"""
 """The exit codes, as markdown for the app's help."""
 
 EXIT_MEANINGS = {

@@ -4,10 +4,17 @@
 :class:`ToolEnv` is what a tool body receives: the context, read access filtered by the
 role's permissions, and a list of staged writes that the dispatcher commits together with the
 call's ledger event (so a failed call writes nothing but its own event).
+
+A workspace is checked against the lab each time a :class:`ToolEnv` is made for a call
+(:func:`lab_confinement_of`): one that is, holds or lies inside the lab or the ledger key
+folder (outside ``LAB/workspaces/<id>``) refuses the call, whatever the lab's folder is
+called, so no tool of any caller (MCP, the Python API, an agent) reads or writes the lab
+through its workspace.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +24,10 @@ from rsilab.errors import NotFoundError, ToolError
 from rsilab.expos import policy
 from rsilab.expos.guards import GuardRefusal
 from rsilab.records import Campaign, FlagStage, Record, Role
+from rsilab.sandbox import Confinement, SandboxUser, WorkspaceRefused, check_placement
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
+from rsilab.store.keys import key_dir
 
 if TYPE_CHECKING:  # services import the controller; only tools that run jobs need them
     from rsilab.expos.services import LabServices
@@ -54,15 +63,57 @@ class CallContext:
                 raise ValueError(f"unknown role {self.role!r}; known roles: {known}") from None
 
 
+def lab_confinement_of(artifacts: ArtifactStore) -> Confinement:
+    """What no workspace may be, hold or lie in: the lab (the artifact store's root, which is
+    the lab folder, whatever it is called) and the ledger key folder; ``LAB/workspaces/<id>``
+    is allowed. Only the placement matters here, so the user is the caller's own."""
+    root = artifacts.root.resolve()
+    return Confinement(
+        SandboxUser(os.getuid(), os.getgid()),
+        private=(root, key_dir().resolve()),
+        workspaces=root / "workspaces",
+    )
+
+
+def check_workspace(workspace: Path, artifacts: ArtifactStore) -> None:
+    """Refuse a workspace that is, holds or lies inside the lab or its key folder.
+
+    Raises:
+        WorkspaceRefused: which private folder, and what to do (a :class:`UserError`).
+    """
+    check_placement(workspace, lab_confinement_of(artifacts))
+
+
 @dataclass
 class ToolEnv:
-    """What a tool body gets. Reads are permission-checked; writes are staged, not committed."""
+    """What a tool body gets. Reads are permission-checked; writes are staged, not committed.
+
+    Made once per call, before its path arguments are resolved. Whatever touches the caller's
+    workspace reads it through :meth:`workspace`, which refuses a misplaced one
+    (:func:`check_workspace`) with ToolError ``no_workspace``; a call that never touches it
+    (opening a direction, reading a record) runs from any folder.
+    """
 
     call: CallContext
     store: Store
     artifacts: ArtifactStore
     writes: list[Record] = field(default_factory=list)
     lab_services: LabServices | None = None
+
+    def workspace(self) -> Path | None:
+        """The caller's workspace (None without one), once it is known not to be, hold or lie
+        inside the lab or its key folder.
+
+        Raises:
+            ToolError: ``no_workspace`` for a misplaced workspace (which, and what to do).
+        """
+        if self.call.workspace is None:
+            return None
+        try:
+            check_workspace(self.call.workspace, self.artifacts)
+        except WorkspaceRefused as exc:
+            raise ToolError("no_workspace", f"{exc.message}; {exc.hint}") from None
+        return self.call.workspace
 
     def services(self) -> LabServices:
         """The executor and controllers; ToolError ``unavailable`` when started without them."""

@@ -167,8 +167,10 @@ class ExperimentOS:
                     message=f"the {ctx.role} role may not call {tool.name!r}",
                     code="permission_denied",
                 )
-            kwargs = self._validate(ctx, tool, args)
+            # the environment first: a misplaced workspace is refused before any path argument
+            # is resolved, so a call cannot learn whether a file in the lab exists
             env = ToolEnv(ctx, self.store, self.artifacts, lab_services=self.services)
+            kwargs = self._validate(env, tool, args)
             value = tool.fn(env, **kwargs)
             json.dumps(value)  # a tool must return JSON; fail here, not in a client
             error: ToolError | None = None
@@ -197,7 +199,7 @@ class ExperimentOS:
             )
         return tool
 
-    def _validate(self, ctx: CallContext, tool: Tool, args: Any) -> dict[str, Any]:
+    def _validate(self, env: ToolEnv, tool: Tool, args: Any) -> dict[str, Any]:
         if args is None:
             args = {}
         if isinstance(args, str | bytes):
@@ -233,7 +235,7 @@ class ExperimentOS:
         for name, marker in tool.path_args:
             if kwargs.get(name) is not None:
                 kwargs[name] = resolve_workspace_path(
-                    ctx.workspace, str(kwargs[name]), name, must_exist=marker.must_exist
+                    env.workspace(), str(kwargs[name]), name, must_exist=marker.must_exist
                 )
         return kwargs
 

@@ -5,8 +5,9 @@ outside its workspace: copied into the workspace, it would be snapshotted into e
 and the agent could rewrite it. :func:`check_binds` accepts a folder to show at its own path,
 read-only, only where that cannot widen what the agent sees of the lab: never the lab, the
 ledger keys or the workspace, nothing inside them and nothing holding them, and none of the
-places the sandbox builds itself (``/``, ``/tmp``, ``/proc``, ``/usr``, ...). A task's private
-data files inside a bound folder stay hidden (the sandbox masks them wherever a bind shows them).
+places the sandbox builds itself (``/``, ``/tmp``, ``/proc``, ``/usr``, ...). A folder that
+holds the task's data files, or lies in their folder, is refused before these checks
+(:func:`rsilab.mcp.task_data.check_clear`); the sandbox masks those files besides.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ The command (CMD) runs in :class:`~rsilab.sandbox.BwrapSandbox` with two ways ou
 others: its workspace (read-write, at :data:`WORKSPACE`), and the Experiment OS served over
 MCP on a Unix socket that is bound into the sandbox. No network (a new network namespace with
 loopback only; a third way out, to its own LLM endpoints, only when asked for: see below),
-and the lab, its ledger keys and the task's private data files are not visible, even where
-the workspace holds them. What CMD finds at ``/rsilab`` (read-only):
+and the lab, its ledger keys and the task's data files are not visible: a workspace or
+``--bind-ro`` folder that holds or lies in the lab is refused, as is one that holds the task's
+data files or lies in their folder (:mod:`rsilab.mcp.task_data`), before it is lent to the
+sandbox user; the sandbox masks those files besides. What CMD finds at ``/rsilab`` (read-only):
 
 - ``/rsilab/mcp.sock``: the socket; each connection is one MCP session as ``--role`` on the
   campaign, every call role-checked, validated and recorded (:mod:`rsilab.mcp.socket_server`).
@@ -70,6 +72,7 @@ from rsilab.mcp.llm_endpoints import Served, hosts_file, plan, relay_config
 from rsilab.mcp.llm_relay import relay_endpoints
 from rsilab.mcp.server import build_server
 from rsilab.mcp.socket_server import socket_endpoint
+from rsilab.mcp.task_data import check_clear, data_files, data_places
 from rsilab.records import Campaign, Role
 from rsilab.sandbox import (
     WORKSPACE,
@@ -85,6 +88,7 @@ from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.select import ENV_VAR, choose_sandbox
 from rsilab.store.keys import key_dir
 from rsilab.store.lab import Lab
+from rsilab.tasks import Task
 
 log = logging.getLogger(__name__)
 
@@ -261,21 +265,34 @@ def agent_workspace(services: LabServices, folder: Path, options: AgentOptions) 
         ) from exc
 
 
-def hidden_paths(lab: Lab, services: LabServices, campaign: Campaign) -> tuple[Path, ...]:
-    """What CMD must not see even where the workspace holds it: the lab, the ledger keys and
-    the task's data files.
+def campaign_task(services: LabServices, campaign: Campaign) -> Task:
+    """The campaign's task, whose data files the agent must not see.
 
     Raises:
-        UserError: the campaign's task cannot be loaded, so its data files are not known.
+        UserError: the task cannot be loaded, so its data files are not known.
     """
     try:
-        task = services.task_of(campaign)
+        return services.task_of(campaign)
     except ToolError as exc:
         raise UserError(
             f"{exc.message}; its private data files cannot be hidden from the agent",
             "run the agent on a machine where the campaign's task is installed",
         ) from None
-    return (lab.path, key_dir(), *task.data_sources)
+
+
+def hidden_paths(lab: Lab, task: Task) -> tuple[Path, ...]:
+    """What CMD must not see even where the workspace holds it: the lab, the ledger keys and
+    the task's data files (splits, pool, declared sources)."""
+    return (lab.path, key_dir(), *data_files(task))
+
+
+TASK_DATA_HINT = (
+    "leave --workspace out (rsilab makes one in LAB/workspaces, and prepare_workspace fills it "
+    "with the harness alone), or use a folder apart from the task's data"
+)
+BIND_DATA_HINT = (
+    "install the agent outside the task's folders (e.g. under /opt/agents) and bind that"
+)
 
 
 def _source(module: str) -> bytes:
@@ -400,14 +417,18 @@ def run_agent(options: AgentOptions, relay: Callable[[int, bytes], None]) -> Run
         campaign = find_campaign(lab.store, options.campaign)
         services = LabServices(lab)
         try:
-            hidden = hidden_paths(lab, services, campaign)
+            task = campaign_task(services, campaign)
+            hidden = hidden_paths(lab, task)
+            places = data_places(task)
+            folder = workspace_for(lab, campaign, options)
+            check_clear(folder, places, "workspace", TASK_DATA_HINT)  # before it is lent
             sandbox = require_bwrap(services.confinement)
             try:
-                workspace = agent_workspace(
-                    services, workspace_for(lab, campaign, options), options
-                )
+                workspace = agent_workspace(services, folder, options)
                 private = [("the lab", lab.path), ("the ledger key folder", key_dir())]
                 binds = check_binds(options.bind_ro, [*private, ("the workspace", workspace)])
+                for bound in binds:
+                    check_clear(bound, places, f"--bind-ro {bound}:", BIND_DATA_HINT)
                 check_command(options.argv[0], sandbox)
                 check_ports(plan(options.llm_endpoints), sandbox)
                 ctx = CallContext(options.actor, options.role, campaign.id, workspace)

@@ -12,7 +12,10 @@ one ledger event -- exactly like an in-process call. The SDK checks a request's 
 the protocol's schema before any handler runs, and would answer ``arguments`` that are not an
 object (a list, a number, a string) with a protocol error of its own; a middleware
 (:func:`_keep_raw_arguments`) hands such arguments past that check to our handler, so the
-dispatcher refuses them (``invalid_arguments``) and the ledger records the call.
+dispatcher refuses them (``invalid_arguments``) and the ledger records the call. Before the
+SDK reads a line at all, :func:`rsilab.mcp.wire.repair` makes a request it could not read
+(arguments nesting past pydantic's 200 levels, ``params`` that are not an object) one it
+answers: the first reaches the dispatcher and the ledger, the second gets a JSON-RPC error.
 
 What a client sees:
 
@@ -32,14 +35,17 @@ that rsilab starts inside the sandbox (``rsilab agent -- CMD``) is held to the f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.metadata
+import io
 import json
 import logging
-from collections.abc import Mapping
+import os
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -56,7 +62,9 @@ from rsilab.expos import (
     default_registry,
     find_campaign,
 )
+from rsilab.expos.context import check_workspace
 from rsilab.expos.services import LabServices
+from rsilab.mcp.wire import answer_malformed, repair
 from rsilab.records import Role
 from rsilab.store.lab import Lab
 
@@ -163,6 +171,7 @@ def build_server(expos: ExperimentOS, ctx: CallContext) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    server.middleware.append(answer_malformed)
     server.middleware.append(_keep_raw_arguments)
     return server
 
@@ -185,9 +194,41 @@ def _workspace(workspace: Path | None) -> Path | None:
     return workspace.resolve()
 
 
+class _RepairedLines:
+    """Lines of the process's stdin, each passed through :func:`rsilab.mcp.wire.repair` (what
+    the SDK's stdio transport reads with ``async for``)."""
+
+    def __init__(self, source: anyio.AsyncFile[str]) -> None:
+        self._source = source
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self._source:
+            repaired = repair(line)
+            yield repaired if isinstance(repaired, str) else repaired.decode()
+
+
+@contextlib.contextmanager
+def _claimed_stdin() -> Iterator[anyio.AsyncFile[str]]:
+    """The wire's stdin as UTF-8 text, with fd 0 pointed at the null device meanwhile (as the
+    SDK does when it reads stdin itself), so a child process never reads the wire."""
+    wire = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    text = io.TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
+    try:
+        yield anyio.wrap_file(text)
+    finally:
+        with contextlib.suppress(OSError):
+            os.dup2(text.buffer.fileno(), 0)
+        text.close()
+
+
 async def _serve_stdio(server: Server[Any]) -> None:
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with _claimed_stdin() as wire:
+        lines = cast("anyio.AsyncFile[str]", _RepairedLines(wire))
+        async with stdio_server(stdin=lines) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
 def run_stdio_server(
@@ -205,11 +246,14 @@ def run_stdio_server(
 
     Raises:
         UserError: no lab there, no such campaign, an agent role without a campaign, or a
-            workspace that is not a folder -- all before anything is served.
+            workspace that is not a folder or that is, holds or lies inside the lab or its
+            key folder (``LAB/workspaces/<id>`` is allowed) -- all before anything is served.
     """
     _require_campaign(role, campaign_ref)
     ws = _workspace(workspace)
     with Lab.open(lab_path) as lab:
+        if ws is not None:
+            check_workspace(ws, lab.artifacts)  # never the lab, nor holding it, nor inside it
         campaign_id = find_campaign(lab.store, campaign_ref).id if campaign_ref else None
         ctx = CallContext(actor=actor, role=role, campaign_id=campaign_id, workspace=ws)
         services = LabServices(lab)

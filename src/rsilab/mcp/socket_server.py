@@ -28,6 +28,8 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server import Server
 from mcp.shared.message import SessionMessage
 
+from rsilab.mcp.wire import repair
+
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -58,7 +60,9 @@ async def serve_stream(server: Server[Any], stream: anyio.abc.ByteStream) -> Non
                 if not line.strip():
                     continue
                 try:
-                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    message = types.jsonrpc_message_adapter.validate_json(
+                        repair(line), by_name=False
+                    )
                 except Exception as exc:  # the session reports a bad message to the client
                     await incoming_send.send(exc)
                     continue

@@ -3,8 +3,11 @@
 Every page only reads the store, except the guidance form, which records guidance through
 the same function as ``rsilab guide`` (:func:`rsilab.orchestrator.research.guidance.give_guidance`).
 A form post must carry the token the server put in its own page, so another web page open
-in the same browser cannot post guidance to the lab. Pages are read once per ledger position
-(:class:`~rsilab.web._read.ViewCache`) and poll ``/api/head`` to redraw when it moves.
+in the same browser cannot post guidance to the lab; and every request must name the server
+by one of its own host names (:mod:`rsilab.web._hosts`), so a page that re-points its own
+name at 127.0.0.1 (DNS rebinding) cannot read that token either. Pages are read once per
+ledger position (:class:`~rsilab.web._read.ViewCache`) and poll ``/api/head`` to redraw when
+it moves.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from rsilab.web._experiment_pages import (
     experiment_body,
     read_experiment,
 )
+from rsilab.web._hosts import LOOPBACK_NAMES, LocalOnly
 from rsilab.web._html import Html, esc, page, section, tag
 from rsilab.web._links import Links
 from rsilab.web._memory_page import memory_body
@@ -51,11 +55,14 @@ from rsilab.web._read import MIRRORED_KINDS, CampaignView, ReadCache, ViewCache,
 LINKS = Links()
 
 
-def create_app(lab: Path | str | None = None) -> FastAPI:
+def create_app(lab: Path | str | None = None, *, bound: str | None = None) -> FastAPI:
     """The dashboard app for the lab at ``lab`` (default: the usual lab resolution).
 
     The lab is opened now, so a missing or unreadable lab raises LabError before anything
-    is served; it is closed when the app shuts down.
+    is served; it is closed when the app shuts down. Requests must name the server as
+    127.0.0.1, localhost or ::1, or as ``bound`` (an address the caller binds explicitly);
+    others are refused (:class:`~rsilab.web._hosts.LocalOnly`: 421, or 403 for a form post
+    from another site), so a DNS-rebinding page can neither read a page nor post.
     """
     opened = Lab.open(lab)
     import scipy.special  # noqa: F401 - the intervals use it; imported now, not on a first page
@@ -69,6 +76,7 @@ def create_app(lab: Path | str | None = None) -> FastAPI:
 
     app = FastAPI(title="rsilab dashboard", lifespan=lifespan, docs_url=None, redoc_url=None)
     _Routes(opened, secrets.token_urlsafe(24)).install(app)
+    app.add_middleware(LocalOnly, names=(*LOOPBACK_NAMES, *((bound,) if bound else ())))
     return app
 
 

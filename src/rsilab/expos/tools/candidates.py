@@ -41,7 +41,7 @@ _LISTED_FILES = 100
 
 
 def _workspace(env: ToolEnv) -> Path:
-    workspace = env.call.workspace
+    workspace = env.workspace()
     if workspace is None:
         raise ToolError(
             "no_workspace",

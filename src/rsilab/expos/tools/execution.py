@@ -347,7 +347,7 @@ def finish_experiment(
     """
     exp = _open_experiment(env, experiment_id)
     workspace_hash = exp.workspace_hash
-    workspace = env.call.workspace
+    workspace = env.workspace()
     if workspace is not None and Path(workspace).is_dir():
         # the same snapshot a proposal takes: the Experiment OS's own folders are left out
         workspace_hash = snapshot_workspace(env.artifacts, Path(workspace))

@@ -61,7 +61,7 @@ ReadSize = Annotated[int, Field(ge=1, le=MAX_WRITE_BYTES)]
 
 def _root(env: ToolEnv, field: str) -> Path:
     """The caller's resolved workspace root; the ``no_workspace`` guard refuses when none."""
-    return resolve_workspace_path(env.call.workspace, ".", field, must_exist=False)
+    return resolve_workspace_path(env.workspace(), ".", field, must_exist=False)
 
 
 def _rel(root: Path, path: Path) -> PurePosixPath:
@@ -70,7 +70,7 @@ def _rel(root: Path, path: Path) -> PurePosixPath:
 
 def _write_target(env: ToolEnv, raw: str, field: str) -> tuple[Path, PurePosixPath]:
     """Check a path to write: inside the workspace, not reserved, not itself a symlink."""
-    resolved = resolve_workspace_path(env.call.workspace, raw, field, must_exist=False)
+    resolved = resolve_workspace_path(env.workspace(), raw, field, must_exist=False)
     root = _root(env, field)
     rel = _rel(root, resolved)
     require(bool(rel.parts), "invalid_arguments", "the workspace folder itself is no file", field)

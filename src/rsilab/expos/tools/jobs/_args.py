@@ -22,13 +22,14 @@ from rsilab.tasks import Manifest, ManifestError, Task, load_manifest
 def workspace_of(env: ToolEnv) -> Path:
     """The caller's workspace folder, made a workspace of the lab's sandbox and resolved; a
     ``no_workspace`` ToolError without one, or for a folder that holds the lab."""
-    if env.call.workspace is None or not Path(env.call.workspace).is_dir():
+    workspace = env.workspace()
+    if workspace is None or not Path(workspace).is_dir():
         raise ToolError(
             "no_workspace",
             "this call has no workspace folder; jobs run in the caller's workspace",
             expected="a workspace folder in the call context (prepare_workspace fills it)",
         )
-    return live_workspace(env, Path(env.call.workspace))
+    return live_workspace(env, Path(workspace))
 
 
 def require_dev_feedback(task: Task) -> None:

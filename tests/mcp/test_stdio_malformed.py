@@ -1,0 +1,121 @@
+"""``rsilab mcp`` over real stdio, fed raw lines no official client sends: a tool call whose
+arguments nest deeper than the SDK's JSON parser reads (200 levels) still reaches the
+dispatcher and the ledger, and a request whose ``params`` are not an object gets a JSON-RPC
+error instead of silence. The same connection goes on serving afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rsilab.store import Lab
+from tests.mcp.test_stdio import prepared_lab
+
+WAIT_S = 60.0  # a guard against a hang, not a measurement: answers come in well under 1 s
+
+
+class Wire:
+    """``python -m rsilab mcp`` as a subprocess, spoken to one JSON line at a time."""
+
+    def __init__(self, lab: Path, workspace: Path, campaign_id: str) -> None:
+        args = ["-m", "rsilab", "mcp", "--lab", str(lab), "--role", "worker"]
+        args += ["--campaign", campaign_id, "--workspace", str(workspace), "--actor", "odd"]
+        env = {**os.environ, "RSILAB_KEY_DIR": os.environ["RSILAB_KEY_DIR"]}
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=workspace,
+        )
+        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": _hello()})
+        assert "result" in self.receive()
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: Any) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(message if isinstance(message, str) else json.dumps(message))
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+
+    def receive(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], WAIT_S)
+        assert ready, "no answer from rsilab mcp"
+        answer = json.loads(self.proc.stdout.readline())
+        assert isinstance(answer, dict)
+        return answer
+
+    def close(self) -> str:
+        _, err = self.proc.communicate(timeout=WAIT_S)
+        return err
+
+
+def _hello() -> dict[str, Any]:
+    return {
+        "protocolVersion": "2025-03-26",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    }
+
+
+def _nested(depth: int) -> Any:
+    return json.loads("[" * depth + "]" * depth)
+
+
+def _tool_error(answer: dict[str, Any]) -> str:
+    result = answer["result"]
+    assert result["isError"] is True
+    return str(json.loads(result["content"][0]["text"])["error"])
+
+
+@pytest.fixture
+def wire(tmp_path: Path) -> Any:
+    lab_path, workspace = tmp_path / "lab", tmp_path / "ws"
+    workspace.mkdir()
+    campaign_id, _ = prepared_lab(lab_path)
+    served = Wire(lab_path, workspace, campaign_id)
+    yield served, lab_path
+    if served.proc.poll() is None:
+        served.proc.kill()
+    served.proc.communicate()  # reaps it and closes its pipes
+
+
+@pytest.mark.parametrize("depth", [200, 600])
+def test_deep_arguments_are_refused_by_the_dispatcher_and_recorded(wire: Any, depth: int) -> None:
+    served, lab_path = wire
+    call = {"name": "read_file", "arguments": _nested(depth)}
+    served.send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call})
+    answer = served.receive()
+    assert answer["id"] == 1
+    assert _tool_error(answer) == "invalid_arguments"
+    served.send(
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_files"}}
+    )
+    assert served.receive()["id"] == 2  # the connection still serves
+    assert "Traceback" not in served.close()
+    with Lab.open(lab_path) as lab:
+        refused = [e for e in lab.store.events() if e.tool == "read_file"]
+    assert len(refused) == 1 and refused[0].outcome.value == "error"
+
+
+@pytest.mark.parametrize("params", ["a string", ["a", "list"]])
+def test_params_that_are_not_an_object_get_a_json_rpc_error(wire: Any, params: Any) -> None:
+    served, _ = wire
+    served.send({"jsonrpc": "2.0", "id": "q", "method": "tools/call", "params": params})
+    answer = served.receive()
+    assert answer["id"] == "q"
+    assert answer["error"]["code"] == -32600
+    assert answer["error"]["message"].startswith("invalid request: ")
+    served.send({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    assert served.receive()["result"]["tools"]
+    assert "Traceback" not in served.close()
