@@ -4,8 +4,10 @@ built-in task's public tiers, honestly processed, ever make a leak."""
 
 from __future__ import annotations
 
+import base64
 import bz2
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -19,7 +21,8 @@ import numpy as np
 import pytest
 from benchmarks.hacking.packing import npy_bytes, npz_bytes, tar_bytes, zip_bytes
 
-from rsilab.controller.content import ContentIndex, ContentReport, min_hits
+from rsilab.controller.content import ContentIndex, ContentReport, Uncheckable, min_hits
+from rsilab.controller.unpack import Caps
 from rsilab.records import DataTier
 from rsilab.tasks import Benchmark, PoolSplits, Sample, Task, get_task, make_splits
 from tests.controller.synthetic_data import strokes
@@ -246,3 +249,77 @@ def test_public_tiers_honestly_processed_never_leak(name: str, tmp_path: Path) -
         report.hits == []
         or max(report.approximate().values()) < index.min_hits[report.hits[0].benchmark]
     )
+
+
+# --- encodings told by their bytes (issue 21's review) --------------------------------------
+
+
+def _safetensors_bytes(rows: np.ndarray) -> bytes:
+    data = rows.astype("<f4").tobytes()
+    header = json.dumps(
+        {"x": {"dtype": "F32", "shape": list(rows.shape), "data_offsets": [0, len(data)]}}
+    ).encode()
+    return len(header).to_bytes(8, "little") + header + data
+
+
+ENCODED: dict[str, Callable[[np.ndarray], bytes]] = {
+    "base64 of gzipped CSV": lambda rows: base64.b64encode(gzip.compress(_csv(rows))),
+    "hex of CSV": lambda rows: _csv(rows).hex().encode(),
+    "raw little-endian float32": lambda rows: rows.astype("<f4").tobytes(),
+    "raw uint8": lambda rows: rows.astype(np.uint8).tobytes(),
+    "raw big-endian float64, feature-major": lambda rows: rows.T.astype(">f8").tobytes(),
+    "CSV transposed": lambda rows: _csv(rows.T),
+    "safetensors-shaped": _safetensors_bytes,
+}
+"""Each encoding the content guard must see through, the rows as they are with a label."""
+
+
+def _labelled(rows: np.ndarray) -> np.ndarray:
+    return np.column_stack([rows, np.arange(len(rows)) % 10])
+
+
+@pytest.mark.parametrize("form", list(ENCODED))
+def test_private_rows_in_each_encoding_leak(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path, form: str
+) -> None:
+    index, private, _ = toy
+    report = _scan(index, tmp_path, {"data/extra.dat": ENCODED[form](_labelled(private))})
+    assert report.leaks(), form
+    assert report.approximate()["images"] == len(private)
+
+
+@pytest.mark.parametrize("form", list(ENCODED))
+def test_public_rows_in_each_encoding_do_not_leak(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path, form: str
+) -> None:
+    index, _, public = toy
+    noised = public + np.random.default_rng(3).normal(0, 0.5, public.shape)
+    report = _scan(index, tmp_path, {"data/extra.dat": ENCODED[form](_labelled(noised))})
+    assert not report.leaks() and report.hits == [], form
+
+
+def test_a_binary_of_bare_numbers_past_the_cap_is_uncheckable(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    index, private, _ = toy
+    data = private.astype("<f4").tobytes()
+    (tmp_path / "x.dat").write_bytes(data)
+    with pytest.raises(Uncheckable, match=f"past the cap of {len(data) - 1} bytes"):
+        index.scan([("x.dat", tmp_path / "x.dat")], Caps(raw_bytes=len(data) - 1))
+    # the same bytes as a known form, or as text, are read whatever their size
+    (tmp_path / "x.npy").write_bytes(npy_bytes(private))
+    assert index.scan([("x.npy", tmp_path / "x.npy")], Caps(raw_bytes=16)).leaks()
+
+
+def test_files_a_recorded_job_made_are_not_read_as_bare_numbers(
+    toy: tuple[ContentIndex, np.ndarray, np.ndarray], tmp_path: Path
+) -> None:
+    index, private, _ = toy
+    data = np.random.default_rng(0).normal(0, 1, (4000, private.shape[1])).astype("<f4")
+    (tmp_path / "model.bin").write_bytes(data.tobytes())
+    files = [("model.bin", tmp_path / "model.bin")]
+    digest = hashlib.sha256(data.tobytes()).hexdigest()
+    small = Caps(raw_bytes=1024)
+    with pytest.raises(Uncheckable):
+        index.scan(files, small)
+    assert not index.scan(files, small, known={digest}).leaks()

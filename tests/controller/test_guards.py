@@ -469,7 +469,7 @@ def test_data_the_guard_cannot_open_is_refused_with_a_flag(
     assert refusal.detail.startswith("training data the guard cannot check: data.zip")
     assert refusal.public == (
         "training data the guard cannot check (an archive past the size, ratio or depth caps, "
-        "or a container it cannot open): data.zip"
+        "a container it cannot open, or a binary of bare numbers past 16 MiB): data.zip"
     )
 
 
@@ -501,3 +501,21 @@ def test_scratch_folders_name_their_owner_so_a_sweep_finds_them_after_a_kill(
     for dest in restored:
         owner = owner_of(dest.parent.name)
         assert owner is not None and owner.pid == os.getpid(), dest
+
+
+def test_a_safetensors_file_under_another_name_is_weights_all_the_same(tmp_path: Path) -> None:
+    """Weights are told by their bytes as well as their name: a renamed safetensors file that
+    no recorded job produced is refused as unrecorded weights."""
+    import json
+    import struct
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    blob = struct.pack("<Q", len(header)) + header + struct.pack("<2f", 1.0, 2.0)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.dat").write_bytes(b"just some bytes, no header")
+    (plain / "model.dat").write_bytes(blob)
+    from rsilab.controller.guards import _looks_like_weights
+
+    assert _looks_like_weights(plain / "model.dat")
+    assert not _looks_like_weights(plain / "notes.dat")

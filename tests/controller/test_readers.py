@@ -70,3 +70,34 @@ def test_pickles_and_object_arrays_are_read_without_running_them() -> None:
 def test_walking_more_values_than_the_budget_is_uncheckable() -> None:
     with pytest.raises(Uncheckable, match="more values than the guard walks"):
         read("j.json", json.dumps(ROWS.tolist()).encode(), max_values=10)
+
+
+def _safetensors(**arrays: np.ndarray) -> bytes:
+    """The safetensors layout written by hand: 8-byte little-endian header size, JSON, data."""
+    header, body = {}, b""
+    for name, array in arrays.items():
+        data = array.astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(array.shape),
+                        "data_offsets": [len(body), len(body) + len(data)]}  # fmt: skip
+        body += data
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + body
+
+
+def test_forms_are_told_by_their_bytes_whatever_the_name() -> None:
+    wide = np.arange(80, dtype=float).reshape(8, 10)
+    parsed = read("weights.dat", _safetensors(x=wide))
+    assert parsed.binary and [t.tolist() for t in parsed.tables] == [wide.tolist(), wide.T.tolist()]
+    for protocol in (0, 1):
+        parsed = read("rows.txt", pickle.dumps(ROWS.tolist(), protocol=protocol))
+        assert parsed.binary and _tables("x", pickle.dumps(ROWS.tolist(), protocol)) == [
+            ROWS.tolist()
+        ]
+    # text that ends with a full stop is text, not a pickle
+    assert not read("notes.pkl", b"(see the notes below).").binary
+
+
+def test_a_delimited_table_is_also_offered_feature_major() -> None:
+    wide = np.arange(80, dtype=float).reshape(8, 10)
+    csv = "\n".join(",".join(str(v) for v in row) for row in wide.T).encode()
+    assert _tables("t.csv", csv) == [wide.T.tolist(), wide.tolist()]

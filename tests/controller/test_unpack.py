@@ -134,3 +134,41 @@ def test_an_encrypted_zip_member_is_uncheckable() -> None:
 def test_containers_the_guard_cannot_open_are_uncheckable(magic: bytes) -> None:
     with pytest.raises(Uncheckable, match="cannot open"):
         _leaves(magic + b"\x00" * 64)
+
+
+# --- base64 and hex text: a layer like any other ------------------------------------------
+
+
+def test_base64_and_hex_text_is_read_as_it_is_and_decoded() -> None:
+    import base64
+
+    packed = gzip.compress(bytes(range(256)) * 2)  # 512 bytes that hardly compress
+    for text, name in (
+        (base64.b64encode(packed), "base64"),
+        (base64.encodebytes(packed), "base64"),  # wrapped at 76 characters
+        (base64.urlsafe_b64encode(packed).rstrip(b"="), "base64"),
+        (PAYLOAD.hex().encode(), "hex"),
+        (PAYLOAD.hex().upper().encode() + b"\n", "hex"),
+    ):
+        nodes = list(Opener().nodes("f.txt", text))
+        assert nodes[0].data == text and not nodes[0].container
+        assert nodes[1].where == f"f.txt!{name}" and nodes[1].depth == 1
+        assert nodes[-1].data in (PAYLOAD, bytes(range(256)) * 2), name
+
+
+def test_short_or_ordinary_text_is_not_decoded() -> None:
+    for text in (b"ab" * 30, b"0a1b" * 15, b"hello world, this is prose. " * 20, PAYLOAD):
+        assert [n.data for n in Opener().nodes("f.txt", text)] == [text]
+
+
+def test_decoded_text_counts_against_the_byte_and_depth_caps() -> None:
+    import base64
+
+    text = base64.b64encode(b"x" * 3000)
+    with pytest.raises(Uncheckable, match="cap of 4000 bytes"):
+        list(Opener(Caps(total_bytes=4000)).nodes("f.txt", text))
+    nested = PAYLOAD
+    for _ in range(4):
+        nested = nested.hex().encode()
+    with pytest.raises(Uncheckable, match="nested deeper than 3"):
+        list(Opener(Caps(depth=3)).nodes("f.txt", nested))

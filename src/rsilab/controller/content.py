@@ -12,10 +12,14 @@
 - one :class:`~rsilab.controller.numeric.NumericReference` per benchmark whose inputs are
   numeric vectors: near-duplicate rows under affine maps, noise, column order and subsets.
 
-:meth:`ContentIndex.scan` opens every file (containers and compressed forms, nested, within
-:class:`~rsilab.controller.unpack.Caps`), reads every serialisation the built-in tasks and
-common tools use (:mod:`rsilab.controller.readers`: JSON, JSON Lines, CSV and other delimited
-text, pickle read without running it, npy and npz), and runs each detector on what it finds.
+:meth:`ContentIndex.scan` opens every file (containers and compressed forms, nested, and
+base64 or hex text decoded, within :class:`~rsilab.controller.unpack.Caps`), reads every
+serialisation the built-in tasks and common tools use (:mod:`rsilab.controller.readers`:
+JSON, JSON Lines, CSV and other delimited text, pickle read without running it, npy, npz and
+safetensors, each told by its bytes, not its name), reads a binary in none of those forms as
+bare numbers in rows of a numeric benchmark's width (:mod:`rsilab.controller.raw`; past
+``Caps.raw_bytes`` it is refused), and runs each detector on what it finds. Every numeric
+table is also matched transposed when its shape allows.
 
 A :class:`ContentReport` *leaks* when a source is copied, when any private item is found
 exactly (its canonical input, its id, or a text input as a whole line), or when the items
@@ -32,7 +36,7 @@ import os
 import re
 import stat
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,9 +44,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from rsilab.controller import raw
 from rsilab.controller.numeric import MIN_COLUMNS, MIN_ROWS, NumericReference
 from rsilab.controller.overlap import OverlapHit, PrivateIndex
-from rsilab.controller.readers import plain_json, read
+from rsilab.controller.readers import Parsed, plain_json, read
 from rsilab.controller.unpack import Caps, Opener, Uncheckable
 from rsilab.records import DataTier
 from rsilab.tasks import TIERS, Task, make_splits
@@ -127,6 +132,7 @@ class ContentIndex:
         numeric: Sequence[_Bench],
         sources: dict[str, str],
         minimum: dict[str, int],
+        shipped: frozenset[str] = frozenset(),
     ) -> None:
         """Use :meth:`build`."""
         self.private = private
@@ -134,6 +140,11 @@ class ContentIndex:
         self.numeric = list(numeric)
         self.sources = sources
         self.min_hits = minimum
+        self.shipped = shipped
+        """sha256 of the task's own harness files (not read as bare numbers)."""
+        widths = {b.reference.width for b in self.numeric}
+        self.raw_widths = frozenset(widths | {w + 1 for w in widths})
+        """Row widths a file of bare numbers is read in: an item's, and one more (a label)."""
 
     @classmethod
     def build(
@@ -159,10 +170,19 @@ class ContentIndex:
         )
         shipped = {_sha(p.read_bytes()) for p in regular_files(task.harness)}
         sources = _source_hashes(task.data_sources, shipped)
-        return cls(private, prose, benches, sources, minimum)
+        return cls(private, prose, benches, sources, minimum, frozenset(shipped))
 
-    def scan(self, files: Iterable[tuple[str, Path]], caps: Caps | None = None) -> ContentReport:
+    def scan(
+        self,
+        files: Iterable[tuple[str, Path]],
+        caps: Caps | None = None,
+        *,
+        known: Container[str] = frozenset(),
+    ) -> ContentReport:
         """What the regular files ``files`` ((place, path) pairs) hold.
+
+        ``known``: sha256 of files a recorded job produced (weights); like the task's own
+        harness files they are read in every known form but not as bare numbers.
 
         Raises:
             Uncheckable: a cap is passed or a container cannot be opened.
@@ -173,8 +193,12 @@ class ContentIndex:
         small: dict[int, list[tuple[str, npt.NDArray[np.float64]]]] = defaultdict(list)
         for where, path in files:
             opener.count(where, path.stat().st_size)
-            for node in opener.nodes(where, path.read_bytes()):
-                self._node(node.where, node.data, node.container, report, small, opener)
+            data = path.read_bytes()
+            trusted = (digest := _sha(data)) in self.shipped or digest in known
+            for node in opener.nodes(where, data):
+                parsed = self._node(node.where, node.data, node.container, report, small, opener)
+                if parsed is not None and not trusted:
+                    self._raw(node.where, node.data, parsed, report, opener)
         for pooled in small.values():
             table = np.vstack([t for _, t in pooled])
             place = ", ".join(sorted({w for w, _ in pooled})[:3])
@@ -189,11 +213,12 @@ class ContentIndex:
         report: ContentReport,
         small: dict[int, list[tuple[str, npt.NDArray[np.float64]]]],
         opener: Opener,
-    ) -> None:
+    ) -> Parsed | None:
+        """Run the detectors on one node; what was read from it (None for a container)."""
         if len(data) >= _MIN_SOURCE_BYTES and (source := self.sources.get(_sha(data))):
             report.copies.append((where, source))
         if container:
-            return
+            return None
         report.hits.extend(self._text(data, where))
         parsed = read(where, data)
         if parsed.binary:
@@ -205,6 +230,29 @@ class ContentIndex:
                 small[table.shape[1]].append((where, table))
             else:
                 report.hits.extend(self._numeric(table, where))
+        return parsed
+
+    def _raw(
+        self, where: str, data: bytes, parsed: Parsed, report: ContentReport, opener: Opener
+    ) -> None:
+        """``data`` read as bare numbers (see :mod:`rsilab.controller.raw`) when it is a
+        binary in no known form whose size fits rows of a numeric benchmark.
+
+        Raises:
+            Uncheckable: such a file is larger than ``opener.caps.raw_bytes``.
+        """
+        if parsed.values or parsed.tables or not self.raw_widths:
+            return
+        if not raw.is_binary(data) or not raw.may_hold_rows(len(data), self.raw_widths):
+            return
+        if len(data) > opener.caps.raw_bytes:
+            raise Uncheckable(
+                where,
+                f"a binary of {len(data)} bytes in no known form, which may be bare numbers, "
+                f"past the cap of {opener.caps.raw_bytes} bytes the guard reads as rows",
+            )
+        for label, table in raw.interpretations(data, self.raw_widths):
+            report.hits.extend(self._numeric(table, f"{where} (as {label})", raw.EXPLAINED))
 
     def _text(self, data: bytes, where: str) -> list[OverlapHit]:
         hits = []
@@ -212,12 +260,14 @@ class ContentIndex:
             hits += self.private.scan_bytes(piece, where) + self.prose.scan_near(piece, where)
         return hits
 
-    def _numeric(self, table: npt.NDArray[np.float64], where: str) -> list[OverlapHit]:
+    def _numeric(
+        self, table: npt.NDArray[np.float64], where: str, explained: float = 0.0
+    ) -> list[OverlapHit]:
         if table.shape[1] < MIN_COLUMNS:
             return []
         hits = []
         for bench in self.numeric:
-            for hit in bench.reference.match(table):
+            for hit in bench.reference.match(table, explained=explained):
                 tier, sample_id = bench.refs[hit.item]
                 share = round(1.0 - hit.ratio, 3)
                 hits.append(OverlapHit(bench.name, tier, sample_id, "numeric", where, share))

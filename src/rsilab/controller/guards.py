@@ -31,6 +31,7 @@ from rsilab.controller.evaluation import (
 )
 from rsilab.controller.jobs import model_produced_by_job
 from rsilab.controller.overlap import PrivateIndex
+from rsilab.controller.readers import binary_format
 from rsilab.controller.unpack import Caps
 from rsilab.records import Candidate, CandidateState, Dataset, FlagStage
 from rsilab.sandbox.owners import owned_prefix
@@ -83,6 +84,17 @@ def evaluator_sha256(task: Task) -> str:
     if task.predict_driver is not None:
         digest.update(get_driver(task.predict_driver).source().encode())
     return digest.hexdigest()
+
+
+def _looks_like_weights(path: Path) -> bool:
+    """A weight file by its name (:data:`WEIGHT_SUFFIXES`) or by its bytes: a safetensors file
+    renamed ``.dat`` is weights all the same. (Zip, npy and pickle are not taken as weights by
+    their bytes: honest data ships in them too, and the content guard reads them.)"""
+    if path.suffix.lower() in WEIGHT_SUFFIXES:
+        return True
+    with path.open("rb") as handle:
+        head = handle.read(1 << 16)
+    return binary_format(head) == "safetensors"
 
 
 class TrainingGuards:
@@ -173,13 +185,17 @@ class TrainingGuards:
             else:
                 files.append((name, path))
         files += [(f"named path {p}", p) for p in named_paths(tree)]
+        # weights a recorded job made are read in every known form, not as bare numbers (a
+        # big model in no known format would otherwise be past the raw-bytes cap)
+        known = {sha for _, p in files if model_produced_by_job(self.store, sha := hash_file(p))}
         try:
-            report = index.scan(files, self.caps)
+            report = index.scan(files, self.caps, known=known)
         except Uncheckable as exc:
             detail = f"training data the guard cannot check: {exc}"
             public = (
                 "training data the guard cannot check (an archive past the size, ratio or "
-                f"depth caps, or a container it cannot open): {exc.where}"
+                "depth caps, a container it cannot open, or a binary of bare numbers past "
+                f"16 MiB): {exc.where}"
             )
             return Refusal(
                 CandidateState.REJECTED, detail, public, "uncheckable_training_data", detail
@@ -200,7 +216,7 @@ class TrainingGuards:
         shipped = {hash_file(p) for p in self.task.harness.rglob("*") if p.is_file()}
         foreign = []
         for path in sorted(tree.rglob("*")):
-            if path.suffix.lower() in WEIGHT_SUFFIXES and path.is_file() and not path.is_symlink():
+            if path.is_file() and not path.is_symlink() and _looks_like_weights(path):
                 sha = hash_file(path)
                 if sha not in shipped and model_produced_by_job(self.store, sha) is None:
                     foreign.append(str(path.relative_to(tree)))

@@ -129,12 +129,15 @@ class NumericReference:
         both = bool(self.private.any()) and bool((~self.private).any())
         return len(self.live) >= MIN_COLUMNS and both
 
-    def match(self, table: _Floats) -> list[NumericHit]:
+    def match(self, table: _Floats, *, explained: float = 0.0) -> list[NumericHit]:
         """The rows of ``table`` (rows x columns, any width) that pass the ratio test.
 
         Rows with a value that is not finite are left out; a table with fewer than
         :data:`MIN_ROWS` rows or :data:`MIN_COLUMNS` varying columns, or more than four
-        times as many columns as the items have, gives no hits.
+        times as many columns as the items have, gives no hits. ``explained``: the share
+        of the rows the column map was fit on that must match an item (private or public)
+        with confidence, else no hits: a guessed reading of bare bytes (the wrong item type
+        or width) explains few rows, and its scattered coincidences are not a copy.
         """
         if not self.usable or table.ndim != 2 or table.shape[1] > _MAX_WIDTH * self.width:
             return []
@@ -165,6 +168,8 @@ class NumericReference:
         # The map most rows agree with, whatever they match: choosing by hits would favour
         # flags; choosing by confident rows favours the map that explains the table.
         best = max(fitted, key=lambda f: (f.anchors, len(f.cols)))
+        if best.anchors < explained * len(sample):
+            return []
         return [NumericHit(int(rows[h.row]), h.item, h.ratio) for h in self._judge(x, best)]
 
     def _starts(self, x: _Floats, varying: _Ints) -> list[_Map]:

@@ -2,13 +2,16 @@
 
 :func:`read` takes one file's bytes (already out of any container, see
 :mod:`rsilab.controller.unpack`) and returns a :class:`Parsed`: the values it holds (JSON,
-JSON Lines, a pickle read by :mod:`rsilab.controller.safe_pickle`, a numpy ``.npy`` array)
-and the numeric tables found in them or in delimited text (CSV, TSV, whitespace columns).
+JSON Lines, a pickle read by :mod:`rsilab.controller.safe_pickle`, a numpy ``.npy`` array,
+the tensors of a safetensors file) and the numeric tables found in them or in delimited text
+(CSV, TSV, whitespace columns). The form is told from the bytes (:func:`binary_format`),
+never from the file's name.
 
 A numeric table is rows x columns of floats: an array or rectangular nested list of two or
-more dimensions (rows along the first axis, the rest flattened; a 2-D one is also offered
-transposed, for data kept feature-major), the numeric vectors that are the values of records
-(``{"input": [...]}`` in JSON Lines, an image under a key), grouped by length, records of at
+more dimensions (rows along the first axis, the rest flattened; a 2-D one, and a delimited
+table, is also offered transposed, for data kept feature-major), the numeric vectors that are
+the values of records (``{"input": [...]}`` in JSON Lines, an image under a key), grouped by
+length, records of at
 least :data:`~rsilab.controller.numeric.MIN_COLUMNS` numeric fields, and column-oriented
 records (equal-length numeric lists under names). Walking a value is bounded by
 ``max_values``; going past it raises :class:`~rsilab.controller.unpack.Uncheckable`.
@@ -32,11 +35,16 @@ from rsilab.controller import safe_pickle
 from rsilab.controller.numeric import MIN_COLUMNS
 from rsilab.controller.unpack import Uncheckable
 
-__all__ = ["Parsed", "plain_json", "read"]
+__all__ = ["Parsed", "binary_format", "plain_json", "read"]
 
 _Table = npt.NDArray[np.float64]
 _NPY = b"\x93NUMPY"
-_PICKLE_SUFFIXES = (".pkl", ".pickle", ".p", ".pk", ".joblib", ".dat")
+_PICKLE_OPENERS = b"(]}cl"  # how protocol 0 and 1 pickles of data begin
+_SAFETENSORS_DTYPES = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "I16": "<i2",
+    "I8": "i1", "U8": "u1", "U64": "<u8", "U32": "<u4", "U16": "<u2",
+}  # fmt: skip
+_MAX_SAFETENSORS_HEADER = 100 << 20
 _DELIMITERS = (",", "\t", ";", "|", None)
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
 _MAX_LINES = 1_000_000
@@ -61,21 +69,79 @@ def read(where: str, data: bytes, *, max_values: int = 20_000_000) -> Parsed:
         Uncheckable: walking the values passes ``max_values``.
     """
     parsed = Parsed()
-    if data.startswith(_NPY):
+    tables = _Tables(where, max_values)
+    kind = binary_format(data)
+    if kind == "npy":
         array = _npy(data)
         if array is not None:
             parsed.values, parsed.binary = [array], True
-    elif _is_pickle(where, data):
-        with contextlib.suppress(ValueError):  # not a pickle after all: nothing to read
+    elif kind == "safetensors":
+        parsed.values, parsed.binary = list(_safetensors(data).values()), True
+    elif kind == "pickle":
+        with contextlib.suppress(ValueError):  # not a pickle after all: read as text below
             parsed.values, parsed.binary = [safe_pickle.load(data)], True
-    else:
+    if not parsed.binary:
         text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
         parsed.values = _json_values(text)
         table = None if parsed.values else _delimited(text)  # JSON is not delimited text
         if table is not None:
-            parsed.tables.append(table)
-    parsed.tables.extend(_Tables(where, max_values).of(parsed.values))
+            tables.add(table)
+    parsed.tables.extend(tables.of(parsed.values))
     return parsed
+
+
+def binary_format(data: bytes) -> str | None:
+    """``"npy"``, ``"safetensors"`` or ``"pickle"`` when ``data`` starts as one does (a
+    pickle of protocol 0 or 1 only when it also ends with the STOP opcode), else None."""
+    if data.startswith(_NPY):
+        return "npy"
+    if _safetensors_header(data) is not None:
+        return "safetensors"
+    if len(data) > 2 and data[0] == 0x80 and 2 <= data[1] <= 5:
+        return "pickle"
+    if len(data) > 2 and data[0] in _PICKLE_OPENERS and data.rstrip()[-1:] == b".":
+        return "pickle"
+    return None
+
+
+def _safetensors_header(data: bytes) -> dict[str, Any] | None:
+    """The JSON header of a safetensors file (8-byte little-endian length, then JSON), or
+    None when ``data`` is not laid out so."""
+    if len(data) < 10 or data[8:9] != b"{":
+        return None
+    size = int.from_bytes(data[:8], "little")
+    if size < 2 or size > min(len(data) - 8, _MAX_SAFETENSORS_HEADER):
+        return None
+    try:
+        header = json.loads(data[8 : 8 + size])
+    except (ValueError, RecursionError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def _safetensors(data: bytes) -> dict[str, Any]:
+    """The tensors of a safetensors file by name (each a table of its own, not a record's
+    fields); one whose dtype numpy cannot hold, or whose offsets or shape do not fit, is
+    left out."""
+    header = _safetensors_header(data) or {}
+    start = 8 + int.from_bytes(data[:8], "little")
+    out: dict[str, Any] = {}
+    for name, spec in header.items():
+        if not isinstance(spec, dict) or name == "__metadata__":
+            continue
+        try:
+            begin, end = (int(v) for v in spec["data_offsets"])
+            shape = [int(v) for v in spec["shape"]]
+            raw = data[start + begin : start + end]
+            if spec["dtype"] == "BF16":  # the high half of a float32
+                wide = np.frombuffer(raw, dtype="<u2").astype("<u4") << 16
+                array = wide.view("<f4")
+            else:
+                array = np.frombuffer(raw, dtype=np.dtype(_SAFETENSORS_DTYPES[spec["dtype"]]))
+            out[str(name)] = array.reshape(shape).astype(np.float64)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 def plain_json(values: list[Any]) -> str:
@@ -104,12 +170,6 @@ def plain_json(values: list[Any]) -> str:
         except (RecursionError, ValueError):  # nested past the encoder's depth, or cyclic
             continue
     return "\n".join(lines)
-
-
-def _is_pickle(where: str, data: bytes) -> bool:
-    if len(data) > 2 and data[0] == 0x80 and 2 <= data[1] <= 5:
-        return True
-    return where.lower().endswith(_PICKLE_SUFFIXES) and data[-1:] == b"."
 
 
 def _npy(data: bytes) -> Any:
@@ -204,7 +264,7 @@ class _Tables:
                 seen.add(id(item))
             stack.extend(reversed(list(self._visit(item, in_record))))
         for rows in self.rows.values():
-            self._add(np.vstack(rows))
+            self.add(np.vstack(rows))
         return self.tables
 
     def _spend(self, count: int) -> None:
@@ -229,7 +289,7 @@ class _Tables:
                 if array.size >= MIN_COLUMNS:
                     self.rows[("row", array.size)].append(array.reshape(1, -1))
             else:
-                self._add(array.reshape(len(array), -1))
+                self.add(array.reshape(len(array), -1))
 
     def _record(self, record: dict[Any, Any]) -> Iterator[tuple[Any, bool]]:
         scalars = {k: v for k, v in record.items() if _is_number(v)}
@@ -243,10 +303,11 @@ class _Tables:
         if len(columns) >= MIN_COLUMNS and len(lengths) == 1:
             stacked = _numeric(columns)
             if stacked is not None and stacked.ndim == 2:
-                self._add(stacked.T)
+                self.add(stacked.T)
         yield from ((value, True) for value in record.values())
 
-    def _add(self, table: _Table) -> None:
+    def add(self, table: _Table) -> None:
+        """Keep ``table``, and its transpose when both sides are wide enough to be rows."""
         if table.ndim != 2 or table.size == 0:
             return
         self.tables.append(table)

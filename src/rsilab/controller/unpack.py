@@ -7,16 +7,23 @@ their magic bytes, never by the file name, so a renamed archive is opened all th
 
 The caps (:class:`Caps`) bound the work an archive can cause: the bytes produced by opening
 (over everything one :class:`Opener` opens), the compression ratio of a large member, the
-nesting depth and the number of members. Going past one raises :class:`Uncheckable`, as does
+nesting depth and the number of members. Text that is base64 or hexadecimal of meaningful
+length (:func:`decode_text`) is a layer too: the file is read as it is *and* decoded, and what
+the decoding gives is opened and read again, charged to the same caps. Going past one raises
+:class:`Uncheckable`, as does
 a container rsilab cannot open (an encrypted zip member, zstd, 7z, rar, lz4): what the guard
 cannot read it cannot check, so the caller refuses it, never skips it.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bz2
 import io
 import lzma
+import re
+import string
 import tarfile
 import zipfile
 import zlib
@@ -24,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["Caps", "Node", "Opener", "Uncheckable"]
+__all__ = ["Caps", "Node", "Opener", "Uncheckable", "decode_text", "sniff"]
 
 _READ = 1 << 20
 _UNSUPPORTED = {
@@ -33,6 +40,11 @@ _UNSUPPORTED = {
     b"Rar!\x1a\x07": "rar",
     b"\x04\x22\x4d\x18": "lz4",
 }
+MIN_ENCODED = 128
+"""Base64 or hex text shorter than this (non-space characters) is not decoded: a hash or a
+key, not data."""
+_HEX = frozenset(string.hexdigits.encode())
+_BASE64 = re.compile(rb"[A-Za-z0-9+/]+={0,2}|[A-Za-z0-9_-]+={0,2}")
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,9 @@ class Caps:
     """Containers nested deeper than this are refused."""
     members: int = 20_000
     """Archive members, over everything one :class:`Opener` opens."""
+    raw_bytes: int = 16 << 20
+    """Largest file of bare numbers read as rows (:mod:`rsilab.controller.raw`): a larger
+    binary in no known form whose size fits rows of a private item's width is refused."""
 
 
 class Uncheckable(Exception):
@@ -112,6 +127,13 @@ class Opener:
         kind = sniff(data)
         if kind is None:
             yield Node(where, data, depth, False)
+            decoded = decode_text(data)
+            if decoded is not None:  # read as it is above, and decoded here
+                name, inner = decoded
+                if depth >= self.caps.depth:
+                    raise Uncheckable(where, f"containers nested deeper than {self.caps.depth}")
+                self.count(where, len(inner))
+                yield from self.nodes(f"{where}!{name}", inner, depth + 1)
             return
         if kind in _UNSUPPORTED.values():
             raise Uncheckable(where, f"a {kind} container, which the guard cannot open")
@@ -249,6 +271,37 @@ def sniff(data: bytes) -> str | None:
         if head.startswith(magic):
             return kind
     return None
+
+
+def decode_text(data: bytes) -> tuple[str, bytes] | None:
+    """``("hex" | "base64", decoded)`` when ``data``, line breaks and spaces aside, is
+    hexadecimal or base64 (standard or URL-safe, padded or not) of at least
+    :data:`MIN_ENCODED` characters; else None. Text that is both (only hex digits) is hex."""
+    if len(data) < MIN_ENCODED or not _encoded_start(data[:4096]):
+        return None
+    compact = b"".join(data.split())
+    if len(compact) < MIN_ENCODED:
+        return None
+    if len(compact) % 2 == 0 and all(c in _HEX for c in compact[:4096]):
+        try:
+            return "hex", binascii.unhexlify(compact)
+        except (binascii.Error, ValueError):
+            pass
+    if len(compact) % 4 == 1 or not _BASE64.fullmatch(compact):
+        return None
+    padded = compact.rstrip(b"=") + b"=" * (-len(compact.rstrip(b"=")) % 4)
+    try:
+        if b"-" in compact or b"_" in compact:
+            return "base64", base64.urlsafe_b64decode(padded)
+        return "base64", base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _encoded_start(head: bytes) -> bool:
+    """Whether ``head`` holds only base64 (or hex) characters and white space: a cheap test
+    before the whole file is joined."""
+    return _BASE64.fullmatch(b"".join(head.split()).rstrip(b"=")) is not None
 
 
 def _opens(make: Callable[[], _Decompressor], data: bytes) -> bool:
