@@ -133,7 +133,6 @@ def _check_same(loaded: Task, path: Path, ref: TaskRef, whose: str) -> None:
     if ref.digest not in (now, loaded.digest()):
         what = path.name + (" or its scorer files" if now != anchored(loaded).digest() else "")
         raise UserError(
-            f"{what} changed since {whose} started (digest {ref.digest[:8]}… → "
-            f"{now[:8]}…; {path})",
+            f"{what} changed since {whose} started (digest {ref.digest[:8]}… → {now[:8]}…; {path})",
             hint,
         )
