@@ -37,8 +37,10 @@ TABLE = {
     2: "usage error",
     3: "verification failure",
     130: "interrupted",
+    141: "the reader of stdout went away",
 }
-"""Issue 20's table: each code and the words that open its line in ``rsilab --help``."""
+"""Issue 20's table, and the closed-pipe code: each code and the words that open its line in
+``rsilab --help``."""
 
 DIRECTION = {"title": "slower adam", "hypothesis": "a lower lr raises quality", "plan": "lr"}
 DEADLINE_S = 60.0
