@@ -24,7 +24,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("RSILAB_SANDBOX", "process")
         assert rsilab("init", "--lab", path).exit_code == 0
-        ran = rsilab("run", "synthetic", "--budget", "experiments=5", "--lab", path)
+        ran = rsilab("run", "synthetic", "--budget", "experiments=5", "--seed", "2", "--lab", path)
         assert ran.exit_code == 0, explain(ran)
     return path
 

@@ -41,10 +41,11 @@ DEFAULT_NOISE_FLOOR = 0.02
 """Noise floor (dev score units) until verification runs measure one."""
 
 
-def prediction_seed(campaign_id: str, proposal_index: int) -> int:
-    """The RNG seed of the acceptance prediction for ``proposal_index`` of ``campaign_id``: the
-    same campaign predicts the same way on resume."""
-    digest = hashlib.sha256(f"predict:{campaign_id}:{proposal_index}".encode()).digest()
+def prediction_seed(campaign_seed: int, proposal_index: int) -> int:
+    """The RNG seed of the acceptance prediction for ``proposal_index`` of a campaign run with
+    ``campaign_seed``: the same campaign predicts the same way on resume, and two campaigns
+    with one seed (their searches alike) predict alike."""
+    digest = hashlib.sha256(f"predict:{campaign_seed}:{proposal_index}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
 
 
@@ -116,7 +117,7 @@ class Reviewer:
             refs,
             proposal_index=proposal_index,
             tier=self.ctx.tier,
-            seed=prediction_seed(self.ctx.campaign_id, proposal_index),
+            seed=prediction_seed(self.ctx.seed, proposal_index),
         )
         ref_mean = mean_of(view.runs, ref)
         default = default_verdict(winner.mean, ref_mean)
