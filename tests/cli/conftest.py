@@ -1,4 +1,4 @@
-"""Fixtures for the CLI tests: a fresh lab, and a campaign in it."""
+"""Fixtures for the CLI tests: a fresh lab, a campaign in it, and the need for bubblewrap."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.helpers import explain, rsilab
+from tests.sandbox.helpers import bwrap_problem
 
 
 @pytest.fixture
@@ -24,3 +25,12 @@ def campaign_id(lab: Path) -> str:
     result = rsilab("campaign", "new", "digits", "--lab", lab)
     assert result.exit_code == 0, explain(result)
     return result.stdout.strip()
+
+
+@pytest.fixture
+def needs_bwrap() -> None:
+    """Skip a test that runs an agent in the sandbox where bubblewrap is unusable (there
+    tests/sandbox/test_canary.py fails the suite with the reason)."""
+    problem = bwrap_problem()
+    if problem is not None:
+        pytest.skip(f"bubblewrap is unusable here ({problem})")

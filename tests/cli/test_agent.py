@@ -25,7 +25,6 @@ from rsilab.store import Lab, verify_store
 from rsilab.store.keys import key_dir
 from rsilab.tasks import get_task
 from tests.cli.helpers import explain, rsilab
-from tests.sandbox.helpers import bwrap_problem
 
 CLIENT = (Path(__file__).parent / "agent_client.py").read_text()
 NET_CLIENT = """
@@ -57,13 +56,6 @@ print(json.dumps({
 }))
 sys.exit(status)
 """
-
-
-@pytest.fixture
-def needs_bwrap() -> None:
-    problem = bwrap_problem()
-    if problem is not None:
-        pytest.skip(f"bubblewrap is unusable here ({problem})")
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from rsilab.records import Job, Outcome
 from rsilab.store import Lab, verify_store
 from tests.cli.helpers import explain, rsilab
 from tests.cli.test_agent import report_of
-from tests.sandbox.helpers import bwrap_problem
 
 FILE_AGENT = r"""
 import json, os, shlex, subprocess, sys
@@ -96,13 +95,6 @@ os.write(1, b"y" * 1000)
 os.write(2, b"still here\n")
 sys.exit(0)
 """
-
-
-@pytest.fixture
-def needs_bwrap() -> None:
-    problem = bwrap_problem()
-    if problem is not None:
-        pytest.skip(f"bubblewrap is unusable here ({problem})")
 
 
 @pytest.fixture

@@ -139,7 +139,7 @@ def test_containers_the_guard_cannot_open_are_uncheckable(magic: bytes) -> None:
 # --- base64 and hex text: a layer like any other ------------------------------------------
 
 
-def test_base64_and_hex_text_is_read_as_it_is_and_decoded() -> None:
+def test_base64_base32_and_hex_text_is_read_as_it_is_and_decoded() -> None:
     import base64
 
     packed = gzip.compress(bytes(range(256)) * 2)  # 512 bytes that hardly compress
@@ -149,6 +149,8 @@ def test_base64_and_hex_text_is_read_as_it_is_and_decoded() -> None:
         (base64.urlsafe_b64encode(packed).rstrip(b"="), "base64"),
         (PAYLOAD.hex().encode(), "hex"),
         (PAYLOAD.hex().upper().encode() + b"\n", "hex"),
+        (base64.b32encode(packed), "base32"),
+        (base64.b32encode(packed).rstrip(b"="), "base32"),
     ):
         nodes = list(Opener().nodes("f.txt", text))
         assert nodes[0].data == text and not nodes[0].container

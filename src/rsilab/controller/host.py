@@ -144,12 +144,9 @@ class HostController:
         """Hash of the code that scores: every benchmark's scorer and the predict driver."""
         return evaluator_sha256(self.task)
 
-    def check_fingerprints(self, lineage: Lineage) -> None:
-        """Refuse to evaluate when the scorers or the private data changed since baseline.
-
-        Raises:
-            UserError: naming what changed (a flag is recorded too).
-        """
+    def changed_inputs(self, lineage: Lineage) -> list[tuple[str, str]]:
+        """What differs from ``lineage``'s baseline, as (flag rule, what) pairs: its private
+        tiers, its scorers or predict driver; empty when both are as they were."""
         changed = []
         if (
             lineage.private_data_sha256
@@ -158,6 +155,15 @@ class HostController:
             changed.append(("private_data_changed", "the private tiers"))
         if lineage.evaluator_sha256 and lineage.evaluator_sha256 != self.evaluator_sha256():
             changed.append(("evaluator_changed", "the scorers or the predict driver"))
+        return changed
+
+    def check_fingerprints(self, lineage: Lineage) -> None:
+        """Refuse to evaluate when the scorers or the private data changed since baseline.
+
+        Raises:
+            UserError: naming what changed (a flag is recorded too).
+        """
+        changed = self.changed_inputs(lineage)
         for rule, what in changed:
             self._flag(FlagStage.EVALUATION, rule, f"{what} differ from the baseline's", None)
         if changed:

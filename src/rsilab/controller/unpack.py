@@ -7,8 +7,8 @@ their magic bytes, never by the file name, so a renamed archive is opened all th
 
 The caps (:class:`Caps`) bound the work an archive can cause: the bytes produced by opening
 (over everything one :class:`Opener` opens), the compression ratio of a large member, the
-nesting depth and the number of members. Text that is base64 or hexadecimal of meaningful
-length (:func:`decode_text`) is a layer too: the file is read as it is *and* decoded, and what
+nesting depth and the number of members. Text that is base64, base32 or hexadecimal of
+meaningful length (:func:`decode_text`) is a layer too: the file is read as it is *and* decoded, and what
 the decoding gives is opened and read again, charged to the same caps. Going past one raises
 :class:`Uncheckable`, as does
 a container rsilab cannot open (an encrypted zip member, zstd, 7z, rar, lz4): what the guard
@@ -44,6 +44,7 @@ MIN_ENCODED = 128
 """Base64 or hex text shorter than this (non-space characters) is not decoded: a hash or a
 key, not data."""
 _HEX = frozenset(string.hexdigits.encode())
+_BASE32 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567=")
 _BASE64 = re.compile(rb"[A-Za-z0-9+/]+={0,2}|[A-Za-z0-9_-]+={0,2}")
 
 
@@ -274,9 +275,10 @@ def sniff(data: bytes) -> str | None:
 
 
 def decode_text(data: bytes) -> tuple[str, bytes] | None:
-    """``("hex" | "base64", decoded)`` when ``data``, line breaks and spaces aside, is
-    hexadecimal or base64 (standard or URL-safe, padded or not) of at least
-    :data:`MIN_ENCODED` characters; else None. Text that is both (only hex digits) is hex."""
+    """``("hex" | "base32" | "base64", decoded)`` when ``data``, line breaks and spaces aside,
+    is hexadecimal, base32 or base64 (standard or URL-safe, padded or not) of at least
+    :data:`MIN_ENCODED` characters; else None. Text that fits several alphabets is read in the
+    narrowest: only hex digits is hex, only A-Z and 2-7 is base32."""
     if len(data) < MIN_ENCODED or not _encoded_start(data[:4096]):
         return None
     compact = b"".join(data.split())
@@ -285,6 +287,14 @@ def decode_text(data: bytes) -> tuple[str, bytes] | None:
     if len(compact) % 2 == 0 and all(c in _HEX for c in compact[:4096]):
         try:
             return "hex", binascii.unhexlify(compact)
+        except (binascii.Error, ValueError):
+            pass
+    if all(c in _BASE32 for c in compact):
+        # A-Z, 2-7 and "=" alone: base32 (base64 of real bytes mixes in lowercase letters)
+        try:
+            return "base32", base64.b32decode(
+                compact.rstrip(b"=") + b"=" * (-len(compact.rstrip(b"=")) % 8)
+            )
         except (binascii.Error, ValueError):
             pass
     if len(compact) % 4 == 1 or not _BASE64.fullmatch(compact):

@@ -244,14 +244,7 @@ def _evaluation_inputs_unchanged(lab: Lab, task: Task, services: LabServices) ->
     lineage = find_lineage(lab.store, task.name, services.lineage)
     if lineage is None:
         return
-    controller = services.controller(task)
-    changed = []
-    if lineage.private_data_sha256 and lineage.private_data_sha256 != (
-        controller.private_data_sha256()
-    ):
-        changed.append("its private tiers (the task's data files)")
-    if lineage.evaluator_sha256 and lineage.evaluator_sha256 != controller.evaluator_sha256():
-        changed.append("its scorers or predict driver")
+    changed = [what for _, what in services.controller(task).changed_inputs(lineage)]
     if changed:
         raise UserError(
             f"task {task.name!r} changed since the baseline of lineage {services.lineage!r}: "
