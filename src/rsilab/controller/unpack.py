@@ -9,10 +9,10 @@ The caps (:class:`Caps`) bound the work an archive can cause: the bytes produced
 (over everything one :class:`Opener` opens), the compression ratio of a large member, the
 nesting depth and the number of members. Text that is base64, base32 or hexadecimal of
 meaningful length (:func:`decode_text`) is a layer too: the file is read as it is *and*
-decoded, and what the decoding gives is opened and read again, charged to the same caps. Going past one raises
-:class:`Uncheckable`, as does
-a container rsilab cannot open (an encrypted zip member, zstd, 7z, rar, lz4): what the guard
-cannot read it cannot check, so the caller refuses it, never skips it.
+decoded, and what the decoding gives is opened and read again, charged to the same caps.
+Going past one raises :class:`Uncheckable`, as does a container rsilab cannot open (an
+encrypted zip member, zstd, 7z, rar, lz4): what the guard cannot read it cannot check, so the
+caller refuses it, never skips it.
 """
 
 from __future__ import annotations
