@@ -21,6 +21,8 @@ HACKING = "Hacking suite: scripted attacks, rsilab vs a naive runner"
 FALSE_ACCEPTANCE = "False acceptance of whole campaigns on synthetic: rsilab vs the best dev score"
 OVERHEAD = "Campaign overhead over its jobs run bare, and store and ledger cost per experiment"
 SEARCH_PREFIX = "Search on "
+PROTOCOL = "The registered search protocol: rsilab against its peers at equal compute"
+PRIMARY_PEER = "optuna-tpe-raced"
 BUILTIN = "rsilab"
 """The built-in policy's name in the search tables (``benchmarks.search.protocol.BUILTIN``,
 not imported: that pulls in Optuna and the lab for a markdown reader; a test pins them)."""
@@ -31,6 +33,7 @@ OVERHEAD_TARGET = 1.05
 
 Table = list[dict[str, str]]
 _NUMBER = r"[-+]?\d+(?:\.\d+)?"
+_RUNS = re.compile(r"(\d+)/(\d+)")
 _INTERVAL = re.compile(rf"({_NUMBER})%? \[({_NUMBER})%?, ({_NUMBER})%?\]")
 
 
@@ -136,6 +139,64 @@ def search_rows(title: str, rows: Table) -> list[dict[str, str]]:
             }
         )
     return out
+
+
+def protocol_rows(title: str, rows: Table) -> list[dict[str, str]]:
+    """The glance rows of the registered protocol, per task: the primary comparison (rsilab
+    against optuna-tpe-raced at equal compute), then the other peers and the ablations with
+    their Holm-adjusted p-values."""
+    final = _column(rows, "final ", "[95% CI]")
+    diff = _column(rows, "rsilab - policy")
+    if final is None or diff is None:
+        return []
+    out: list[dict[str, str]] = []
+    for task in dict.fromkeys(r.get("task", "") for r in rows):
+        mine_rows = [r for r in rows if r.get("task") == task]
+        by_policy = {r.get("policy", ""): r for r in mine_rows}
+        mine = by_policy.get(BUILTIN)
+        if mine is None:
+            continue
+        groups = (
+            ("primary", [p for p in by_policy if p == PRIMARY_PEER]),
+            ("other peers", [p for p in by_policy if p not in (BUILTIN, PRIMARY_PEER)
+                             and not p.startswith(ABLATION_PREFIX)]),
+            ("ablations", [p for p in by_policy if p.startswith(ABLATION_PREFIX)]),
+        )  # fmt: skip
+        for label, policies in groups:
+            if not policies:
+                continue
+            gaps = {p: parse_interval(by_policy[p].get(diff, "")) for p in policies}
+            against = "; ".join(
+                f"{p} {by_policy[p].get(final, '-').split(' ')[0]}"
+                + (f" (rsilab - it {_signed(g)}" if g is not None else "")
+                + (f", Holm p {by_policy[p].get('Holm p')})" if g is not None and label != "primary"
+                   else (")" if g is not None else ""))
+                for p, g in gaps.items()
+            )  # fmt: skip
+            verdict = _search_verdict(gaps, label == "ablations")
+            missing = [
+                f"{p} {by_policy[p].get('runs', '').split(' ')[0]}"
+                for p in (BUILTIN, *policies)
+                if not by_policy[p]
+                .get("runs", "")
+                .startswith(by_policy[p].get("runs", "/").split("/")[-1].split(" ")[0] + "/")
+            ]
+            if missing:
+                verdict += f"; PARTIAL, runs kept of registered: {', '.join(missing)}"
+            out.append(
+                {
+                    "claim": f"{label} on {task}: final-tier {_metric(final)}, equal compute",
+                    "rsilab": mine.get(final, "-"),
+                    "against": against,
+                    "verdict": verdict,
+                    "table": title,
+                }
+            )
+    return out
+
+
+def _metric(final: str) -> str:
+    return final.removeprefix("final ").removesuffix(" [95% CI]")
 
 
 def _search_verdict(gaps: dict[str, Interval | None], ablations: bool) -> str:
@@ -247,6 +308,9 @@ def glance_rows(text: str) -> list[dict[str, str]]:
     tables = section_tables(text)
     rows: list[dict[str, str]] = []
     searches = sorted(t.removesuffix(QUICK_MARK) for t in tables if t.startswith(SEARCH_PREFIX))
+    picked_protocol = _pick(tables, PROTOCOL)
+    if picked_protocol is not None:
+        rows += protocol_rows(*picked_protocol)
     for title in dict.fromkeys(searches):
         picked = _pick(tables, title)
         if picked is not None:

@@ -26,6 +26,14 @@ from typing import Any, Protocol
 import optuna
 from pydantic import JsonValue
 
+from rsilab.orchestrator.builtin._search import build_study, sampler_seed, suggest
+from rsilab.orchestrator.builtin._state import (
+    NON_TARGET_MARGIN,
+    NON_TARGET_PENALTY,
+    NonTarget,
+    Run,
+)
+from rsilab.orchestrator.builtin.main._race import next_race_config, race_budget, winner
 from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.tasks import Knob, KnobType
 
@@ -277,10 +285,126 @@ class OptunaTPE:
             self.study.tell(trial, score)
 
 
+class OptunaTPERaced:
+    """rsilab's own search without rsilab's research layer: the peer that makes "rsilab beats
+    TPE" mean more than "racing beats no racing".
+
+    It calls the built-in policy's own sampler code: before each ask a fresh study from
+    :func:`~rsilab.orchestrator.builtin._search.build_study` (constrained multivariate TPE with
+    the built-in's startup trials, seeded by
+    :func:`~rsilab.orchestrator.builtin._search.sampler_seed` of the run's seed and the ask's
+    number) holds every run, re-runs included, and the runs in flight; every knob is open
+    (:func:`~rsilab.orchestrator.builtin._search.suggest` from the reference, never a config
+    tried before). Runs are weighed as the built-in weighs them: a non-target dev score more
+    than :data:`~rsilab.orchestrator.builtin._state.NON_TARGET_MARGIN` of its tolerance below the
+    reference runs' mean is a constraint violation and costs
+    :data:`~rsilab.orchestrator.builtin._state.NON_TARGET_PENALTY` per unit. The same end race
+    (the last :func:`~rsilab.orchestrator.builtin.main._race.race_budget` experiments: one re-run
+    of the reference, then successive halving by
+    :func:`~rsilab.orchestrator.builtin.main._race.next_race_config`) and the same proposal: the
+    race's :func:`~rsilab.orchestrator.builtin.main._race.winner`, once, at the end. What it
+    lacks is what rsilab adds: directions over knob subsets, branching from the global best,
+    Workers, the Reviewer and its acceptance prediction.
+    """
+
+    name = "optuna-tpe-raced"
+
+    def __init__(
+        self,
+        space: Sequence[Knob],
+        seed: int,
+        budget: int,
+        non_targets: Sequence[NonTarget] = (),
+    ) -> None:
+        self.space = list(space)
+        self.seed = seed
+        self.budget = budget
+        self.race_slots = race_budget(budget)
+        self.non_targets = list(non_targets)
+        self.reference = starting_config(self.space)
+        self.asked: dict[Ticket, Config] = {}
+        self.running: dict[Ticket, Config] = {}
+        self.runs: list[Run] = []
+        self.raw: list[tuple[Config, dict[str, float] | None]] = []
+        self.race_slot = 0
+
+    def ask(self) -> tuple[Ticket, Config]:
+        ticket = len(self.asked)
+        config: Config | None = None
+        if ticket == 0:
+            config = dict(self.reference)
+        elif ticket >= self.budget - self.race_slots:
+            raced = next_race_config(
+                self.runs, self.reference, list(self.running.values()), self.race_slot,
+                self.race_slots,
+            )  # fmt: skip
+            self.race_slot += 1
+            config = None if raced is None else dict(raced)
+        if config is None:
+            study = build_study(
+                self.space, self.runs, seed=sampler_seed(self.seed, ticket),
+                running=list(self.running.values()),
+            )  # fmt: skip
+            tried = {config_key(c, self.space) for c, _ in self.raw}
+            tried |= {config_key(c, self.space) for c in self.running.values()}
+            names = [k.name for k in self.space]
+            config = suggest(study, self.space, names, self.reference, tried) or dict(
+                self.reference
+            )
+        self.asked[ticket] = config
+        self.running[ticket] = config
+        return ticket, config
+
+    def tell(self, ticket: Ticket, score: float | None, feasible: bool = True) -> None:
+        raise TypeError("optuna-tpe-raced needs every benchmark's score: use tell_scores")
+
+    def tell_scores(self, ticket: Ticket, target: str, scores: dict[str, float] | None) -> None:
+        """The dev scores of every benchmark (oriented: higher is better) of the config asked
+        under ``ticket``; None or no ``target`` score: the run failed."""
+        config = self.running.pop(ticket)
+        self.raw.append((config, scores if scores and target in scores else None))
+        self.runs = self._weighed(target)
+
+    def _weighed(self, target: str) -> list[Run]:
+        """Every run weighed against the reference runs' current mean (it moves as the
+        reference is re-run, so every weight is recomputed)."""
+        refs = [s for c, s in self.raw if s is not None and c == self.reference]
+        runs: list[Run] = []
+        for i, (config, scores) in enumerate(self.raw):
+            if scores is None:
+                runs.append(Run(i, f"run-{i}", "peer", config, 0.0, failed=True))
+                continue
+            shortfall = 0.0
+            for b in self.non_targets:
+                ref = [r[b.name] for r in refs if b.name in r]
+                if ref and b.name in scores:
+                    floor = sum(ref) / len(ref) - NON_TARGET_MARGIN * b.tolerance
+                    shortfall += max(0.0, floor - scores[b.name])
+            score = scores[target] - NON_TARGET_PENALTY * shortfall
+            runs.append(
+                Run(i, f"run-{i}", "peer", config, score, scores=scores, shortfall=shortfall)
+            )
+        return runs
+
+    def choice(self) -> Config | None:
+        """The config to propose once at the end: the race's winner (None: nothing beat the
+        reference)."""
+        found = winner(self.runs, self.reference)
+        return None if found is None else dict(found.config)
+
+
 def make_policy(
-    name: str, space: Sequence[Knob], seed: int, budget: int, workers: int = 1
+    name: str,
+    space: Sequence[Knob],
+    seed: int,
+    budget: int,
+    workers: int = 1,
+    non_targets: Sequence[NonTarget] = (),
 ) -> Policy:
-    """The ask/tell policy called ``name`` (random, hill-climb, optuna-tpe)."""
+    """The ask/tell policy called ``name`` (random, hill-climb, optuna-tpe, optuna-tpe-raced;
+    ``non_targets`` matter to the last only)."""
+    if name == OptunaTPERaced.name:
+        return OptunaTPERaced(space, seed, budget, non_targets)
     if name == RandomSearch.name:
         return RandomSearch(space, seed)
     if name == HillClimb.name:
@@ -290,7 +414,7 @@ def make_policy(
     raise ValueError(f"no search policy {name!r}")
 
 
-ASK_TELL_POLICIES = (OptunaTPE.name, HillClimb.name, RandomSearch.name)
+ASK_TELL_POLICIES = (OptunaTPERaced.name, OptunaTPE.name, HillClimb.name, RandomSearch.name)
 
 
 def config_of(config: Mapping[str, JsonValue], space: Sequence[Knob]) -> Config:

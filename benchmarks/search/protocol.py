@@ -44,6 +44,7 @@ from rsilab.controller.lineage import copy_version, find_lineage, require_lineag
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator import campaign as lifecycle
+from rsilab.orchestrator.builtin._state import NonTarget
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.runner import run_campaign
 from rsilab.orchestrator.builtin.team import TeamSettings, run_team_campaign
@@ -57,6 +58,7 @@ from rsilab.records import (
     Evaluation,
     EventDraft,
     Experiment,
+    Job,
     Lineage,
     Role,
     SystemVersion,
@@ -195,6 +197,17 @@ class RunResult:
     """The commit the run was measured at (set when it is kept; see ``search.results``)."""
     split: str = ""
     """:func:`split_id` of the lab's split secret ("" : a lab that drew its own)."""
+    cpu_s: float = 0.0
+    """Compute of the run: CPU seconds of every job of its campaign, from the job records (its
+    experiments, re-runs included, and the controller's trainings and predicts for its
+    proposals and their heads; the shared baseline evaluation is not counted)."""
+    head_config: Config = field(default_factory=dict)
+    """The knobs of the lineage head at the end: the accepted candidate's experiment config, or
+    the starting config when nothing was accepted."""
+    final_by_cpu: list[tuple[float, float]] = field(default_factory=list)
+    """The final-tier target score of the lineage head against compute: ``(cpu_s, score)`` at
+    the start (the baseline's score at 0) and at each acceptance (the CPU seconds of the jobs
+    finished by the time it was decided)."""
 
     @property
     def experiments(self) -> int:
@@ -250,6 +263,45 @@ def _dev_scores(tl: TaskLab, campaign_id: str) -> tuple[list[float | None], list
         scores.append(found.get(tl.target))
         ok.append(tl.target in found and feasible(found))
     return scores, ok
+
+
+def compute_of(tl: TaskLab, campaign_id: str) -> tuple[float, list[tuple[float, float]]]:
+    """(CPU seconds of every job of ``campaign_id``, the head's final-tier target score against
+    compute): see :attr:`RunResult.cpu_s` and :attr:`RunResult.final_by_cpu`."""
+    store = tl.lab.store
+    jobs = sorted(
+        (j for j in store.query_as(Job, campaign_id=campaign_id) if j.finished_at),
+        key=lambda j: j.finished_at or "",
+    )
+    total = sum(j.resources.cpu_s for j in jobs)
+    curve = [(0.0, tl.baseline.scores[tl.target].value)]
+    accepted = sorted(
+        (
+            c
+            for c in store.query_as(Candidate, campaign_id=campaign_id)
+            if c.state is CandidateState.ACCEPTED and c.version_id and c.finished_at
+        ),
+        key=lambda c: c.finished_at or "",
+    )
+    for cand in accepted:
+        spent = sum(
+            j.resources.cpu_s for j in jobs if (j.finished_at or "") <= (cand.finished_at or "")
+        )
+        assert cand.version_id is not None
+        version = store.get_as(cand.version_id, SystemVersion)
+        curve.append((round(spent, 3), version.scores[tl.target].value))
+    return round(total, 3), curve
+
+
+def head_config(tl: TaskLab, lineage: str) -> Config:
+    """The knobs of ``lineage``'s head (see :attr:`RunResult.head_config`)."""
+    store = tl.lab.store
+    head_id = require_lineage(store, tl.task.name, lineage).head_id
+    for cand in store.query_as(Candidate, fields={"version_id": head_id}):
+        if cand.experiment_id is not None:
+            config = store.get_as(cand.experiment_id, Experiment).config
+            return {k.name: config[k.name] for k in tl.task.search_space if k.name in config}
+    return {k.name: k.default for k in tl.task.search_space}
 
 
 def _outcome(tl: TaskLab, lineage: str, campaign_id: str) -> tuple[float, int, int]:
@@ -347,6 +399,7 @@ def _result(
     """The :class:`RunResult` of a finished run (``started``: its perf_counter start)."""
     final, accepted, proposals = _outcome(tl, lineage, campaign_id)
     scores, feasible = _dev_scores(tl, campaign_id)
+    cpu_s, final_by_cpu = compute_of(tl, campaign_id)
     return RunResult(
         policy,
         tl.task.name,
@@ -360,6 +413,9 @@ def _result(
         time.perf_counter() - started,
         best_config or {},
         feasible,
+        cpu_s=cpu_s,
+        head_config=head_config(tl, lineage),
+        final_by_cpu=final_by_cpu,
     )
 
 
@@ -477,10 +533,25 @@ class _PeerPolicy(lifecycle.CampaignPolicy):
             hypothesis=f"{name} over the declared search space finds a better config",
         )
         runner = _Experimenter(tl, door, self.seed, str(direction["id"]))
-        policy = make_policy(name, tl.task.search_space, self.seed, self.budget, self.workers)
+        non_targets = [
+            NonTarget(b.name, b.tolerance, b.higher_is_better)
+            for b in tl.task.benchmarks
+            if not b.target
+        ]
+        policy = make_policy(
+            name, tl.task.search_space, self.seed, self.budget, self.workers, non_targets
+        )
         results = _drive(policy, runner, self.budget, self.workers, Feasibility(tl.task))
-        ok = [(exp, cfg, s) for exp, cfg, s, feasible in results if s is not None and feasible]
-        if ok:
+        choose = getattr(policy, "choice", None)
+        if choose is not None:  # the raced peer: its race's winner, once
+            chosen = choose()
+            if chosen is not None:
+                self.best_config = chosen
+                same = [exp for exp, cfg, _, _ in results if cfg == chosen]
+                runner.propose(same[-1], chosen)
+        elif ok := [
+            (exp, cfg, s) for exp, cfg, s, feasible in results if s is not None and feasible
+        ]:
             exp, self.best_config, _ = max(ok, key=lambda r: r[2])
             if exp != results[0][0]:  # the starting config is the baseline already
                 runner.propose(exp, self.best_config)
@@ -510,6 +581,14 @@ class Feasibility:
         return True
 
 
+def _oriented(task: Task, scores: dict[str, float]) -> dict[str, float] | None:
+    """Dev scores with every lower-is-better benchmark negated (None: the run failed)."""
+    if not scores:
+        return None
+    sign = {b.name: 1.0 if b.higher_is_better else -1.0 for b in task.benchmarks}
+    return {name: sign.get(name, 1.0) * value for name, value in scores.items()}
+
+
 def _drive(
     policy: Policy, runner: _Experimenter, budget: int, workers: int, feasible: Feasibility
 ) -> list[tuple[str, Config, float | None, bool]]:
@@ -536,6 +615,10 @@ def _drive(
                 exp, scores = future.result()
                 score = scores.get(target)
                 ok = score is not None and feasible(scores)
-                policy.tell(ticket, score, ok)
+                tell_scores = getattr(policy, "tell_scores", None)
+                if tell_scores is not None:  # a policy that weighs every benchmark itself
+                    tell_scores(ticket, target, _oriented(runner.tl.task, scores))
+                else:
+                    policy.tell(ticket, score, ok)
                 done.append((exp, config, score, ok))
     return done

@@ -52,6 +52,20 @@ def mean_ci(values: Sequence[float], level: float = 0.95) -> MeanCI:
     return MeanCI(mean, mean - half, mean + half, len(values))
 
 
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of ``pvalues`` (same order): the i-th smallest is multiplied
+    by ``m - i`` (0-based ``i``), made non-decreasing in that order and capped at 1. Rejecting
+    where the adjusted value is at most alpha controls the family-wise error rate at alpha."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 @dataclass(frozen=True)
 class Paired:
     """``a - b`` paired by seed: the mean difference with its t interval, wins, ties and

@@ -40,7 +40,7 @@ def test_a_quick_run_skips_the_suites_that_have_no_quick_size(tmp_path: Path) ->
     out = tmp_path / "B.md"
     out.write_text("## Kept\n\nold numbers\n")
     assert set(SUITES) >= FULL_ONLY
-    assert main(["--quick", "--only", "search_digits", "--out", str(out)]) == 0
+    assert main(["--quick", "--only", "protocol", "--out", str(out)]) == 0
     assert out.read_text() == "## Kept\n\nold numbers\n"  # nothing ran, nothing replaced
 
 

@@ -5,7 +5,7 @@ rate (so a campaign's chance of accepting any change that is not better stays be
 however many proposals it makes; a cap on proposals bounds the cost on top).
 
 The candidate and the lineage's head are trained on the **same** controller seeds, seed index by
-seed index, and compared in looks (:mod:`rsilab.controller.sequential`: 3, 6, 12 then 24 seeds
+seed index, and compared in looks (:mod:`rsilab.controller.sequential`: 3, 6, 12, 24 then 36 seeds
 by default). At a look with ``m`` paired seeds, per benchmark, with ``d_s`` the candidate's mean
 accept-tier score under seed ``s`` minus the head's under the same seed:
 

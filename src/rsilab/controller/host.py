@@ -113,7 +113,7 @@ class HostController:
         self.task = task
         self.lineage = lineage
         self.seeds = seeds
-        # the looks of a comparison: seeds, 2 seeds, 4 seeds, 8 seeds (3/6/12/24 by default)
+        # the looks of a comparison: 1, 2, 4, 8 and 12 times ``seeds`` (3/6/12/24/36 by default)
         self.looks = looks_from(seeds)
         # The baseline is evaluated once and every candidate is compared with it, so extra
         # seeds there are cheap and shrink the interval of every comparison (its seed spread

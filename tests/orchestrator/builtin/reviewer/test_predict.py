@@ -104,13 +104,15 @@ def test_a_clearly_better_config_is_proposed_and_accepted(tmp_path: Path) -> Non
     assert accepted >= 2  # measured: 3 of 3 (and 8 of 8 seeds at 20 experiments)
 
 
-def test_nothing_better_than_the_defaults_is_held(lab: Lab, tmp_path: Path) -> None:
-    # measured on flat tasks: 1 of 5 campaigns (seeds 0-4, 12 experiments) and 1 of 8 (seeds
-    # 0-7, 20 experiments) still proposed a noise winner, and the controller rejected both
+def test_a_noise_winner_is_proposed_last_and_rejected(lab: Lab, tmp_path: Path) -> None:
+    # A flat task: nothing beats the defaults. The last proposal is held only below the floor
+    # (0.1); measured on flat tasks (seeds 0-5, 12 experiments) the Reviewer estimated 0.38 to
+    # 0.68 for the noise winners, so they are proposed, and the controller rejects them.
     task = tuning_task(tmp_path / "task", seed=3, flat=True)
     result = run_campaign(lab, task, budget=Budget(experiments=12), seed=3)
     final, candidates = _outcome(lab, result.campaign_id)
-    assert candidates == []
-    assert "held" in final
+    assert [c.state for c in candidates] == [CandidateState.REJECTED]
     probability = final["probability"]
-    assert isinstance(probability, float) and probability < 0.5
+    assert isinstance(probability, float) and 0.1 <= probability < 0.9
+    assert final["experiment_id"] == candidates[0].experiment_id
+    assert isinstance(final["race_winner"], str)  # the race's own pick, recorded beside it

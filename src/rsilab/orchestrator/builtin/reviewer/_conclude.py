@@ -37,7 +37,7 @@ from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX, CampaignView, Run
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._moves import Moves
-from rsilab.orchestrator.builtin.main._race import winner
+from rsilab.orchestrator.builtin.main._race import MAX_CONTENDERS, contenders, mean_of, winner
 from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, default_verdict
 from rsilab.orchestrator.builtin.worker._agent import write_config
 from rsilab.orchestrator.builtin.worker._rules import config_key
@@ -53,6 +53,10 @@ from rsilab.records import (
 
 FINAL_PROPOSAL = "final-proposal"
 """Intent key of the end-of-budget proposal (:meth:`Concluder.propose_best`)."""
+FINAL_FLOOR = 0.1
+"""The last proposal is held only when the contender with the largest expected gain has an
+estimated acceptance probability below this (see :meth:`Concluder.propose_winner`): then the
+controller's trainings would most likely be spent for nothing. Not tuned: a round figure."""
 PROPOSER = "proposer"
 """The Worker whose workspace holds proposals (not one of the experiment Workers, which may be
 busy when a conclusion is due)."""
@@ -117,31 +121,55 @@ class Concluder:
         self.ctx.intents.complete(step, result)
 
     def propose_winner(self, view: CampaignView) -> None:
-        """Propose the race's winner (:func:`~rsilab.orchestrator.builtin.main._race.winner`)
-        once per campaign (intent ``final-proposal``), if the Reviewer predicts the controller
-        likely accepts it (:meth:`~rsilab.orchestrator.builtin.reviewer._agent.Reviewer.predict`;
-        without Reviewers, Main's own rule: its mean beats the reference's). The prediction's
-        reason and estimated ``probability`` are recorded either way; a held winner as ``held``;
-        nothing beating the reference, as ``{"accepted": False}``."""
+        """Propose one of the race's contenders once per campaign (intent ``final-proposal``).
+
+        Without Reviewers: the race's :func:`~rsilab.orchestrator.builtin.main._race.winner`
+        (Main's own rule: its mean beats the reference's). With them, the Reviewer predicts the
+        controller's verdict on each contender
+        (:meth:`~rsilab.orchestrator.builtin.reviewer._agent.Reviewer.predict`, the winner
+        first) and the one with the largest expected gain (estimated acceptance probability
+        times its mean gain over the reference) is proposed, unless even its probability is
+        below :data:`FINAL_FLOOR`. Why not hold below one half, as a mid-campaign proposal
+        would: this is the campaign's last proposal, so holding saves no alpha for a later
+        one, and the winner of the race on the target may be the contender whose non-targets
+        the controller is least likely to pass. The predictions' reasons and probabilities are
+        recorded either way; a held proposal as ``held``; nothing beating the reference, as
+        ``{"accepted": False}``."""
         step = self.ctx.intents.begin(FINAL_PROPOSAL, "propose", {})
         if isinstance(step, DoneIntent):
             return
-        found = winner(view.runs, view.ref_config())
+        ref = view.ref_config()
+        found = winner(view.runs, ref)
         result: dict[str, Any] = {"accepted": False}
         if found is not None:
-            latest = found.latest
             index = 1 + len(self.ctx.store.query_as(Candidate, campaign_id=self.ctx.campaign_id))
+            chosen = found
             said: dict[str, Any] = {"score": view.raw(found.mean), "runs": len(found.runs)}
             held = None
             if not self.ctx.without(Ablation.REVIEWERS):
-                where = view.dag.directions[latest.direction_id]
-                prediction = self.reviewer.predict(view, where, found, index)
-                said["prediction"] = prediction.reason
-                said["probability"] = prediction.probability
-                held = None if prediction.accepted else prediction.reason
+                field = [found] + [c for c in contenders(view.runs, ref) if c != found]
+                ref_mean = mean_of(view.runs, ref) or 0.0
+                best_value, best_prob, best_reason = -1.0, 0.0, ""
+                for contender in field[:MAX_CONTENDERS]:
+                    where = view.dag.directions[contender.latest.direction_id]
+                    prediction = self.reviewer.predict(view, where, contender, index)
+                    prob = prediction.probability or 0.0
+                    value = prob * (contender.mean - ref_mean)
+                    if value > best_value:
+                        best_value, best_prob, best_reason = value, prob, prediction.reason
+                        chosen = contender
+                said = {
+                    "score": view.raw(chosen.mean),
+                    "runs": len(chosen.runs),
+                    "prediction": best_reason,
+                    "probability": best_prob,
+                    "race_winner": found.latest.experiment_id,
+                }
+                held = None if best_prob >= FINAL_FLOOR else best_reason
+            latest = chosen.latest
             if held is None:
                 result |= {"experiment_id": latest.experiment_id, **said}
-                result |= self.propose(latest.experiment_id, dict(found.config))
+                result |= self.propose(latest.experiment_id, dict(chosen.config))
             else:
                 result |= {"held": latest.experiment_id, **said}
         self.ctx.intents.complete(step, result)
