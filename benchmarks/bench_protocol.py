@@ -263,10 +263,10 @@ def plot(plan: TaskPlan, runs: Sequence[RunResult], target: str, figure: Path) -
 
 
 def run_protocol(quick: bool) -> list[dict[str, Any]]:
-    """The registered protocol: rsilab against optuna-tpe-raced (primary, per task) and the
-    other policies (Holm-adjusted), each at equal compute.
+    """The registered search protocol: rsilab against its peers at equal compute.
 
-    Registration: `benchmarks/registration/search-protocol.toml` (seeds, budgets, policies and
+    The primary comparison is rsilab against optuna-tpe-raced on each task; the other policies
+    are compared with Holm's adjustment. Registration: `benchmarks/registration/search-protocol.toml` (seeds, budgets, policies and
     the statistics, committed before the runs; its `frozen_commit` is the policy and controller
     under test, and a run refuses to start when `src/` differs from it). Every policy drives the
     same Experiment OS and Host Controller of one lab per task (`benchmarks.search.protocol`):

@@ -228,6 +228,65 @@ def _search_verdict(gaps: dict[str, Interval | None], ablations: bool) -> str:
     return "; ".join(parts)
 
 
+NULL_CAMPAIGNS = (
+    "Campaign-level false acceptance and power of the controller's rule on synthetic's own noise"
+)
+POWER = "Power and cost of the controller's sequential paired rule, simulated at the score level"
+POWER_TARGET = 0.80
+"""The issue's power target at a gain of one per-seed sd, proposals 1-3."""
+UNCHANGED_TARGET = 0.90
+"""The issue's pass-rate target for an unchanged non-target."""
+_CAMPAIGNS = re.compile(rf"(\d+)/(\d+) campaigns with a false acceptance.*?upper ({_NUMBER})%")
+
+
+def null_campaigns_row(title: str, rows: Table) -> dict[str, str] | None:
+    """The share of campaigns of injected null proposals with a false acceptance."""
+    for row in rows:
+        found = _CAMPAIGNS.search(row.get("accepted", ""))
+        if found is None:
+            continue
+        bad, n, upper = int(found.group(1)), int(found.group(2)), float(found.group(3))
+        return {
+            "claim": "what it accepts is really better: campaigns of null proposals on "
+            "synthetic's own noise with at least one false acceptance",
+            "rsilab": f"{bad}/{n} ({100 * bad / n:.2f}%; Wilson upper {upper:.2f}%)",
+            "against": "-",
+            "verdict": f"target <= {FALSE_ACCEPTANCE_TARGET:g}% "
+            + ("met" if upper <= FALSE_ACCEPTANCE_TARGET else "MISSED")
+            + " (on the upper bound); synthetic shares seed noise between the arms, so pairing "
+            "cancels it: the independent-arm simulation is the hard case",
+            "table": title,
+        }
+    return None
+
+
+def power_row(title: str, rows: Table) -> dict[str, str] | None:
+    """The controller's power at one per-seed sd (proposals 1-3) and the unchanged non-target's
+    pass rate, against the issue's targets."""
+    one_sd = [
+        float(r["pass rate"])
+        for r in rows
+        if re.fullmatch(r"target j=[123]", r.get("case", "")) and r.get("truth") == "gain 1 sd"
+    ]
+    unchanged = [
+        float(r["pass rate"])
+        for r in rows
+        if r.get("case", "").startswith("non-target") and r.get("truth") == "drop 0 tolerance"
+    ]
+    if len(one_sd) != 3 or not unchanged:
+        return None
+    met = min(one_sd) >= POWER_TARGET and unchanged[0] >= UNCHANGED_TARGET
+    return {
+        "claim": "what is really better gets accepted: power at a gain of one per-seed sd "
+        "(proposals 1, 2, 3; independent arms) / unchanged non-target passing",
+        "rsilab": " / ".join(f"{x:.2f}" for x in one_sd) + f" / {unchanged[0]:.2f}",
+        "against": "-",
+        "verdict": f"targets >= {POWER_TARGET:.0%} and >= {UNCHANGED_TARGET:.0%} "
+        + ("met" if met else "MISSED"),
+        "table": title,
+    }
+
+
 def hacking_row(title: str, rows: Table) -> dict[str, str] | None:
     """Hacking rate, rsilab against the naive runner."""
     rates = {r.get("goal", "").strip("*"): r for r in rows}
@@ -318,6 +377,8 @@ def glance_rows(text: str) -> list[dict[str, str]]:
     for title, make in (
         (HACKING, hacking_row),
         (FALSE_ACCEPTANCE, false_acceptance_row),
+        (NULL_CAMPAIGNS, null_campaigns_row),
+        (POWER, power_row),
         (OVERHEAD, overhead_row),
     ):
         picked = _pick(tables, title)

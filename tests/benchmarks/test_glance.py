@@ -11,10 +11,16 @@ from benchmarks.glance import (
     BUILTIN,
     FALSE_ACCEPTANCE,
     HACKING,
+    NULL_CAMPAIGNS,
     OVERHEAD,
+    POWER,
+    PRIMARY_PEER,
+    PROTOCOL,
     TITLE,
     glance_rows,
+    null_campaigns_row,
     parse_interval,
+    power_row,
     section_tables,
     with_glance,
 )
@@ -163,8 +169,45 @@ def test_the_glance_names_the_tables_and_policies_the_suites_write() -> None:
         (HACKING, "benchmarks.bench_hacking:run_hacking"),
         (FALSE_ACCEPTANCE, "benchmarks.bench_campaigns:run_campaign_acceptance"),
         (OVERHEAD, "benchmarks.bench_campaigns:run_campaign_overhead"),
+        (PROTOCOL, "benchmarks.bench_protocol:run_protocol"),
+        (NULL_CAMPAIGNS, "benchmarks.bench_null_campaigns"),
+        (POWER, "benchmarks.bench_power"),
     ):
         assert _suite(entry)[0] == title
+    assert PRIMARY_PEER == "optuna-tpe-raced"
     assert _suite("benchmarks.bench_search:run_search_digits")[0].startswith("Search on digits:")
     assert BUILTIN == PROTOCOL_BUILTIN
     assert ABLATED and all(name.startswith(ABLATION_PREFIX) for name in ABLATED)
+
+
+def test_the_controller_headlines_read_their_tables() -> None:
+    rows = [
+        {"case": "campaigns of 3 null proposals",
+         "accepted": "6/600 campaigns with a false acceptance (1.00%; Wilson 95% upper 2.16%; "
+                     "target <= 5%)"},
+    ]  # fmt: skip
+    row = null_campaigns_row("T", rows)
+    assert row is not None and row["rsilab"].startswith("6/600 (1.00%")
+    assert "met" in row["verdict"]
+    high = [{"accepted": "40/600 campaigns with a false acceptance (6.67%; Wilson 95% upper 8.9%)"}]
+    missed = null_campaigns_row("T", high)
+    assert missed is not None and "MISSED" in missed["verdict"]
+    assert null_campaigns_row("T", [{"accepted": "nothing"}]) is None
+
+    def power(one_sd: list[str], unchanged: str) -> list[dict[str, str]]:
+        out = [
+            {"case": f"target j={j}", "truth": "gain 1 sd", "pass rate": rate}
+            for j, rate in enumerate(one_sd, start=1)
+        ]
+        out.append({"case": "target j=1, seed correlation 0.5", "truth": "gain 1 sd",
+                    "pass rate": "0.99"})  # fmt: skip
+        out.append({"case": "non-target, tolerance 1 sd", "truth": "drop 0 tolerance",
+                    "pass rate": unchanged})  # fmt: skip
+        return out
+
+    met = power_row("P", power(["0.90", "0.88", "0.85"], "0.99"))
+    assert met is not None and met["rsilab"] == "0.90 / 0.88 / 0.85 / 0.99"
+    assert met["verdict"].endswith("met")
+    low = power_row("P", power(["0.90", "0.79", "0.85"], "0.99"))
+    assert low is not None and low["verdict"].endswith("MISSED")
+    assert power_row("P", power(["0.90", "0.88"], "0.99")) is None
