@@ -204,7 +204,7 @@ class RunResult:
     head_config: Config = field(default_factory=dict)
     """The knobs of the lineage head at the end: the accepted candidate's experiment config, or
     the starting config when nothing was accepted."""
-    final_by_cpu: list[tuple[float, float]] = field(default_factory=list)
+    final_by_cpu: list[list[float]] = field(default_factory=list)
     """The final-tier target score of the lineage head against compute: ``(cpu_s, score)`` at
     the start (the baseline's score at 0) and at each acceptance (the CPU seconds of the jobs
     finished by the time it was decided)."""
@@ -265,7 +265,7 @@ def _dev_scores(tl: TaskLab, campaign_id: str) -> tuple[list[float | None], list
     return scores, ok
 
 
-def compute_of(tl: TaskLab, campaign_id: str) -> tuple[float, list[tuple[float, float]]]:
+def compute_of(tl: TaskLab, campaign_id: str) -> tuple[float, list[list[float]]]:
     """(CPU seconds of every job of ``campaign_id``, the head's final-tier target score against
     compute): see :attr:`RunResult.cpu_s` and :attr:`RunResult.final_by_cpu`."""
     store = tl.lab.store
@@ -274,7 +274,7 @@ def compute_of(tl: TaskLab, campaign_id: str) -> tuple[float, list[tuple[float, 
         key=lambda j: j.finished_at or "",
     )
     total = sum(j.resources.cpu_s for j in jobs)
-    curve = [(0.0, tl.baseline.scores[tl.target].value)]
+    curve = [[0.0, tl.baseline.scores[tl.target].value]]  # lists: as kept runs read back
     accepted = sorted(
         (
             c
@@ -289,7 +289,7 @@ def compute_of(tl: TaskLab, campaign_id: str) -> tuple[float, list[tuple[float, 
         )
         assert cand.version_id is not None
         version = store.get_as(cand.version_id, SystemVersion)
-        curve.append((round(spent, 3), version.scores[tl.target].value))
+        curve.append([round(spent, 3), version.scores[tl.target].value])
     return round(total, 3), curve
 
 

@@ -30,7 +30,7 @@ SPACE = [
 ]
 
 
-def _run(policy: str, seed: int, cpu: float, curve: list[tuple[float, float]]) -> RunResult:
+def _run(policy: str, seed: int, cpu: float, curve: list[list[float]]) -> RunResult:
     return RunResult(
         policy, "t", seed, 10, [0.5], curve[-1][1], curve[0][1], len(curve) - 1, 1, 1.0,
         cpu_s=cpu, final_by_cpu=curve,
@@ -80,8 +80,8 @@ def test_a_changed_src_refuses_the_run(tmp_path: Path) -> None:
 
 
 def test_scores_are_read_at_equal_compute() -> None:
-    early = _run("rsilab", 1, 100.0, [(0.0, 0.4), (30.0, 0.6), (90.0, 0.7)])
-    late = _run("peer", 1, 60.0, [(0.0, 0.4), (55.0, 0.8)])
+    early = _run("rsilab", 1, 100.0, [[0.0, 0.4], [30.0, 0.6], [90.0, 0.7]])
+    late = _run("peer", 1, 60.0, [[0.0, 0.4], [55.0, 0.8]])
     assert score_at(early, 29.9) == 0.4 and score_at(early, 30.0) == 0.6
     assert score_at(early, 1e9) == 0.7
     # both at 60 CPU-s: rsilab's third version came later than that and does not count
@@ -156,6 +156,7 @@ def test_the_glance_reads_the_protocol_per_task() -> None:
     ]
     out = protocol_rows("P", rows)
     assert [r["claim"].split(" on ")[0] for r in out] == ["primary", "other peers"]
-    assert out[0]["verdict"].startswith("rsilab wins; ahead of optuna-tpe-raced")
+    assert out[0]["verdict"].startswith("registered, at equal compute: rsilab wins; ahead of")
+    assert out[1]["verdict"].startswith("TARGET MISSED")
     assert "level within the intervals with random" in out[1]["verdict"]
     assert "Holm p 0.400" in out[1]["against"] and "PARTIAL" in out[1]["verdict"]

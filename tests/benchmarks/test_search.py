@@ -185,7 +185,7 @@ def test_every_policy_runs_through_the_protocol(tmp_path: Path) -> None:
         if not r.accepted:
             assert r.final == r.baseline_final
         # compute: every job of the campaign, at least one train and one dev_eval each
-        assert r.cpu_s > 0 and r.final_by_cpu[0] == (0.0, r.baseline_final)
+        assert r.cpu_s > 0 and r.final_by_cpu[0] == [0.0, r.baseline_final]
         assert len(r.final_by_cpu) == 1 + r.accepted
         assert set(r.head_config) == {k.name for k in get_task("synthetic").search_space}
     rows = task_rows("synthetic", "quality", runs, plan)
