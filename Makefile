@@ -11,7 +11,7 @@ SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
 	tests/orchestrator/rounds/test_evolution.py tests/cli/test_evolve.py \
 	tests/tasks/builtin/test_textcls.py tests/controller/test_traps.py tests/web/test_browser.py
 
-.PHONY: install system-deps browser-deps agent-clis runtime test check docs demo bench bench-quick mutate lint typecheck clean
+.PHONY: install system-deps postgres-deps browser-deps agent-clis runtime test check docs demo bench bench-quick mutate lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -32,6 +32,20 @@ system-deps:
 		echo "rsilab: bubblewrap (bwrap) is missing and cannot be installed without root;"; \
 		echo "  rsilab run refuses to start without it (unless --unsandboxed), and make test fails."; \
 		echo "  Install it with: sudo apt-get install -y bubblewrap"; \
+	fi
+
+# PostgreSQL labs (--lab postgresql://...) are tested against a throwaway server the store
+# tests start from the Debian package's binaries. As root, install it when missing; otherwise
+# say what that means and go on (the PostgreSQL tests then skip; as root they fail).
+postgres-deps:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing postgresql (for the PostgreSQL store tests) with apt-get"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	else \
+		echo "rsilab: PostgreSQL is missing and cannot be installed without root;"; \
+		echo "  the PostgreSQL store tests will be skipped."; \
+		echo "  Install it with: sudo apt-get install -y postgresql"; \
 	fi
 
 # The dashboard's browser tests drive headless Chromium through Playwright, using the Debian
@@ -71,7 +85,7 @@ runtime: $(STAMP)
 
 install: system-deps $(STAMP) runtime
 
-test: install browser-deps agent-clis
+test: install postgres-deps browser-deps agent-clis
 	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy src
@@ -79,7 +93,7 @@ test: install browser-deps agent-clis
 
 # The fast subset for day-to-day work (a few minutes on 2 cores): the checks first, then the
 # tests without SLOW_TESTS. Run `make test` before handing work in.
-check: install
+check: install postgres-deps
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy src
 	$(PY) -m mkdocs build --strict --site-dir $(SITE)

@@ -40,6 +40,7 @@ from benchmarks.glance import QUICK_MARK, with_glance
 SUITES = [
     "benchmarks.bench_ledger",
     "benchmarks.bench_dispatch",
+    "benchmarks.bench_ray",
     "benchmarks.bench_mcp",
     "benchmarks.bench_tasks",
     "benchmarks.bench_textcls",

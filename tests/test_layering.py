@@ -9,6 +9,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "rsilab"
 LAYERS = {
     "cli": 1, "web": 1, "mcp": 1, "demo": 1, "__main__": 1,
+    "export": 1,  # copies of a campaign's records in other tools (MLflow): a face
     "orchestrator": 2,
     "agents": 3,
     "expos": 4,

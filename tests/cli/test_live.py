@@ -7,17 +7,23 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rsilab.cli._live import LiveView
+from rsilab.cli._live import IDLE_READ_S, LiveView
 from rsilab.controller.lineage import find_lineage, lineage_versions
+from rsilab.expos.campaigns import open_campaign
 from rsilab.orchestrator.builtin.runner import Progress, run_campaign
 from rsilab.store import Lab
 from rsilab.tasks import Budget, get_task
+from tests.web.baseline_jobs import record_baseline_jobs
 
 
 def _render(view: LiveView) -> str:
     console = Console(record=True, width=100, color_system=None)
     console.print(view)
     return console.export_text()
+
+
+def _words(view: LiveView) -> str:
+    return " ".join(_render(view).split())
 
 
 def test_the_live_view_follows_a_campaign_from_its_records(
@@ -61,3 +67,19 @@ def test_the_live_view_follows_a_campaign_from_its_records(
         assert "1 done, 2 running, 1 left of 4" in shown
         assert "tokens" in shown and "0 used" in shown
         assert "main planned" in shown
+
+
+def test_the_live_view_counts_the_baselines_seeds_while_the_runner_is_silent(
+    tmp_path: Path,
+) -> None:
+    task, budget = get_task("synthetic"), Budget(experiments=4, wall_s=600)
+    now = [0.0]
+    with Lab.init(tmp_path / "lab") as lab:
+        campaign = open_campaign(lab.store, task.ref())
+        view = LiveView(lab.store, task, budget, campaign_id=campaign.id, clock=lambda: now[0])
+        view.refresh()
+        assert "baseline starting" in _words(view)
+        record_baseline_jobs(lab.store, started=6, finished=2)
+        assert "baseline starting" in _words(view)  # read again only after IDLE_READ_S
+        now[0] += IDLE_READ_S
+        assert "baseline seed 3 of 6 (2 finished)" in _words(view)

@@ -64,6 +64,8 @@ NO_TYPED_OPTION = {
     ("guide",): (["cmp-000000000000", "text"], "cmp-000000000000"),
     ("rollback",): (["synthetic", "v1", "--lineage", "nowhere"], "nowhere"),
     ("task", "init"): (["{folder}/new", "--kind", BAD], BAD),
+    ("lab", "migrate"): (["{file}", "postgresql://me@localhost/db?artifacts={folder}/a"], "{file}"),
+    ("token", "revoke"): (["tok-nothing"], "tok-nothing"),
 }
 """The bad value of a command with neither a typed option nor a flag (its arguments after
 the command's name; what the error names), ``{file}`` and ``{folder}`` filled in."""

@@ -63,6 +63,7 @@ AGENTS = ("main", "worker", "reviewer", "leader")
 KINDS: dict[str, tuple[int, int, int, int]] = {
     #                   main worker reviewer leader
     "adoption":        (1, 1, 1, 1),
+    "agent_token":     (0, 0, 0, 0),
     "artifact":        (0, 1, 1, 0),
     "assignment":      (1, 1, 1, 1),
     "campaign":        (1, 1, 1, 1),

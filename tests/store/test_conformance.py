@@ -25,13 +25,16 @@ from rsilab.store import MemoryStore, SQLiteStore, Store, VerifyReport, verify_s
 from rsilab.store.base import CHECKPOINT_INTERVAL
 from rsilab.store.ledger import GENESIS_HASH, record_text, sha256_text
 from tests.store.helpers import MEMORY_KEY, draft, fill, finding
+from tests.store.pg_server import new_pg_store
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     backend: Store
     if request.param == "memory":
         backend = MemoryStore(key=MEMORY_KEY)
+    elif request.param == "postgres":
+        backend = new_pg_store(request)
     else:
         backend = SQLiteStore.open(tmp_path / "lab.db", create=True)
     try:
@@ -41,7 +44,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 def verify(store: Store) -> VerifyReport:
-    """verify_store with the key that backend signs with (SQLite finds its own)."""
+    """verify_store with the key that backend signs with (SQLite and PostgreSQL find their own)."""
     return verify_store(store, key=MEMORY_KEY if isinstance(store, MemoryStore) else None)
 
 

@@ -30,6 +30,7 @@ from rsilab.store import MemoryStore, SQLiteStore, Store, StoreReader, VerifyRep
 from rsilab.store.ledger import GENESIS_HASH, record_text, sha256_text
 from rsilab.store.mirror import StoreMirror
 from tests.store.helpers import MEMORY_KEY, draft, fill, finding
+from tests.store.pg_server import new_pg_store
 
 
 @dataclass
@@ -52,13 +53,15 @@ class Pair:
         return verify_store(self.current(), key=self.key)
 
 
-@pytest.fixture(params=["memory", "sqlite", "mirror", "mirror-partial"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "mirror", "mirror-partial"])
 def pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Pair]:
     """``mirror``: every kind and the events kept, over SQLite (as the dashboard has it);
     ``mirror-partial``: findings only, the rest read from a memory store."""
     store: Store
     if request.param in ("memory", "mirror-partial"):
         store, key = MemoryStore(key=MEMORY_KEY), MEMORY_KEY
+    elif request.param == "postgres":
+        store, key = new_pg_store(request), None
     else:
         store, key = SQLiteStore.open(tmp_path / "lab.db", create=True), None
     mirror = None

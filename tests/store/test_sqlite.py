@@ -1,4 +1,5 @@
-"""SQLite-specific behaviour: WAL, several processes, migrations, and bad or failing databases."""
+"""SQLite-specific behaviour: WAL, migrations, and bad or failing databases (several writer
+processes: test_processes.py, on every SQL backend)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -67,83 +67,6 @@ def test_reopened_lab_keeps_everything(tmp_path: Path) -> None:
         assert (store.lab_id, store.head()) == (lab_id, head)
         assert [r.id for r in store.query()] == [r.id for r in written]
         assert verify_store(store).ok
-
-
-# -- several processes -------------------------------------------------------------------------
-
-WRITER = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    from rsilab.records import EventDraft, Finding, FindingStatus
-    from rsilab.store import SQLiteStore
-
-    path, name, count, go = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
-    with SQLiteStore.open(path) as store:
-        (go.parent / f"ready-{name}").touch()
-        deadline = time.monotonic() + 60
-        while not go.exists():
-            if time.monotonic() > deadline:
-                sys.exit("never told to start")
-            time.sleep(0.002)
-        for i in range(count):
-            store.commit(
-                EventDraft(actor=name, role="worker", action="test", detail=str(i)),
-                [Finding(claim=f"{name} {i}", status=FindingStatus.UNRESOLVED)],
-            )
-    print("done", name)
-    """
-)
-
-
-def wait_for(paths: list[Path], procs: list[subprocess.Popen[str]], seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while not all(p.exists() for p in paths):
-        for proc in procs:
-            if proc.poll() is not None:
-                out, err = proc.communicate()
-                pytest.fail(f"writer exited early ({proc.returncode}): {out}{err}")
-        if time.monotonic() > deadline:
-            pytest.fail("writers did not get ready in time")
-        time.sleep(0.005)
-
-
-def test_two_processes_commit_into_one_lab(tmp_path: Path) -> None:
-    path = new_lab(tmp_path / "lab.db", events=1)
-    go, per_process = tmp_path / "go", 300
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(path), name, str(per_process), str(go)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for name in ("alpha", "beta")
-    ]
-    try:
-        wait_for([tmp_path / "ready-alpha", tmp_path / "ready-beta"], procs, 60)
-        go.touch()
-        results = [proc.communicate(timeout=120) for proc in procs]
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
-
-    assert [p.returncode for p in procs] == [0, 0], results
-    total = 1 + 2 * per_process
-    with SQLiteStore.open(path) as store:
-        events = store.events()
-        assert [e.seq for e in events] == list(range(1, total + 1))
-        for name in ("alpha", "beta"):
-            mine = [int(e.detail) for e in events if e.actor == name]
-            assert mine == list(range(per_process))  # each process's commits in its own order
-        assert len(store.query(kind="finding")) == total
-        report = verify_store(store)
-    assert report.ok, report.problems
-    assert report.checkpoints_checked >= total // 64
 
 
 # -- migrations --------------------------------------------------------------------------------

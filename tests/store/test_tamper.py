@@ -1,8 +1,9 @@
-"""verify_store catches tampering: SQLite edited with the sqlite3 module, MemoryStore via its hooks.
+"""verify_store catches tampering: the SQL backends edited behind the store's back, MemoryStore
+via its hooks.
 
-Every SQLite scenario builds a lab, closes it (which signs the head), edits the file the way an
-attacker with write access to the lab folder but not to the key folder would, then reopens it
-and verifies.
+Every SQL scenario runs on SQLite and on PostgreSQL: it builds a lab, closes it (which signs the
+head), edits the database the way an attacker with write access to the lab but not to the key
+folder would (sqlite3 on the file, psycopg on the database), then reopens it and verifies.
 """
 
 from __future__ import annotations
@@ -10,14 +11,16 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rsilab.records import Event, EventDraft, RecordRef
-from rsilab.store import MemoryStore, SQLiteStore, VerifyReport, keys, verify_store
+from rsilab.store import MemoryStore, SQLiteStore, Store, VerifyReport, keys, verify_store
 from rsilab.store.ledger import (
     GENESIS_HASH,
     StoredEvent,
@@ -27,38 +30,89 @@ from rsilab.store.ledger import (
     record_text,
     sha256_text,
 )
+from rsilab.store.postgres import PostgresStore
 from tests.store.helpers import fill, finding
+from tests.store.pg_server import PgServer
 
 EVENTS = 10
 
 
-@contextmanager
-def raw(path: Path) -> Iterator[sqlite3.Connection]:
-    """The attacker's connection: plain sqlite3, autocommit."""
-    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
-        yield conn
+class RawPg:
+    """The attacker's psycopg connection, taking sqlite3's ``?`` placeholders."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> Any:
+        return self._conn.execute(sql.replace("?", "%s").encode(), params)
 
 
-def make_lab(folder: Path, events: int = EVENTS, *, plain_tail: int = 0) -> Path:
+@dataclass
+class SqlLab:
+    """Where a test's lab lives: an SQLite file, or a database of the session's server."""
+
+    folder: Path
+    server: PgServer | None
+    database: str = ""
+
+    def where(self) -> str | Path:
+        if self.server is None:
+            return self.folder / "lab.db"
+        return self.server.lab_url(self.database, self.folder / "artifacts")
+
+    def open(self, *, create: bool = False) -> Store:
+        if self.server is None:
+            return SQLiteStore.open(Path(self.where()), create=create)
+        if create:
+            self.database = self.server.database()
+        return PostgresStore.open(str(self.where()), create=create)
+
+    @contextmanager
+    def raw(self) -> Iterator[Any]:
+        """The attacker's connection, in autocommit mode."""
+        if self.server is None:
+            with closing(sqlite3.connect(self.where(), isolation_level=None)) as conn:
+                yield conn
+            return
+        import psycopg
+
+        with psycopg.connect(self.server.url(self.database), autocommit=True) as conn:
+            # The attacker owns the database: the constraints that stop a buggy writer from
+            # forking the chain are no obstacle to them, so they go first.
+            conn.execute(
+                b"ALTER TABLE events DROP CONSTRAINT IF EXISTS events_seq_check, "
+                b"DROP CONSTRAINT IF EXISTS events_prev_hash_key, "
+                b"DROP CONSTRAINT IF EXISTS events_event_id_key, "
+                b"ALTER COLUMN prev_hash DROP NOT NULL, ALTER COLUMN event_id DROP NOT NULL"
+            )
+            yield RawPg(conn)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def lab(request: pytest.FixtureRequest, tmp_path: Path) -> SqlLab:
+    server = request.getfixturevalue("pg_server") if request.param == "postgres" else None
+    return SqlLab(tmp_path, server)
+
+
+def make_lab(lab: SqlLab, events: int = EVENTS, *, plain_tail: int = 0) -> SqlLab:
     """A closed lab with ``events`` events that write records, then ``plain_tail`` that don't."""
-    path = folder / "lab.db"
-    with SQLiteStore.open(path, create=True) as store:
+    with lab.open(create=True) as store:
         fill(store, events)
         fill(store, plain_tail, with_records=False)
-    return path
+    return lab
 
 
-def verify_lab(path: Path) -> VerifyReport:
-    with SQLiteStore.open(path) as store:
+def verify_lab(lab: SqlLab) -> VerifyReport:
+    with lab.open() as store:
         return verify_store(store)
 
 
-def lab_id(path: Path) -> str:
-    with raw(path) as conn:
+def lab_id(lab: SqlLab) -> str:
+    with lab.raw() as conn:
         return str(conn.execute("SELECT value FROM meta WHERE key = 'lab_id'").fetchone()[0])
 
 
-def event_body(conn: sqlite3.Connection, seq: int) -> tuple[str, str]:
+def event_body(conn: Any, seq: int) -> tuple[str, str]:
     body, digest = conn.execute("SELECT body, hash FROM events WHERE seq = ?", (seq,)).fetchone()
     return str(body), str(digest)
 
@@ -89,8 +143,8 @@ def assert_caught(report: VerifyReport, first_bad_seq: int | None, words: str) -
     assert words in report.problems[0], report.problems
 
 
-def test_untampered_lab_verifies(tmp_path: Path) -> None:
-    report = verify_lab(make_lab(tmp_path))
+def test_untampered_lab_verifies(lab: SqlLab) -> None:
+    report = verify_lab(make_lab(lab))
 
     assert report.ok, report.problems
     assert report.events == EVENTS
@@ -101,48 +155,48 @@ def test_untampered_lab_verifies(tmp_path: Path) -> None:
 # -- events ------------------------------------------------------------------------------------
 
 
-def test_sqlite_edited_event_body_names_that_event(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
+def test_edited_event_body_names_that_event(lab: SqlLab) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
         body, _ = event_body(conn, 4)
         conn.execute("UPDATE events SET body = ? WHERE seq = 4", (edited(body, 4),))
 
-    assert_caught(verify_lab(path), 4, "event 4: content does not match its hash")
+    assert_caught(verify_lab(lab), 4, "event 4: content does not match its hash")
 
 
-def test_sqlite_edited_event_with_recomputed_hash_names_the_next_event(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
+def test_edited_event_with_recomputed_hash_names_the_next_event(lab: SqlLab) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
         body, _ = event_body(conn, 4)
         new = edited(body, 4)
         conn.execute("UPDATE events SET body = ?, hash = ? WHERE seq = 4", (new, sha256_text(new)))
 
-    assert_caught(verify_lab(path), 5, "event 5: does not follow event 4")
+    assert_caught(verify_lab(lab), 5, "event 5: does not follow event 4")
 
 
-def test_sqlite_last_event_rehashed_is_caught_by_the_signed_head(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
+def test_last_event_rehashed_is_caught_by_the_signed_head(lab: SqlLab) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
         body, _ = event_body(conn, EVENTS)
         new = edited(body, EVENTS)
         conn.execute(
             "UPDATE events SET body = ?, hash = ? WHERE seq = ?", (new, sha256_text(new), EVENTS)
         )
 
-    assert_caught(verify_lab(path), EVENTS, "differs from the signed checkpoint")
+    assert_caught(verify_lab(lab), EVENTS, "differs from the signed checkpoint")
 
 
-def test_sqlite_event_deleted_from_the_middle(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
+def test_event_deleted_from_the_middle(lab: SqlLab) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
         conn.execute("DELETE FROM events WHERE seq = 4")
 
-    assert_caught(verify_lab(path), 4, "events removed")
+    assert_caught(verify_lab(lab), 4, "events removed")
 
 
-def test_sqlite_event_inserted_in_the_middle(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
+def test_event_inserted_in_the_middle(lab: SqlLab) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
         _, prev = event_body(conn, 3)
         # Make room at seq 4 (negating first avoids primary-key clashes), then forge event 4.
         conn.execute("UPDATE events SET seq = -seq WHERE seq >= 4")
@@ -154,39 +208,37 @@ def test_sqlite_event_inserted_in_the_middle(tmp_path: Path) -> None:
             (stored.seq, stored.hash, stored.text),
         )
 
-    assert_caught(verify_lab(path), 5, "event 5: does not follow event 4")
+    assert_caught(verify_lab(lab), 5, "event 5: does not follow event 4")
 
 
-def test_sqlite_tail_cut_with_its_checkpoints_is_caught_by_the_watermark(
-    tmp_path: Path,
-) -> None:
+def test_tail_cut_with_its_checkpoints_is_caught_by_the_watermark(lab: SqlLab) -> None:
     # 64 < total, so a checkpoint was written inside the lab and a watermark beside the key.
-    path = make_lab(tmp_path, 60, plain_tail=10)
-    with raw(path) as conn:
+    make_lab(lab, 60, plain_tail=10)
+    with lab.raw() as conn:
         assert [r[0] for r in conn.execute("SELECT seq FROM checkpoints")] == [64, 70]
         conn.execute("DELETE FROM events WHERE seq > 60")
         conn.execute("DELETE FROM checkpoints WHERE seq > 60")
-    watermark = keys.load_watermark(lab_id(path))
+    watermark = keys.load_watermark(lab_id(lab))
     assert watermark is not None and watermark.seq == 70
 
-    report = verify_lab(path)
+    report = verify_lab(lab)
 
     assert_caught(report, 61, "ledger ends at event 60")
     assert "signed checkpoint records event 70" in report.problems[0]
 
 
-def test_sqlite_tail_cut_keeping_checkpoints_is_caught(tmp_path: Path) -> None:
-    path = make_lab(tmp_path, EVENTS, plain_tail=3)
-    with raw(path) as conn:
+def test_tail_cut_keeping_checkpoints_is_caught(lab: SqlLab) -> None:
+    make_lab(lab, EVENTS, plain_tail=3)
+    with lab.raw() as conn:
         conn.execute("DELETE FROM events WHERE seq > ?", (EVENTS,))
 
-    assert_caught(verify_lab(path), EVENTS + 1, f"ledger ends at event {EVENTS}")
+    assert_caught(verify_lab(lab), EVENTS + 1, f"ledger ends at event {EVENTS}")
 
 
 @pytest.mark.parametrize("checkpoints", ["kept", "deleted", "forged"])
-def test_sqlite_chain_rewritten_without_the_key(tmp_path: Path, checkpoints: str) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
+def test_chain_rewritten_without_the_key(lab: SqlLab, checkpoints: str) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
         rows = [
             StoredEvent(int(s), str(h), str(b))
             for s, h, b in conn.execute("SELECT seq, hash, body FROM events ORDER BY seq")
@@ -199,13 +251,13 @@ def test_sqlite_chain_rewritten_without_the_key(tmp_path: Path, checkpoints: str
         if checkpoints != "kept":
             conn.execute("DELETE FROM checkpoints")
         if checkpoints == "forged":
-            fake = make_checkpoint(secrets.token_bytes(32), lab_id(path), head.seq, head.hash)
+            fake = make_checkpoint(secrets.token_bytes(32), lab_id(lab), head.seq, head.hash)
             conn.execute(
                 "INSERT INTO checkpoints VALUES (?, ?, ?, ?)",
                 (fake.seq, fake.head_hash, fake.mac, fake.at),
             )
 
-    report = verify_lab(path)
+    report = verify_lab(lab)
 
     if checkpoints == "forged":
         assert_caught(report, EVENTS, "signature invalid (forged)")
@@ -216,10 +268,10 @@ def test_sqlite_chain_rewritten_without_the_key(tmp_path: Path, checkpoints: str
 # -- records -----------------------------------------------------------------------------------
 
 
-def test_sqlite_record_body_edited(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
-        rid, body = conn.execute("SELECT id, body FROM records ORDER BY rowid LIMIT 1").fetchone()
+def test_record_body_edited(lab: SqlLab) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
+        rid, body = conn.execute("SELECT id, body FROM records ORDER BY id LIMIT 1").fetchone()
         data = json.loads(body)
         data["status"] = "supported"
         conn.execute(
@@ -227,52 +279,52 @@ def test_sqlite_record_body_edited(tmp_path: Path) -> None:
             (json.dumps(data, sort_keys=True, separators=(",", ":")), rid),
         )
 
-    assert_caught(verify_lab(path), None, f"record {rid}: differs from")
+    assert_caught(verify_lab(lab), None, f"record {rid}: differs from")
 
 
-def test_sqlite_record_revision_edited(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
-        rid = conn.execute("SELECT id FROM records ORDER BY rowid LIMIT 1").fetchone()[0]
+def test_record_revision_edited(lab: SqlLab) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
+        rid = conn.execute("SELECT id FROM records ORDER BY id LIMIT 1").fetchone()[0]
         conn.execute("UPDATE records SET rev = rev + 1 WHERE id = ?", (rid,))
 
-    assert_caught(verify_lab(path), None, f"record {rid}: differs from")
+    assert_caught(verify_lab(lab), None, f"record {rid}: differs from")
 
 
-def test_sqlite_record_inserted_without_an_event(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
+def test_record_inserted_without_an_event(lab: SqlLab) -> None:
+    make_lab(lab)
     planted = finding("planted")
     planted.rev = 1
-    with raw(path) as conn:
+    with lab.raw() as conn:
         conn.execute(
             "INSERT INTO records (id, kind, campaign_id, rev, body) VALUES (?, ?, NULL, 1, ?)",
             (planted.id, planted.KIND, record_text(planted)),
         )
 
-    assert_caught(verify_lab(path), None, f"record {planted.id}: no event in the ledger wrote it")
+    assert_caught(verify_lab(lab), None, f"record {planted.id}: no event in the ledger wrote it")
 
 
-def test_sqlite_record_deleted(tmp_path: Path) -> None:
-    path = make_lab(tmp_path)
-    with raw(path) as conn:
-        rid = conn.execute("SELECT id FROM records ORDER BY rowid LIMIT 1").fetchone()[0]
+def test_record_deleted(lab: SqlLab) -> None:
+    make_lab(lab)
+    with lab.raw() as conn:
+        rid = conn.execute("SELECT id FROM records ORDER BY id LIMIT 1").fetchone()[0]
         conn.execute("DELETE FROM records WHERE id = ?", (rid,))
 
-    assert_caught(verify_lab(path), None, f"record {rid}: written by the ledger but missing")
+    assert_caught(verify_lab(lab), None, f"record {rid}: written by the ledger but missing")
 
 
 # -- keys --------------------------------------------------------------------------------------
 
 
 def test_missing_key_gives_a_warning_and_an_incomplete_report(
-    tmp_path: Path, isolated_environment: Path
+    lab: SqlLab, isolated_environment: Path
 ) -> None:
-    path = make_lab(tmp_path)
-    key_file = isolated_environment / f"{lab_id(path)}.key"
+    make_lab(lab)
+    key_file = isolated_environment / f"{lab_id(lab)}.key"
     assert key_file.is_file()
     key_file.unlink()
 
-    report = verify_lab(path)
+    report = verify_lab(lab)
 
     assert report.ok, report.problems
     assert not report.complete
@@ -281,11 +333,11 @@ def test_missing_key_gives_a_warning_and_an_incomplete_report(
     assert any("not checked" in w and "key was not found" in w for w in report.warnings)
 
 
-def test_wrong_key_fails_the_checkpoints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = make_lab(tmp_path)
+def test_wrong_key_fails_the_checkpoints(lab: SqlLab, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_lab(lab)
     monkeypatch.setenv("RSILAB_LEDGER_KEY", "not the lab's key")
 
-    assert_caught(verify_lab(path), EVENTS, "signature invalid")
+    assert_caught(verify_lab(lab), EVENTS, "signature invalid")
 
 
 # -- MemoryStore through its tamper hooks ------------------------------------------------------

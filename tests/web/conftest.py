@@ -22,6 +22,8 @@ from tests.web.serving import serve
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, Page, Request
 
+    from rsilab.store import Lab
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -105,6 +107,25 @@ def browser_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserLab
             (campaign,) = opened.store.query_as(Campaign)
         lab.campaign_id = campaign.id
         yield lab
+
+
+@pytest.fixture
+def lab_env(
+    browser_lab: BrowserLab, isolated_environment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Point the ledger key back at the module's lab (the suite gives each test a fresh one):
+    browser test modules use it for every test."""
+    monkeypatch.setenv("RSILAB_KEY_DIR", str(browser_lab.key_dir))
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+
+
+@pytest.fixture
+def store(browser_lab: BrowserLab) -> Iterator[Lab]:
+    """The lab opened by the test itself, to check pages against its records."""
+    from rsilab.store import Lab
+
+    with Lab.open(browser_lab.path) as opened:
+        yield opened
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +32,7 @@ from rsilab.records import (
 )
 from rsilab.store import Lab
 from tests.cli.helpers import explain, rsilab
+from tests.web.browsing import WAIT_MS, open_page, row_of, snap
 from tests.web.conftest import CHROMIUM
 
 _SETUP = "`make browser-deps` installs Debian's chromium with apt-get; `make install` playwright"
@@ -40,22 +40,12 @@ if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} is missing ({_SETUP})", allow_module_level=True)
 pytest.importorskip("playwright.sync_api", reason=f"playwright is not installed ({_SETUP})")
 
-from playwright.sync_api import Locator, Page, expect  # noqa: E402
+from playwright.sync_api import Page, expect  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.web.conftest import BrowserLab, Dashboard, Traffic
 
-WAIT_MS = 10_000
-"""How long a page may take to show what a test waits for (the live poll is every 2 s)."""
-
-
-@pytest.fixture(autouse=True)
-def lab_env(
-    browser_lab: BrowserLab, isolated_environment: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Point the ledger key back at the module's lab (the suite gives each test a fresh one)."""
-    monkeypatch.setenv("RSILAB_KEY_DIR", str(browser_lab.key_dir))
-    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+pytestmark = pytest.mark.usefixtures("lab_env")
 
 
 def make_campaign(lab: BrowserLab) -> str:
@@ -63,13 +53,6 @@ def make_campaign(lab: BrowserLab) -> str:
     made = rsilab("campaign", "new", "synthetic", "--lab", lab.path)
     assert made.exit_code == 0, explain(made)
     return made.stdout.strip()
-
-
-@pytest.fixture
-def store(browser_lab: BrowserLab) -> Iterator[Lab]:
-    """The lab opened by the test itself, to check pages against its records."""
-    with Lab.open(browser_lab.path) as opened:
-        yield opened
 
 
 @pytest.fixture(scope="module")
@@ -80,27 +63,6 @@ def running_campaign(browser_lab: BrowserLab) -> str:
         made = rsilab("campaign", "new", "synthetic", "--lab", browser_lab.path)
     assert made.exit_code == 0, explain(made)
     return made.stdout.strip()
-
-
-FULL_PAGE_MAX_PX = 6000
-"""Taller pages (the one-file report, long comparisons) are shot as the window shows them:
-encoding a 17,000-pixel PNG costs seconds and shows nothing a test reads."""
-
-
-def snap(page: Page, folder: Path, name: str) -> None:
-    """A screenshot of what the browser shows now: the whole page unless it is very tall."""
-    tall = int(page.evaluate("document.documentElement.scrollHeight")) > FULL_PAGE_MAX_PX
-    page.screenshot(path=str(folder / f"{name}.png"), full_page=not tall)
-
-
-def open_page(page: Page, dash: Dashboard, path: str) -> None:
-    response = page.goto(dash.url(path))
-    assert response is not None and response.status == 200, f"GET {path}"
-
-
-def row_of(page: Page, link_text: str, within: str = "main") -> Locator:
-    """The table rows (under ``within``) holding a link whose text is exactly ``link_text``."""
-    return page.locator(f"{within} tr", has=page.locator(f'a:text-is("{link_text}")'))
 
 
 def dev_benchmarks(lab: Lab, experiment_ids: set[str]) -> set[str]:
@@ -141,7 +103,7 @@ def test_campaign_page_shows_the_store(
     card = page.locator(".card", has_text=re.compile(r"experiments$")).locator("b")
     expect(card).to_have_text(re.compile(rf"^{len(experiments)}( of \d+)?$"))
 
-    nodes = page.locator("svg.dag a.dag-node")
+    nodes = page.locator("svg.dag a.dag-node")  # the start version is an a.dag-start
     expect(nodes).to_have_count(len(directions))
     shown = {nodes.nth(i).get_attribute("data-direction-id") for i in range(nodes.count())}
     assert shown == {d.id for d in directions}
@@ -227,7 +189,7 @@ def test_click_through_to_a_comparison(
     tables = page.locator("main table.samples")
     expect(tables).to_have_count(len(expected))
     for i, (bench, samples) in enumerate(expected.items()):
-        expect(tables.nth(i).locator("tbody tr")).to_have_count(min(500, len(samples)))
+        expect(tables.nth(i).locator("tbody tr")).to_have_count(min(25, len(samples)))
         heading = page.locator(f'h2:text-is("{bench}: dev scores by sample")')
         section = page.locator("main section", has=heading)
         difference = section.locator('dt:text-is("a - b (paired, 95%)") + dd')

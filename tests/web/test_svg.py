@@ -1,143 +1,13 @@
+"""Score line charts drawn as SVG: ticks, units, series, marks and escaping."""
+
 import itertools
 import math
 import re
 import xml.etree.ElementTree as ET
 
-from rsilab.web._svg import (
-    STATE_COLOURS,
-    DagNode,
-    Mark,
-    Series,
-    dag_svg,
-    downsample_steps,
-    line_chart_svg,
-)
+from rsilab.web._svg import Mark, Series, downsample_steps, line_chart_svg
 
 NS = "{http://www.w3.org/2000/svg}"
-
-
-def node(nid: str, *parents: tuple[str, str], title: str = "", state: str = "open") -> DagNode:
-    return DagNode(nid, title or nid, state, 2, tuple(parents), f"/directions/{nid}")
-
-
-def dag_nodes(svg: str) -> dict[str, ET.Element]:
-    root = ET.fromstring(svg)
-    return {a.attrib["data-direction-id"]: a for a in root.iter(f"{NS}a")}
-
-
-def node_top(a: ET.Element) -> float:
-    rect = a.find(f"{NS}rect")
-    assert rect is not None
-    return float(rect.attrib["y"])
-
-
-# ---------------------------------------------------------------- DAG
-
-
-def test_empty_dag_says_so() -> None:
-    svg = dag_svg([])
-    root = ET.fromstring(svg)
-    assert root.attrib["class"] == "dag"
-    assert "no directions yet" in svg
-
-
-def test_dag_nodes_edges_and_root_attributes() -> None:
-    nodes = [
-        node("a", state="supported"),
-        node("b", ("a", "continue"), state="promising"),
-        node("c", ("a", "verify"), ("ghost", "branch"), state="mystery"),
-        node("d", ("b", "revise"), ("c", "branch")),
-    ]
-    svg = dag_svg(nodes)
-    root = ET.fromstring(svg)
-    assert root.attrib["class"] == "dag"
-    assert root.attrib["role"] == "img"
-    w, h = root.attrib["width"], root.attrib["height"]
-    assert root.attrib["viewBox"] == f"0 0 {w} {h}"
-    found = dag_nodes(svg)
-    assert list(found) == ["a", "b", "c", "d"]
-    assert found["b"].attrib["href"] == "/directions/b"
-    assert found["b"].attrib["class"] == "dag-node"
-    fills = {nid: a.find(f"{NS}rect").attrib["fill"] for nid, a in found.items()}  # type: ignore[union-attr]
-    assert fills["a"] == STATE_COLOURS["supported"]
-    assert fills["b"] == STATE_COLOURS["promising"]
-    assert fills["c"] not in STATE_COLOURS.values()
-    edges = [p for p in root.iter(f"{NS}path") if p.attrib.get("class") == "dag-edge"]
-    assert sorted(e.attrib["data-relation"] for e in edges) == [
-        "branch",
-        "continue",
-        "revise",
-        "verify",
-    ]
-    assert all(e.attrib["marker-end"] == "url(#dag-arrow)" for e in edges)
-    dashes = {e.attrib["data-relation"]: e.attrib.get("stroke-dasharray") for e in edges}
-    assert dashes["continue"] is None and dashes["verify"] and dashes["revise"]
-    assert dashes["verify"] != dashes["revise"]
-    # Longest path: d sits below both b and c, which sit below a.
-    assert node_top(found["a"]) < node_top(found["b"]) == node_top(found["c"])
-    assert node_top(found["c"]) < node_top(found["d"])
-
-
-def test_dag_truncates_long_titles_and_escapes_text() -> None:
-    long = "Try <bigger> batches & a much longer warmup schedule"
-    svg = dag_svg([DagNode('x"<', long, "open", 1, (), "/d?a=1&b=2")])
-    a = next(iter(dag_nodes(svg).values()))
-    assert a.attrib["data-direction-id"] == 'x"<'
-    assert a.attrib["href"] == "/d?a=1&b=2"
-    title = a.find(f"{NS}title")
-    assert title is not None and long in (title.text or "")
-    lines = [t.text or "" for t in a.iter(f"{NS}text")]
-    assert len(lines[0]) == 28 and lines[0].endswith("…")
-    assert lines[1] == "1 experiment"
-
-
-def test_dag_survives_cycles_and_self_loops() -> None:
-    nodes = [
-        node("a", ("c", "continue")),
-        node("b", ("a", "continue")),
-        node("c", ("b", "continue")),
-        node("s", ("s", "revise")),
-        node("r"),
-        node("k", ("r", "branch"), ("k", "verify")),
-    ]
-    svg = dag_svg(nodes)
-    assert set(dag_nodes(svg)) == {"a", "b", "c", "s", "r", "k"}
-
-
-def test_dag_is_deterministic_and_keeps_first_of_repeated_ids() -> None:
-    nodes = [node("a"), node("b", ("a", "branch")), node("a", title="second")]
-    assert dag_svg(nodes) == dag_svg(list(nodes))
-    assert dag_svg(nodes).count('data-direction-id="a"') == 1
-    assert "second" not in dag_svg(nodes)
-
-
-def test_dag_barycentre_keeps_children_under_their_parent() -> None:
-    # First-appearance order would interleave the two families; the sweeps should not.
-    nodes = [
-        node("p"),
-        node("q"),
-        node("q1", ("q", "branch")),
-        node("p1", ("p", "branch")),
-        node("q2", ("q", "branch")),
-        node("p2", ("p", "branch")),
-    ]
-    found = dag_nodes(dag_svg(nodes))
-
-    def x(nid: str) -> float:
-        return float(found[nid].find(f"{NS}rect").attrib["x"])  # type: ignore[union-attr]
-
-    assert max(x("p1"), x("p2")) < min(x("q1"), x("q2"))
-
-
-def test_dag_of_500_nodes_is_complete() -> None:
-    nodes = [node("n0")] + [
-        node(f"n{i}", (f"n{(i - 1) // 3}", ("continue", "verify", "branch", "revise")[i % 4]))
-        for i in range(1, 500)
-    ]
-    svg = dag_svg(nodes)
-    ET.fromstring(svg)
-    for i in range(500):
-        assert svg.count(f'data-direction-id="n{i}"') == 1
 
 
 # ---------------------------------------------------------------- line chart
@@ -267,3 +137,25 @@ def test_downsample_steps() -> None:
     pts = [(0.0, 1.0), (1.0, 1.0), (2.0, 2.0), (3.0, 2.0), (4.0, 2.0), (5.0, 3.0), (6.0, 3.0)]
     assert downsample_steps(pts) == [(0.0, 1.0), (2.0, 2.0), (5.0, 3.0), (6.0, 3.0)]
     assert downsample_steps([(0.0, 1.0), (1.0, 2.0)]) == [(0.0, 1.0), (1.0, 2.0)]
+
+
+def test_a_count_axis_has_whole_number_ticks() -> None:
+    for n in (2, 3, 6, 7, 40):
+        points = tuple((float(i), 0.1 * i) for i in range(1, n + 1))
+        root = chart_root(
+            line_chart_svg(
+                [Series("s", points)], x_label="experiments", y_label="y", x_integer=True
+            )
+        )
+        labels = [t.text or "" for t in root.iter(f"{NS}text") if t.attrib.get("class") == "x-tick"]
+        assert labels and all(re.fullmatch(r"\d+", label) for label in labels), (n, labels)
+        assert len(set(labels)) == len(labels)
+
+
+def test_a_time_axis_is_labelled_in_one_unit() -> None:
+    for seconds, unit in ((50, "s"), (130, "s"), (3600, "min"), (12 * 3600, "h")):
+        s = Series("s", ((0.0, 1.0), (float(seconds), 2.0)))
+        root = chart_root(line_chart_svg([s], x_label="t", y_label="y", x_is_seconds=True))
+        labels = [t.text or "" for t in root.iter(f"{NS}text") if t.attrib.get("class") == "x-tick"]
+        units = {label.split(" ")[1] for label in labels}
+        assert units == {unit}, (seconds, labels)

@@ -22,6 +22,7 @@ from rsilab.cli import (
     campaign,
     doctor,
     evolve,
+    export,
     guide,
     lab,
     ledger,
@@ -31,6 +32,7 @@ from rsilab.cli import (
     runtime,
     serve,
     task,
+    token,
     tools,
     ui,
     versions,
@@ -250,8 +252,10 @@ run.register(app)
 evolve.register(app)
 guide.register(app)
 report.register(app)
+export.register(app)
 memory.register(app)
 ui.register(app)
+token.register(app)
 
 
 def main() -> None:

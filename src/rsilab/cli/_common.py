@@ -48,11 +48,13 @@ EXIT_MEANINGS = {
 MARKUP: Literal["markdown"] = "markdown"
 """Help text is markdown: single newlines inside a paragraph are joined."""
 
-_LAB_HELP = "Lab folder. Default: $RSILAB_LAB, else ./.rsilab."
+_LAB_HELP = (
+    "Lab folder, or postgresql://USER@HOST/DB?artifacts=DIR. Default: $RSILAB_LAB, else ./.rsilab."
+)
 
 LabOption = Annotated[
     Path | None,
-    typer.Option("--lab", metavar="DIR", help=_LAB_HELP, show_default=False),
+    typer.Option("--lab", metavar="DIR|URL", help=_LAB_HELP, show_default=False),
 ]
 """``--lab DIR`` for commands that open a lab; ``None`` means resolve_lab_path's default."""
 

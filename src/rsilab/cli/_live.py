@@ -4,12 +4,16 @@
 progress with :meth:`LiveView.update` (on the runner's thread). Each update reads what the
 view shows from the records (directions with their status and runs, the lineage's accepted
 versions, LLM tokens spent), so it shows the campaign as the ledger has it, not as the runner
-remembers it; rendering (on Live's refresh thread) only reads the last snapshot and the clock.
-Off a terminal the CLI prints the progress lines instead.
+remembers it; rendering (on Live's refresh thread) reads the last snapshot and the clock, and,
+while the campaign is starting or its baseline is being evaluated (when the runner says
+nothing), reads the records again at most once every :data:`IDLE_READ_S` seconds, so the
+baseline's progress (seed k of n) shows as its jobs finish. Off a terminal the CLI prints the
+progress lines instead.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -25,11 +29,14 @@ from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Campaign, Candidate, CandidateState
 from rsilab.store import Store
 from rsilab.tasks import Budget, Task
+from rsilab.web.progress import BaselineProgress, baseline_progress
 
 MESSAGES = 6
 """Progress messages kept on screen."""
 DIRECTION_ROWS = 8
 """Directions shown; open ones first, then the most recent closed ones."""
+IDLE_READ_S = 1.0
+"""While the runner is silent (starting, baseline), how often rendering reads the records."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class Snapshot:
     benchmarks: tuple[BenchmarkRow, ...] = ()
     accepted: int = 0
     tokens: int | None = None
+    baseline: BaselineProgress | None = None
+    """The baseline's progress while the campaign waits for it (None otherwise)."""
 
 
 class LiveView:
@@ -84,6 +93,8 @@ class LiveView:
         self.snapshot = Snapshot(campaign_id=campaign_id)
         self._tokens = 0
         self._seen_seq = 0
+        self._reading = threading.Lock()
+        self._read_at = clock()
         # a new run's campaign is the one that appears after this view was made
         self._older = set() if campaign_id else {c.id for c in store.query_as(Campaign)}
 
@@ -97,6 +108,11 @@ class LiveView:
 
     def refresh(self) -> None:
         """Read the records the view shows (a new campaign is found on the first call)."""
+        with self._reading:
+            self._read_at = self.clock()
+            self._read()
+
+    def _read(self) -> None:
         campaign_id = self.snapshot.campaign_id or self._new_campaign()
         if campaign_id is None:
             return
@@ -117,7 +133,22 @@ class LiveView:
             benchmarks=self._benchmarks(),
             accepted=len(accepted),
             tokens=None if self.agents == "builtin" else self._tokens_used(campaign_id),
+            baseline=baseline_progress(self.store, self.store.get_as(campaign_id, Campaign)),
         )
+
+    def _idle_read(self) -> None:
+        """Read the records again while the runner is silent: before the campaign is found
+        and while its baseline runs; never waits for a read the runner's thread is doing."""
+        snap = self.snapshot
+        waiting = snap.campaign_id is None or snap.baseline is not None
+        if not waiting or self.clock() - self._read_at < IDLE_READ_S:
+            return
+        if self._reading.acquire(blocking=False):
+            try:
+                self._read_at = self.clock()
+                self._read()
+            finally:
+                self._reading.release()
 
     def _new_campaign(self) -> str | None:
         """The campaign of the task opened since this view was made (this run's)."""
@@ -154,6 +185,7 @@ class LiveView:
     # -- output (any thread) ---------------------------------------------------------------------
 
     def __rich__(self) -> RenderableType:
+        self._idle_read()
         snap = self.snapshot
         head = Text.assemble(
             ("rsilab ", "bold"),
@@ -174,6 +206,8 @@ class LiveView:
             Text("wall time", style="bold"),
             f"{_duration(used)} used, {_duration(max(0.0, self.budget.wall_s - used))} left",
         )
+        if snap.baseline is not None:
+            table.add_row(Text("baseline", style="bold"), snap.baseline.text())
         table.add_row(
             Text("accepted", style="bold"), f"{snap.accepted} candidate(s) in this campaign"
         )

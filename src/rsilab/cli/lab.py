@@ -1,4 +1,5 @@
-"""``rsilab init`` (create a lab) and ``rsilab schema`` (the record JSON Schemas)."""
+"""``rsilab init`` (create a lab), ``rsilab schema`` (the record JSON Schemas) and
+``rsilab lab migrate`` (copy a SQLite lab into PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from rsilab.cli._common import LabOption, UnusedLabOption, print_json, stdout_console
+from rsilab.cli._common import (
+    EXIT_VERIFY_FAILED,
+    LabOption,
+    UnusedLabOption,
+    print_json,
+    stdout_console,
+)
 from rsilab.errors import UserError
 from rsilab.records import json_schemas
 from rsilab.store import Lab
@@ -62,7 +69,43 @@ def schema(
     stdout_console().print(Text(f"wrote {out}"), soft_wrap=True)
 
 
+def migrate(
+    src: Annotated[str, typer.Argument(metavar="SRC", help="The SQLite lab folder to copy.")],
+    dest: Annotated[
+        str,
+        typer.Argument(
+            metavar="DEST",
+            help="postgresql://USER@HOST/DB?artifacts=FOLDER: an empty database, a new folder.",
+        ),
+    ],
+) -> None:
+    """Copy a SQLite lab into PostgreSQL (events, records, checkpoints, artifacts) and verify
+    the copy. The lab keeps its id, so its ledger key verifies both. Exit 3 if the copy does
+    not verify."""
+    from rsilab.store._pg_copy import copy_to_postgres  # loads the PostgreSQL driver
+
+    with Lab.open(src) as source:
+        report = copy_to_postgres(source, dest)
+    console = stdout_console()
+    console.print(
+        Text(
+            f"copied lab {report.lab_id}: {report.events} events, {report.records} records, "
+            f"{report.checkpoints} checkpoints, {report.files} files",
+        ),
+        soft_wrap=True,
+    )
+    if not report.verify.ok:
+        for problem in report.verify.problems:
+            console.print(Text(f"problem: {problem}", style="red"), soft_wrap=True)
+        console.print(Text("the copy does NOT verify", style="bold red"), soft_wrap=True)
+        raise typer.Exit(EXIT_VERIFY_FAILED)
+    console.print(Text("the copy verifies", style="green"), soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``init`` and ``schema`` to ``app``."""
+    """Add ``init``, ``schema`` and ``lab migrate`` to ``app``."""
     app.command("init")(init)
     app.command("schema")(schema)
+    lab_app = typer.Typer(help="Manage a lab's storage.", no_args_is_help=True)
+    lab_app.command("migrate")(migrate)
+    app.add_typer(lab_app, name="lab")

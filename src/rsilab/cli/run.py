@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from rich.live import Live
 
     from rsilab.cli._live import LiveView
+    from rsilab.executors import ExecutorChoice
     from rsilab.orchestrator.campaign import CampaignResult, Progress, ProgressFn, StopRequest
     from rsilab.tasks import Budget, Task
 
@@ -59,6 +60,16 @@ UnboundedDiskOption = Annotated[
         "--unbounded-disk",
         help="Where the kernel cannot bound a job's disk use (rsilab not run as root), accept "
         "a polled limit; recorded in the campaign. Without it such a machine refuses the run.",
+    ),
+]
+ExecutorOption = Annotated[
+    str | None,
+    typer.Option(
+        "--executor",
+        metavar="local|ray[=HOST:PORT]",
+        help="Where jobs run: on this machine (local), or as Ray tasks on a cluster with token "
+        "authentication (ray=HOST:PORT of its GCS; plain ray starts one here). Default: the "
+        "[executor] table of the lab's rsilab.toml, else local.",
     ),
 ]
 AGENTS_HELP = "Who decides: builtin (no LLM), openai:MODEL or anthropic:MODEL."
@@ -102,6 +113,7 @@ def run(
     team: Annotated[int | None, typer.Option("--team", min=1, help=TEAM_HELP)] = None,
     unsandboxed: UnsandboxedOption = False,
     unbounded_disk: UnboundedDiskOption = False,
+    executor: ExecutorOption = None,
     as_json: JsonOption = False,
     lab: LabOption = None,
 ) -> None:
@@ -114,27 +126,26 @@ def run(
     """
     from rsilab.orchestrator.api import draw_seed
     from rsilab.orchestrator.api import run as run_campaign
-    from rsilab.store.lab import DB_NAME, resolve_lab_path
+    from rsilab.store.lab import lab_exists
     from rsilab.tasks import load_task
 
-    lab_folder = resolve_lab_path(lab)
-    fresh = not (lab_folder / DB_NAME).exists()
+    fresh = not lab_exists(lab)
     chosen = agents or ("builtin" if fresh else _configured_agents(lab))
     _check_agents(chosen)
     if team is not None:
         _check_team(workers)
     task = load_task(task_ref)
     budget_ = _budget(budget, task.budget)
+    runs_on = _executor(executor, None if fresh else lab)
     shown = f"{chosen} team of {team}" if team else chosen
     said = messages_console(as_json)
     if fresh:  # a first run needs no `rsilab init`: the lab is made once the task loads
         _sandbox_usable(unsandboxed)  # and the sandbox can run jobs: a refusal writes nothing
-        with Lab.init(lab_folder) as made:
+        with Lab.init(lab) as made:  # a folder or a PostgreSQL URL, as --lab gave it
             said.print(
                 Text(f"created lab {made.store.lab_id} at {made.path.resolve()}"),
                 soft_wrap=True,
             )
-        lab = lab_folder
     if seed is None:
         seed = draw_seed()
         said.print(Text(f"seed {seed} (drawn; --seed {seed} repeats it)"), soft_wrap=True)
@@ -143,10 +154,25 @@ def run(
         return run_campaign(
             task, budget=budget_, agents=chosen, workers=workers or 1, team=team or 0,
             seed=seed, lab=opened, on_progress=show, stop=stop, unsandboxed=unsandboxed,
-            unbounded_disk=unbounded_disk,
+            unbounded_disk=unbounded_disk, executor=runs_on,
         )  # fmt: skip
 
     _drive(lab, task, budget_, shown, workers or team or 1, None, start, as_json=as_json)
+
+
+def _executor(text: str | None, lab_path: Path | str | None) -> ExecutorChoice | None:
+    """The executor ``--executor`` names, else the ``[executor]`` table of an existing lab's
+    ``rsilab.toml`` (``lab_path`` None: no lab yet), else None (local). UserError: bad text."""
+    from rsilab.controller.lab_settings import SETTINGS_FILE, settings_table
+    from rsilab.executors import executor_from_table, parse_executor
+
+    if text is not None:
+        return parse_executor(text)
+    if lab_path is None:
+        return None
+    with Lab.open(lab_path) as opened:
+        folder = opened.path
+    return executor_from_table(settings_table(folder, "executor"), str(folder / SETTINGS_FILE))
 
 
 def _sandbox_usable(unsandboxed: bool) -> None:
@@ -190,6 +216,7 @@ def resume(
     ] = None,
     unsandboxed: UnsandboxedOption = False,
     unbounded_disk: UnboundedDiskOption = False,
+    executor: ExecutorOption = None,
     as_json: JsonOption = False,
     lab: LabOption = None,
 ) -> None:
@@ -238,12 +265,13 @@ def resume(
         _check_team(workers)
     chosen = workers or team or int(found.settings.get("workers", 1))
     budget_ = _budget(budget, stored)
+    runs_on = _executor(executor, lab)
     shown = f"{agents} team of {team}" if team else agents
 
     def start(opened: Lab, show: ProgressFn, stop: StopRequest) -> CampaignResult:
         return resume_campaign(
             found.id, budget=budget_, workers=workers, lab=opened, on_progress=show, stop=stop,
-            unsandboxed=unsandboxed, unbounded_disk=unbounded_disk,
+            unsandboxed=unsandboxed, unbounded_disk=unbounded_disk, executor=runs_on,
         )  # fmt: skip
 
     _drive(lab, task, budget_, shown, chosen, found.id, start, as_json=as_json)

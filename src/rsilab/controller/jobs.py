@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rsilab.executors.base import Executor, JobResult, JobSpec, JobState
+from rsilab.executors.base import Executor, JobInterrupted, JobResult, JobSpec, JobState
 from rsilab.faults import fault_point
 from rsilab.records import (
     DataTier,
@@ -202,13 +202,16 @@ def run_recorded_job(
     role: Role,
     on_start: Callable[[Job], None] | None = None,
 ) -> tuple[Job, JobResult | None]:
-    """Record ``job`` as running, run ``spec``, record how it ended; never raises for the job.
+    """Record ``job`` as running, run ``spec``, record how it ended; never raises for the job,
+    except when the machine running it went away: then the job is recorded ``interrupted``
+    and :class:`~rsilab.executors.JobInterrupted` goes up, for recovery to re-run the work.
 
     When the job succeeds and ``job.model_out`` names a file in the workspace, that file is
     stored as a blob and its sha256 recorded in ``model_out_sha256``. A sandbox that cannot run
     the job at all gives a failed Job with the reason in ``error`` and no JobResult.
 
     Raises:
+        JobInterrupted: the executor lost the job's machine (the job is ``interrupted``).
         LabError: the store or artifact folder could not be written.
     """
     recorder = JobRecorder(store, actor, role)
@@ -219,6 +222,9 @@ def run_recorded_job(
     try:
         result: JobResult | None = executor.run(job_spec(executor_name(job), spec))
         error = ""
+    except JobInterrupted as exc:  # its machine went away: recovery's to re-run, not a failure
+        recorder.finished(running.interrupted(str(exc), utc_now()))
+        raise
     except Exception as exc:  # a sandbox failure is the job's failure, recorded as such
         result, error = None, f"the sandbox could not run the job: {exc}"
     done = finish_job(running, result, error=error)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import ConfigDict, Field
 
+from rsilab.errors import RsilabError
 from rsilab.records import Model, Resources
 from rsilab.sandbox import DiskLimits
 from rsilab.sandbox.base import KillReason, Limits, Mount, RunSpec
@@ -34,6 +35,21 @@ class JobState(StrEnum):
     KILLED = "killed"
     """Ended early by the sandbox, at a limit or by :meth:`Executor.cancel`;
     ``JobResult.kill_reason`` says which (``cancelled`` for a cancellation)."""
+
+
+class JobInterrupted(RsilabError):
+    """The job did not end by itself: the machine or worker running it went away (a cluster
+    node died, or the cluster killed its worker to save the node's memory). Its record is
+    ``interrupted``, like the jobs of a process that died, and recovery re-runs the work.
+
+    Attributes:
+        cause: ``node_lost`` or ``cluster_oom`` (the cluster's memory monitor, not the job's
+            own memory limit, which is a ``killed`` result at ``memory``).
+    """
+
+    def __init__(self, message: str, cause: str = "node_lost") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class JobSpec(Model):
@@ -120,6 +136,8 @@ class Executor(ABC):
             RuntimeError: the executor was shut down.
 
         The future raises:
+            JobInterrupted: the machine running the job went away before it ended (only
+                executors that run jobs on other machines).
             SandboxError: the sandbox could not start or supervise the job.
             ValueError: the job is invalid for this sandbox (missing workspace, bad mount).
             LabError: the job's logs could not be stored.

@@ -24,6 +24,7 @@ from typing import Any
 
 from rsilab.controller.host import HostController
 from rsilab.errors import ToolError, UserError
+from rsilab.executors import ExecutorChoice, RayExecutor
 from rsilab.executors.base import Executor
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.guards import WORKSPACE_RESERVED
@@ -59,8 +60,11 @@ class LabServices:
         judge_in_background: bool = True,
         slots: int | None = None,
         allow_unsandboxed: bool = False,
+        executor_choice: ExecutorChoice | None = None,
     ) -> None:
         self.lab = lab
+        self.executor_choice = executor_choice or ExecutorChoice()
+        """The executor made on first use when none was given: local, or a Ray cluster."""
         self.lineage = lineage
         self.seeds = seeds
         self.job_limits = job_limits or Limits(wall_s=600.0, cpu_s=1200.0)
@@ -95,14 +99,18 @@ class LabServices:
                 sandbox = default_sandbox(
                     allow_unsandboxed=self.allow_unsandboxed, confinement=self.confinement
                 )
-                self._executor = LocalExecutor(sandbox, self.lab.artifacts, slots)
+                if self.executor_choice.kind == "ray":  # fails closed: see rsilab.executors.ray
+                    address = self.executor_choice.address
+                    self._executor = RayExecutor(sandbox, self.lab.artifacts, address=address)
+                else:
+                    self._executor = LocalExecutor(sandbox, self.lab.artifacts, slots)
             return self._executor
 
     def isolation(self) -> tuple[str, bool]:
         """The sandbox jobs run in, and whether it is a security boundary (making the
         executor now: SandboxUnavailable when no sandbox may be used)."""
         executor = self.executor
-        if isinstance(executor, LocalExecutor):
+        if isinstance(executor, LocalExecutor | RayExecutor):
             return executor.sandbox.name, executor.sandbox.is_security_boundary
         return type(executor).__name__, False  # unknown: not claimed to be a boundary
 

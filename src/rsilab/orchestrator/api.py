@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from rsilab.agents.llm import resolve_chat_model
 from rsilab.errors import UserError
+from rsilab.executors import ExecutorChoice
 from rsilab.expos.campaigns import find_campaign
 from rsilab.memory import team_size
 from rsilab.orchestrator.builtin.runner import BuiltinPolicy
@@ -36,7 +37,7 @@ from rsilab.orchestrator.llm.runner import LlmPolicy
 from rsilab.orchestrator.llm.team import LlmTeamPolicy
 from rsilab.records import Experiment
 from rsilab.store import Lab
-from rsilab.store.lab import DB_NAME, resolve_lab_path
+from rsilab.store.lab import lab_exists, resolve_lab_path
 from rsilab.tasks import Budget, Task, load_task
 
 __all__ = ["MAX_SEED", "BudgetLike", "LabLike", "draw_seed", "resume", "run"]
@@ -63,6 +64,7 @@ def run(
     stop: StopRequest | None = None,
     unsandboxed: bool = False,
     unbounded_disk: bool = False,
+    executor: ExecutorChoice | None = None,
 ) -> CampaignResult:
     """Run a new campaign on ``task`` until its budget is spent, it is stopped, or it fails.
 
@@ -91,6 +93,8 @@ def run(
             machine refuses the run before anything is written.
         unbounded_disk: accept a disk limit that is only polled where the kernel cannot
             enforce one (rsilab not run as root); recorded as the campaign's ``disk_limit``.
+        executor: where jobs run (:func:`rsilab.executors.parse_executor`): None or
+            ``local`` on this machine; ``ray`` on a Ray cluster (see :mod:`rsilab.executors.ray`).
 
     Returns:
         The :class:`~rsilab.orchestrator.campaign.CampaignResult`: campaign id, state,
@@ -121,6 +125,7 @@ def run(
     with _opened(lab) as opened:
         policy = _policy(opened, agents, team, workers, seed, spent, on_progress)
         policy.unsandboxed, policy.unbounded_disk = unsandboxed, unbounded_disk
+        policy.executor = executor
         return run_policy(opened, chosen, policy, budget=spent, stop=stop)
 
 
@@ -134,6 +139,7 @@ def resume(
     stop: StopRequest | None = None,
     unsandboxed: bool = False,
     unbounded_disk: bool = False,
+    executor: ExecutorChoice | None = None,
 ) -> CampaignResult:
     """Continue a stopped campaign (its id, or ``latest``) where it left off.
 
@@ -187,6 +193,7 @@ def resume(
         seed = int(found.settings.get("seed", 0))
         policy = _policy(opened, agents, team, chosen, seed, spent, on_progress)
         policy.unsandboxed, policy.unbounded_disk = unsandboxed, unbounded_disk
+        policy.executor = executor
         return run_policy(opened, task, policy, budget=spent, campaign_id=found.id, stop=stop)
 
 
@@ -332,7 +339,6 @@ def _opened(lab: LabLike, *, create: bool = True) -> Iterator[Lab]:
     if isinstance(lab, Lab):
         yield lab
         return
-    folder = resolve_lab_path(lab)
-    made = Lab.init(folder) if create and not (folder / DB_NAME).exists() else Lab.open(folder)
+    made = Lab.init(lab) if create and not lab_exists(lab) else Lab.open(lab)
     with made:
         yield made

@@ -87,6 +87,7 @@ from rsilab.records._team import (
     OrientationOutcome,
     RevisionProposal,
 )
+from rsilab.records._tokens import AgentToken
 
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.KIND: cls
@@ -114,6 +115,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         Evolution,
         Assignment,
         CampaignReview,
+        AgentToken,
     )
 }
 """Every stored record type by its ``KIND``."""
@@ -147,6 +149,7 @@ __all__ = [
     "RECORD_TYPES",
     "SCHEMA_VERSION",
     "Adoption",
+    "AgentToken",
     "Artifact",
     "Assignment",
     "BenchmarkDecision",

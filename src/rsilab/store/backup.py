@@ -86,7 +86,8 @@ def backup_lab(
     went (``report.verify.ok`` False: the copy must not be trusted; it is kept to look at).
 
     Raises:
-        UserError: ``dest`` exists and is not an empty folder, or lies inside the lab.
+        UserError: ``dest`` exists and is not an empty folder, or lies inside the lab; the
+            lab is not an SQLite lab.
         LabDamaged: the lab's database cannot be read to copy it.
         BackupFailed: copying failed (the partial copy is removed).
     """
@@ -114,6 +115,12 @@ def backup_lab(
 
 
 def _check_dest(lab: Lab, dest: Path) -> None:
+    if not isinstance(lab.store, SQLiteStore):  # the copy is SQLite's online backup of lab.db
+        raise UserError(
+            f"rsilab backup copies SQLite labs; the lab at {lab.path} keeps its ledger in "
+            "another database",
+            "back up a PostgreSQL lab with pg_dump and a copy of its artifact folder",
+        )
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise UserError(
             f"{dest} already exists and is not an empty folder; a backup never overwrites",

@@ -1,8 +1,10 @@
-"""A lab: one store (the SQLite file) and one artifact folder, found by path or environment.
+"""A lab: one store and one folder (artifacts, workspaces), found by path, URL or environment.
 
-Resolution order for the lab folder: an explicit path (``--lab``), ``RSILAB_LAB``, then
-``./.rsilab``. Layout: ``<lab>/lab.db`` (+ WAL files) and ``<lab>/blobs/``. The folder is
-private to its owner (mode 0700, restored when a lab is opened).
+Resolution order: an explicit ``--lab``, ``RSILAB_LAB``, then ``./.rsilab``. The value is a
+folder (an SQLite lab: ``<lab>/lab.db`` (+ WAL files) and ``<lab>/blobs/``) or a PostgreSQL URL
+``postgresql://USER@HOST/DB?artifacts=FOLDER`` (records and ledger in the database, the rest in
+FOLDER; see :mod:`rsilab.store._pg_url`). The folder is private to its owner (mode 0700,
+restored when a lab is opened).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 
 from rsilab.errors import LabError
 from rsilab.records import EventDraft
+from rsilab.store._pg_url import is_pg_url, parse_pg_url
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.store.sqlite import SQLiteStore
@@ -21,11 +24,39 @@ DB_NAME = "lab.db"
 DEFAULT_LAB = ".rsilab"
 
 
-def resolve_lab_path(explicit: str | Path | None = None) -> Path:
-    """The lab folder to use: ``explicit``, else ``$RSILAB_LAB``, else ``./.rsilab``."""
+def lab_spec(explicit: str | Path | None = None) -> str | Path:
+    """What names the lab: ``explicit``, else ``$RSILAB_LAB``, else ``./.rsilab`` (a folder
+    or a PostgreSQL URL)."""
     if explicit:
-        return Path(explicit)
-    return Path(os.environ.get("RSILAB_LAB") or DEFAULT_LAB)
+        return explicit
+    return os.environ.get("RSILAB_LAB") or DEFAULT_LAB
+
+
+def resolve_lab_path(explicit: str | Path | None = None) -> Path:
+    """The lab folder to use: as :func:`lab_spec` finds it; for a PostgreSQL URL, its
+    ``artifacts`` folder. Raises LabError for a URL without one."""
+    spec = lab_spec(explicit)
+    if is_pg_url(spec):
+        return parse_pg_url(spec).folder
+    return Path(spec)
+
+
+def lab_exists(explicit: str | Path | None = None) -> bool:
+    """Whether a lab is where :func:`lab_spec` points: a folder holding ``lab.db``; for a
+    PostgreSQL URL, an artifact folder that :meth:`Lab.init` made (its ``blobs``). The
+    database is not asked: :meth:`Lab.open` and :meth:`Lab.init` refuse a mismatch clearly."""
+    spec = lab_spec(explicit)
+    if is_pg_url(spec):
+        return (parse_pg_url(spec).folder / "blobs").is_dir()
+    return (Path(spec) / DB_NAME).exists()
+
+
+def _open_store(spec: str | Path, folder: Path, create: bool) -> Store:
+    if is_pg_url(spec):
+        from rsilab.store.postgres import PostgresStore  # loads the driver only when used
+
+        return PostgresStore.open(parse_pg_url(spec), create=create)
+    return SQLiteStore.open(folder / DB_NAME, create=create)
 
 
 def _private(folder: Path) -> None:
@@ -47,7 +78,10 @@ class Lab:
 
     @classmethod
     def init(cls, path: str | Path | None = None) -> Lab:
-        """Create a new lab; LabError if one exists there or the folder cannot be written."""
+        """Create a new lab; LabError if one exists there or the folder cannot be written.
+
+        For a PostgreSQL URL the database must exist and hold no lab; the artifact folder is
+        made as a folder lab's is."""
         folder = resolve_lab_path(path)
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -60,7 +94,7 @@ class Lab:
                 f"cannot create a lab in {folder}: {exc.strerror or exc}",
                 "choose a writable folder with --lab or RSILAB_LAB",
             ) from exc
-        store = SQLiteStore.open(folder / DB_NAME, create=True)
+        store = _open_store(lab_spec(path), folder, create=True)
         artifacts = ArtifactStore(folder)
         artifacts.ensure()
         store.commit(
@@ -71,7 +105,16 @@ class Lab:
     @classmethod
     def open(cls, path: str | Path | None = None) -> Lab:
         """Open an existing lab; LabError (with a hint to run ``rsilab init``) if there is none."""
+        spec = lab_spec(path)
         folder = resolve_lab_path(path)
+        if is_pg_url(spec):
+            if not folder.is_dir():
+                raise LabError(
+                    f"the artifact folder {folder} of the PostgreSQL lab does not exist",
+                    "check the URL's artifacts= parameter (rsilab init --lab URL makes it)",
+                )
+            _private(folder)
+            return cls(folder, _open_store(spec, folder, create=False), ArtifactStore(folder))
         db = folder / DB_NAME
         if not db.exists():
             raise LabError(

@@ -3,64 +3,102 @@ and resource use per role and researcher."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
+from markupsafe import Markup
+
 from rsilab.orchestrator.report import ActorUse, ResourcesReport
-from rsilab.records import CandidateState, Interval, SystemVersion
-from rsilab.web._html import (
-    DASH,
-    Html,
-    badge,
-    esc,
-    interval,
-    join,
-    num,
-    seconds,
-    section,
-    table,
-    tag,
-)
+from rsilab.records import Candidate, CandidateState, Interval, SystemVersion
+from rsilab.web._format import DASH
 from rsilab.web._links import Links
 from rsilab.web._read import CampaignView
+from rsilab.web._templates import render
+
+_VERDICTS = re.compile(r"^(?P<head>\w+ \([^)]*paired seeds\)): .*: (?:pass|fail)(?P<tail>.*)$")
+"""The controller's decision text: a head, then a clause per benchmark ending in pass or fail
+(shown in their own column), then any note."""
 
 
-def lineage_body(view: CampaignView, links: Links) -> Html:
+def reason_without_verdicts(reason: str) -> str:
+    """A decision's reason without its per-benchmark clauses, which the lineage page shows in
+    their own column: 'accepted (alpha_j=..., look 3, 12 paired seeds)' and any note after
+    the clauses. Any other reason is returned whole."""
+    found = _VERDICTS.match(reason)
+    if found is None:
+        return reason
+    tail = found["tail"].strip(" ;")
+    return found["head"] + (f"; {tail}" if tail else "")
+
+
+@dataclass(frozen=True)
+class _VersionRow:
+    label: str
+    id: str
+    created_at: str
+    parent: str
+    source: str
+    decision: str
+
+
+@dataclass(frozen=True)
+class _Cell:
+    score: Interval | None
+    change: float | None = None
+    cls: str = "ns"
+
+
+@dataclass(frozen=True)
+class _CandidateRow:
+    candidate: Candidate
+    made: str
+    reason: str
+
+
+def lineage_body(view: CampaignView, links: Links) -> Markup:
     """The lineage's versions, the regression table across every benchmark, and every
-    candidate of the campaign with the controller's decision per benchmark."""
-    cid = view.campaign.id
+    candidate of the campaign with the controller's decision per benchmark (once: the reason
+    column holds what the per-benchmark column does not)."""
     names = [b.name for b in view.benchmarks] or sorted(
         {n for v in view.versions for n in v.scores}
     )
     by_id = {v.id: v for v in view.versions}
-    version_rows = [
-        [
-            esc(v.label),
-            esc(v.id),
-            esc(v.created_at[:19].replace("T", " ")),
-            esc(by_id[v.parent_id].label if v.parent_id in by_id else (v.parent_id or DASH)),
-            esc(v.candidate_id or ("rollback of " + v.rollback_of if v.rollback_of else DASH)),
-            esc(v.decision or DASH),
-        ]
+    versions = [
+        _VersionRow(
+            v.label,
+            v.id,
+            v.created_at,
+            by_id[v.parent_id].label if v.parent_id in by_id else (v.parent_id or DASH),
+            v.candidate_id or ("rollback of " + v.rollback_of if v.rollback_of else DASH),
+            reason_without_verdicts(v.decision) if v.decision else DASH,
+        )
         for v in view.versions
     ]
-    return join(
-        [
-            tag("h1", esc(f"Lineage {view.lineage} of {view.campaign.task.name}")),
-            section(
-                "Versions",
-                table(
-                    ["version", "id", "created (UTC)", "parent", "from candidate", "decision"],
-                    version_rows,
-                    empty="the lineage has no baseline in this lab",
-                ),
-            ),
-            section(
-                "Regression table (final tier)", _regressions(view, names), ident="regressions"
-            ),
-            section("Candidates and decisions", _candidates(view, links, cid), ident="decisions"),
-        ]
+    labels = {v.candidate_id: v.label for v in view.versions if v.candidate_id}
+    candidates = [
+        _CandidateRow(
+            c,
+            labels.get(c.id, ""),
+            (reason_without_verdicts(c.reason) if c.decisions else c.reason)
+            or c.public_note
+            or DASH,
+        )
+        for c in view.candidates
+    ]
+    targets = {b.name for b in view.benchmarks if b.target}
+    return render(
+        "lineage.html",
+        view=view,
+        links=links,
+        versions=versions,
+        benchmark_headers=[f"{n} (target)" if n in targets else n for n in names],
+        regressions=_regressions(view, names),
+        candidates=candidates,
+        pending=sum(1 for c in view.candidates if c.state == CandidateState.PENDING),
     )
 
 
-def _regressions(view: CampaignView, names: list[str]) -> Html:
+def _regressions(view: CampaignView, names: list[str]) -> list[tuple[str, list[_Cell]]]:
     """Every version's final-tier score per benchmark; a cell is marked where it is worse
     than its parent's beyond both intervals (a regression) or better beyond them."""
     higher = view.higher
@@ -70,207 +108,28 @@ def _regressions(view: CampaignView, names: list[str]) -> Html:
         parent: SystemVersion | None = by_id.get(v.parent_id or "")
         cells = []
         for n in names:
-            score = v.scores.get(n)
             before = parent.scores.get(n) if parent is not None else None
-            cells.append(_regression_cell(score, before, higher.get(n, True)))
-        rows.append([esc(v.label), *cells])
-    targets = {b.name for b in view.benchmarks if b.target}
-    headers = [
-        "version",
-        *[f"{n} (target)" if n in targets else n for n in names],
-    ]
-    note = tag(
-        "p",
-        esc(
-            "Under each score: the change from the parent version. Red: worse "
-            "than the parent with the intervals apart; green: better so."
-        ),
-        class_="muted",
-    )
-    return Html(table(headers, rows, empty="no versions") + note)
+            cells.append(_regression_cell(v.scores.get(n), before, higher.get(n, True)))
+        rows.append((v.label, cells))
+    return rows
 
 
-def _regression_cell(score: Interval | None, before: Interval | None, higher: bool) -> Html:
-    if score is None:
-        return Html(DASH)
-    if before is None:
-        return interval(score)
-    change = score.value - before.value
+def _regression_cell(score: Interval | None, before: Interval | None, higher: bool) -> _Cell:
+    if score is None or before is None:
+        return _Cell(score)
     better = score.low > before.high if higher else score.high < before.low
     worse = score.high < before.low if higher else score.low > before.high
-    cls = "pos" if better else "neg" if worse else "ns"
-    mark = tag("span", esc(f"{change:+.3f}"), class_=cls)
-    return Html(f"{interval(score)}<br>{mark}")
+    return _Cell(score, score.value - before.value, "pos" if better else "neg" if worse else "ns")
 
 
-def _candidates(view: CampaignView, links: Links, cid: str) -> Html:
-    labels = {v.candidate_id: v.label for v in view.versions if v.candidate_id}
-    rows = []
-    for c in view.candidates:
-        decisions = join(
-            tag(
-                "div",
-                esc(
-                    f"{d.benchmark}{' (target)' if d.target else ''}: gain {d.gain:+.4f} "
-                    f"[{d.low:+.4f}, {d.high:+.4f}] vs {d.threshold:+.4f} "
-                )
-                + tag(
-                    "span", esc("pass" if d.passed else "fail"), class_="pos" if d.passed else "neg"
-                ),
-            )
-            for d in c.decisions
-        )
-        made = labels.get(c.id)
-        rows.append(
-            [
-                num(c.proposal_index),
-                esc(c.id),
-                links.experiment_link(cid, c.experiment_id) if c.experiment_id else Html(DASH),
-                esc(c.proposer or DASH),
-                badge(c.state) + (esc(f" → {made}") if made else Html("")),
-                esc(c.compared_to or DASH),
-                decisions or Html(DASH),
-                esc(c.reason or c.public_note or DASH),
-            ]
-        )
-    pending = sum(1 for c in view.candidates if c.state == CandidateState.PENDING)
-    return Html(
-        table(
-            [
-                "#",
-                "candidate",
-                "experiment",
-                "proposer",
-                "state",
-                "judged against",
-                "per benchmark (accept tier)",
-                "reason",
-            ],
-            rows,
-            empty="no candidates proposed yet",
-            numeric=(0,),
-        )
-        + (tag("p", esc(f"{pending} pending"), class_="muted") if pending else "")
-    )
-
-
-def flags_body(view: CampaignView) -> Html:
+def flags_body(view: CampaignView) -> Markup:
     """Protocol flags: counts by stage, then every flag grouped by stage."""
-    f = view.flags
-    stage_rows = [
-        [
-            esc(stage),
-            num(s.count),
-            num(s.blocked),
-            num(s.detected),
-            esc(", ".join(f"{rule} x {n}" for rule, n in sorted(s.rules.items())) or DASH),
-        ]
-        for stage, s in f.by_stage.items()
-    ]
-    parts = [
-        tag("h1", esc(f"Protocol flags of {view.campaign.id}: {f.total}")),
-        section(
-            "By stage",
-            table(
-                ["stage", "flags", "blocked", "detected", "rules"], stage_rows, numeric=(1, 2, 3)
-            ),
-        ),
-    ]
-    for stage in f.by_stage:
-        items = [i for i in f.items if i.stage == stage]
-        if not items:
-            continue
-        rows = [
-            [
-                esc(i.at[:19].replace("T", " ")),
-                esc(i.rule),
-                esc(i.actor),
-                badge("blocked" if i.blocked else "detected"),
-                esc(i.detail),
-            ]
-            for i in items
-        ]
-        parts.append(
-            section(
-                f"Stage {stage} ({len(items)})",
-                table(["at (UTC)", "rule", "actor", "outcome", "detail"], rows),
-                ident=f"stage-{stage}",
-            )
-        )
-    return join(parts)
+    return render("flags.html", view=view)
 
 
-def resources_body(view: CampaignView, r: ResourcesReport) -> Html:
+def resources_body(view: CampaignView, r: ResourcesReport) -> Markup:
     """What the campaign used: per job kind, LLM calls, and per actor with totals."""
-    kinds = [
-        [esc(kind), num(u.count), seconds(u.cpu_s), seconds(u.wall_s), esc(f"{u.peak_rss_mb:.0f}")]
-        for kind, u in sorted(r.jobs.items())
-    ]
-    actor_rows = [_actor_row(a.actor, a.orientation, a) for a in r.by_actor]
+    actors: list[tuple[str, str, ActorUse]] = [(a.actor, a.orientation, a) for a in r.by_actor]
     if r.totals is not None:
-        actor_rows.append(_actor_row("total", "", r.totals))
-    llm = r.llm
-    return join(
-        [
-            tag("h1", esc(f"Resources of {view.campaign.id}")),
-            section(
-                "In all",
-                tag(
-                    "p",
-                    esc(
-                        f"Active wall time {r.wall_s:.1f} s over {r.runs} run(s); job CPU "
-                        f"{r.cpu_s:.1f} s; LLM: {llm.calls} calls, {llm.tokens_in:,} tokens in, "
-                        f"{llm.tokens_out:,} out, ${llm.cost_usd:.4f}"
-                        + (
-                            f" ({llm.unpriced_calls} calls without a known price)"
-                            if llm.unpriced_calls
-                            else ""
-                        )
-                    ),
-                ),
-            ),
-            section(
-                "By job kind",
-                table(["kind", "jobs", "CPU", "wall", "peak MiB"], kinds, numeric=(1, 2, 3, 4)),
-            ),
-            section(
-                "By role and researcher",
-                table(
-                    [
-                        "actor",
-                        "orientation",
-                        "experiments",
-                        "jobs",
-                        "job CPU",
-                        "LLM calls",
-                        "tokens in",
-                        "tokens out",
-                        "cost $",
-                        "tool calls",
-                        "candidates",
-                        "accepted",
-                    ],
-                    actor_rows,
-                    numeric=tuple(range(2, 12)),
-                ),
-                ident="by-actor",
-            ),
-        ]
-    )
-
-
-def _actor_row(name: str, orientation: str, a: ActorUse) -> list[Html]:
-    return [
-        esc(name),
-        esc(orientation or DASH),
-        num(a.experiments),
-        num(a.jobs),
-        seconds(a.job_cpu_s),
-        num(a.llm_calls),
-        num(a.tokens_in),
-        num(a.tokens_out),
-        esc(f"{a.cost_usd:.4f}"),
-        num(a.tool_calls),
-        num(a.candidates),
-        num(a.accepted),
-    ]
+        actors.append(("total", "", r.totals))
+    return render("resources.html", view=view, r=r, actors=actors)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from markupsafe import Markup
+
 from rsilab.orchestrator.report import experiment_budget, task_benchmarks
 from rsilab.records import (
     Campaign,
@@ -21,31 +23,18 @@ from rsilab.records import (
 from rsilab.stats import better
 from rsilab.store import StoreReader
 from rsilab.web._curves import BenchmarkCurve, dev_scores
-from rsilab.web._html import (
-    DASH,
-    Html,
-    badge,
-    cards,
-    details,
-    esc,
-    facts,
-    interval,
-    join,
-    link,
-    num,
-    pre,
-    seconds,
-    section,
-    signed_interval,
-    table,
-    tag,
-)
+from rsilab.web._dag_svg import DagNode, dag_legend, dag_svg
 from rsilab.web._links import Links
 from rsilab.web._read import CampaignView
-from rsilab.web._svg import DagNode, Mark, Series, dag_svg, line_chart_svg
+from rsilab.web._svg import Mark, Series, line_chart_svg
+from rsilab.web._templates import render
+from rsilab.web.progress import BaselineProgress
 
 RECENT_EXPERIMENTS = 50
 """Experiments listed on a campaign's overview (all of them are on its experiments page)."""
+
+EXPERIMENTS_PER_PAGE = 500
+"""Rows of the live experiments page (the one-file report lists them all)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +49,12 @@ class CampaignRow:
     """Per target benchmark, the best dev score of its experiments."""
     head: dict[str, Interval]
     """Per target benchmark, the final-tier score of the last version it had accepted."""
+
+    @property
+    def budget_cell(self) -> str:
+        """'used of budget', or the count alone when the budget names no number."""
+        budget = experiment_budget(self.campaign.settings.get("budget"))
+        return f"{self.experiments} of {budget}" if budget is not None else str(self.experiments)
 
 
 def campaign_rows(store: StoreReader) -> list[CampaignRow]:
@@ -88,54 +83,9 @@ def campaign_rows(store: StoreReader) -> list[CampaignRow]:
     return rows
 
 
-def campaigns_body(rows: Sequence[CampaignRow], links: Links) -> Html:
+def campaigns_body(rows: Sequence[CampaignRow], links: Links) -> Markup:
     """The campaigns of a lab, newest first."""
-    body = [
-        [
-            link(links.campaign(r.campaign.id), r.campaign.id),
-            esc(r.campaign.task.name),
-            badge(r.campaign.state),
-            esc(r.campaign.created_at[:19].replace("T", " ")),
-            _budget_cell(r.campaign, r.experiments),
-            num(r.candidates),
-            num(r.accepted),
-            esc("; ".join(f"{n} {v:.3f}" for n, v in sorted(r.best_dev.items())) or DASH),
-            join(f"{esc(n)} {interval(v)}<br>" for n, v in sorted(r.head.items())) or Html(DASH),
-            esc(str(r.campaign.settings.get("agents", "builtin"))),
-        ]
-        for r in rows
-    ]
-    return join(
-        [
-            tag("h1", "Campaigns"),
-            section(
-                "Campaigns of this lab",
-                table(
-                    [
-                        "campaign",
-                        "task",
-                        "state",
-                        "started (UTC)",
-                        "experiments",
-                        "candidates",
-                        "accepted",
-                        "best dev (target)",
-                        "last accepted, final tier (target)",
-                        "agents",
-                    ],
-                    body,
-                    empty="no campaigns yet: start one with `rsilab run TASK`",
-                    numeric=(5, 6),
-                ),
-            ),
-            tag("p", link(links.memory(), "Findings and skills of the lab"), class_="muted"),
-        ]
-    )
-
-
-def _budget_cell(campaign: Campaign, used: int) -> Html:
-    budget = experiment_budget(campaign.settings.get("budget"))
-    return esc(f"{used} of {budget}" if budget is not None else str(used))
+    return render("campaigns.html", rows=rows, links=links)
 
 
 def campaign_nav(campaign_id: str, links: Links) -> list[tuple[str, str]]:
@@ -152,153 +102,137 @@ def campaign_nav(campaign_id: str, links: Links) -> list[tuple[str, str]]:
     ]
 
 
-def overview_body(view: CampaignView, links: Links, *, guidance_form: str = "") -> Html:
-    """A campaign's overview: summary, the DAG, best-so-far curves, decisions, recent work."""
+@dataclass(frozen=True)
+class GuidanceForm:
+    """The guidance form of a running campaign's overview, and what the last post did."""
+
+    action: str
+    token: str
+    guided: str = ""
+    error: str = ""
+
+
+def overview_body(
+    view: CampaignView,
+    links: Links,
+    *,
+    guidance: GuidanceForm | None = None,
+    baseline: BaselineProgress | None = None,
+) -> Markup:
+    """A campaign's overview: summary, the DAG, best-so-far curves, decisions, recent work;
+    the guidance form when ``guidance`` is given, the baseline's progress when ``baseline``."""
     c = view.campaign
     head = view.accepted[-1] if view.accepted else None
     targets = [b.name for b in view.benchmarks if b.target]
     head_scores = head.scores if head else (view.start.scores if view.start else {})
-    best = "; ".join(
-        f"{name} {head_scores[name].value:.3f}" for name in targets if name in head_scores
-    )
-    budget = f" of {view.budget}" if view.budget is not None else ""
-    unconfined = c.unconfined()
-    parts = [
-        tag("h1", esc(f"Campaign {c.id} ") + badge(c.state)),
-        *([tag("p", tag("strong", "Unsandboxed: ") + esc(unconfined + "."))] if unconfined else []),
-        cards(
-            [
-                ("experiments", esc(f"{len(view.experiments)}{budget}")),
-                ("candidates", num(len(view.candidates))),
-                ("accepted", num(view.accepted_count)),
-                ("protocol flags", num(view.flags.total)),
-                ("experiments' job CPU", seconds(view.job_cpu_s)),
-            ]
+    nodes = dag_nodes(view, links)
+    return render(
+        "overview.html",
+        **table_context(view, links),
+        unconfined=c.unconfined(),
+        baseline_progress=baseline,
+        head_score="; ".join(
+            f"{name} {head_scores[name].value:.3f}" for name in targets if name in head_scores
         ),
-        section(
-            "Summary",
-            facts(
-                [
-                    ("task", esc(c.task.name)),
-                    ("lineage", link(links.lineage(c.id), view.lineage)),
-                    ("started", esc(c.created_at)),
-                    ("settings", esc(", ".join(f"{k}={v}" for k, v in sorted(c.settings.items())))),
-                    ("notes", esc(c.notes or DASH)),
-                    ("head's final-tier target score", esc(best or DASH)),
-                ]
-            ),
-        ),
-        section("Research DAG", _dag(view, links) + _directions_table(view, links), ident="dag"),
-        section("Best so far", _curves(view.curves, links, c.id), ident="curves"),
-        section("Accepted versions", _accepted_table(view, links), ident="accepted"),
-    ]
-    if guidance_form:
-        parts.append(section("Guide the Main agent", guidance_form, ident="guidance"))
-    parts.append(
-        section(
-            f"Latest experiments ({min(RECENT_EXPERIMENTS, len(view.experiments))} of "
-            f"{len(view.experiments)})",
-            experiments_table(view, view.experiments[-RECENT_EXPERIMENTS:][::-1], links)
-            + tag("p", link(links.experiments(c.id), "all experiments")),
-            ident="recent",
-        )
+        dag=Markup(dag_svg(nodes)),
+        dag_legend=dag_legend(nodes),
+        charts=[_charts(curve, links, c.id) for curve in view.curves],
+        guidance=guidance,
+        recent=view.experiments[-RECENT_EXPERIMENTS:][::-1],
     )
-    if view.team:
-        parts.append(section("Team assignments", _team_table(view)))
-    if view.review is not None:
-        parts.append(section("Campaign review", pre(view.review.conclusion)))
-    return join(parts)
 
 
-def _dag(view: CampaignView, links: Links) -> Html:
+START_NODE = "start"
+"""The DAG's node for the campaign's start version, which every root direction hangs from."""
+
+
+def dag_nodes(view: CampaignView, links: Links) -> list[DagNode]:
+    """The directions as DAG nodes with every relation the records hold: the DAG's own edges
+    (continue, verify, branch, revise); ``builds-on`` where an experiment's parent ran in
+    another direction; and ``start`` from the campaign's start version to each direction
+    that has no other parent, so no direction is drawn unconnected."""
     cid = view.campaign.id
-    nodes = [
-        DagNode(
-            id=d.id,
-            title=d.title,
-            state=d.state,
-            experiments=d.experiments,
-            parents=tuple((p["parent_id"], p["relation"]) for p in d.parents),
-            href=links.direction(cid, d.id),
-        )
-        for d in view.directions
-    ]
-    return Html(f'<div class="dag-wrap">{dag_svg(nodes)}</div>')
-
-
-def _directions_table(view: CampaignView, links: Links) -> Html:
-    cid = view.campaign.id
-    rows = [
-        [
-            link(links.direction(cid, d.id), d.title),
-            badge(d.state),
-            num(d.experiments),
-            num(d.succeeded),
-            num(d.failed),
-            esc("; ".join(f"{b} {best.score:.3f}" for b, best in d.best_dev.items()) or DASH),
-            num(len(d.reviews)),
-        ]
-        for d in view.directions
-    ]
-    return details(
-        "Directions",
-        table(
-            ["direction", "state", "experiments", "succeeded", "failed", "best dev", "reviews"],
-            rows,
-            numeric=(2, 3, 4, 6),
-        ),
-        open_=True,
-    )
-
-
-def _curves(curves: Sequence[BenchmarkCurve], links: Links, campaign_id: str) -> Html:
-    if not curves:
-        return tag("p", esc("no dev scores yet"), class_="empty")
-    charts = []
-    for curve in curves:
-        marks_x = [
-            Mark(
-                x=float(p.ordinal),
-                y=p.dev_score,
-                label=f"{p.label} accepted (experiment {p.experiment_id})",
-                href=links.experiment(campaign_id, p.experiment_id)
-                if p.experiment_id and links.shows_experiment(p.experiment_id)
-                else "",
-            )
-            for p in curve.accepted
-            if p.ordinal is not None and p.dev_score is not None
-        ]
-        by_exp = line_chart_svg(
-            [Series(curve.benchmark, tuple(curve.best_so_far(curve.by_experiment)))],
-            marks=marks_x,
-            scatter=curve.by_experiment,
-            x_label="experiments",
-            y_label=f"{curve.benchmark} dev",
-        )
-        best_t = curve.best_so_far(curve.by_time)
-        marks_t = [
-            Mark(x=p.seconds, y=_best_at(best_t, p.seconds), label=f"{p.label} accepted")
-            for p in curve.accepted
-            if p.seconds is not None and best_t
-        ]
-        by_time = line_chart_svg(
-            [Series(curve.benchmark, tuple(best_t))],
-            marks=marks_t,
-            scatter=curve.by_time,
-            x_label="time since start",
-            y_label=f"{curve.benchmark} dev",
-            x_is_seconds=True,
-        )
-        direction = "higher is better" if curve.higher_is_better else "lower is better"
-        charts.append(
-            tag(
-                "div",
-                tag("h3", esc(f"{curve.benchmark} ({direction})")) + by_exp + by_time,
-                class_="curve",
-                data_benchmark=curve.benchmark,
+    where = {e.id: e.direction_id for e in view.experiments}
+    edges: dict[str, list[tuple[str, str]]] = {
+        d.id: [(p["parent_id"], p["relation"]) for p in d.parents] for d in view.directions
+    }
+    for e in view.experiments:
+        source = where.get(e.parent_experiment_id or "")
+        own = edges.get(e.direction_id)
+        new = source and own is not None and source != e.direction_id
+        if new and own is not None and all(pid != source for pid, _ in own):
+            own.append((str(source), "builds-on"))
+    known = set(edges)
+    nodes = []
+    for d in view.directions:
+        parents = [(pid, rel) for pid, rel in edges[d.id] if pid in known and pid != d.id]
+        nodes.append(
+            DagNode(
+                id=d.id,
+                title=d.title,
+                state=d.state,
+                experiments=d.experiments,
+                parents=tuple(parents) or ((START_NODE, "start"),),
+                href=links.direction(cid, d.id),
             )
         )
-    return Html('<div class="grid">' + "".join(charts) + "</div>")
+    if not nodes:
+        return []
+    label = view.start.label if view.start else "start"
+    start = DagNode(START_NODE, f"{label}: the start version", "start", 0, (), links.lineage(cid))
+    return [start, *nodes]
+
+
+@dataclass(frozen=True)
+class _Charts:
+    benchmark: str
+    direction: str
+    by_experiment: Markup
+    by_time: Markup
+
+
+def _charts(curve: BenchmarkCurve, links: Links, campaign_id: str) -> _Charts:
+    marks_x = [
+        Mark(
+            x=float(p.ordinal),
+            y=p.dev_score,
+            label=f"{p.label} accepted (experiment {p.experiment_id})",
+            href=links.experiment(campaign_id, p.experiment_id)
+            if p.experiment_id and links.shows_experiment(p.experiment_id)
+            else "",
+        )
+        for p in curve.accepted
+        if p.ordinal is not None and p.dev_score is not None
+    ]
+    by_exp = line_chart_svg(
+        [Series(curve.benchmark, tuple(curve.best_so_far(curve.by_experiment)))],
+        marks=marks_x,
+        scatter=curve.by_experiment,
+        x_label="experiments",
+        y_label=f"{curve.benchmark} dev",
+        x_integer=True,
+    )
+    best_t = curve.best_so_far(curve.by_time)
+    marks_t = [
+        Mark(x=p.seconds, y=_best_at(best_t, p.seconds), label=f"{p.label} accepted")
+        for p in curve.accepted
+        if p.seconds is not None and best_t
+    ]
+    last_mark = max((m.x for m in marks_t), default=None)
+    if best_t and last_mark is not None and last_mark > best_t[-1][0]:
+        # the best so far holds until the last acceptance drawn: the line reaches its mark
+        best_t.append((last_mark, best_t[-1][1]))
+    by_time = line_chart_svg(
+        [Series(curve.benchmark, tuple(best_t))],
+        marks=marks_t,
+        scatter=curve.by_time,
+        x_label="time since start",
+        y_label=f"{curve.benchmark} dev",
+        x_is_seconds=True,
+    )
+    direction = "higher is better" if curve.higher_is_better else "lower is better"
+    # _svg escapes every text it draws: its output goes in as markup
+    return _Charts(curve.benchmark, direction, Markup(by_exp), Markup(by_time))
 
 
 def _best_at(points: Sequence[tuple[float, float]], x: float) -> float:
@@ -311,167 +245,38 @@ def _best_at(points: Sequence[tuple[float, float]], x: float) -> float:
     return value
 
 
-def _accepted_table(view: CampaignView, links: Links) -> Html:
-    cid = view.campaign.id
-    names = [b.name for b in view.benchmarks] or sorted(
-        {n for a in view.accepted for n in a.scores}
-    )
-    rows = [
-        [
-            esc(a.label),
-            links.experiment_link(cid, a.experiment_id) if a.experiment_id else Html(DASH),
-            esc((a.accepted_at or "")[:19].replace("T", " ")),
-            *[
-                interval(a.scores.get(n))
-                + Html("<br>")
-                + signed_interval(a.vs_baseline.get(n), higher=view.higher.get(n, True))
-                for n in names
-            ],
-        ]
-        for a in view.accepted
-    ]
-    note = tag(
-        "p",
-        esc(
-            "Final-tier scores with 95% intervals; under each, the paired difference against "
-            "the baseline. Rejected candidates and the controller's reasons: "
-        )
-        + link(links.lineage(cid), "lineage"),
-        class_="muted",
-    )
-    return Html(
-        table(
-            ["version", "from experiment", "accepted (UTC)", *names],
-            rows,
-            empty="no version accepted yet",
-        )
-        + note
-    )
-
-
-def experiments_table(view: CampaignView, experiments: Sequence[Experiment], links: Links) -> Html:
-    """A row per experiment: id, direction, state, who, dev scores, CPU."""
-    cid = view.campaign.id
-    titles = {d.id: d.title for d in view.directions}
-    ordinal = view.experiment_ordinal()
+def table_context(view: CampaignView, links: Links) -> dict[str, object]:
+    """What ``experiments_table.html`` needs besides its rows: the campaign, direction titles,
+    each experiment's place and the benchmark columns."""
     names = [b.name for b in view.benchmarks] or sorted(
         {b for scores in view.dev.values() for b in scores}
     )
-    rows = []
-    for e in experiments:
-        dev = {b: s.mean for b, s in view.dev.get(e.id, {}).items()}
-        rows.append(
-            [
-                num(ordinal.get(e.id)),
-                links.experiment_link(cid, e.id),
-                link(
-                    links.direction(cid, e.direction_id), titles.get(e.direction_id, e.direction_id)
-                ),
-                badge(e.state),
-                esc(e.created_by),
-                *[num(dev.get(n)) for n in names],
-                seconds(e.resources.cpu_s),
-                esc(e.description[:120]),
-            ]
-        )
-    return table(
-        [
-            "#",
-            "experiment",
-            "direction",
-            "state",
-            "by",
-            *[f"{n} dev" for n in names],
-            "CPU",
-            "description",
-        ],
-        rows,
-        empty="no experiments yet",
-        numeric=(0, *range(5, 6 + len(names))),
-    )
+    return {
+        "view": view,
+        "links": links,
+        "cid": view.campaign.id,
+        "titles": {d.id: d.title for d in view.directions},
+        "ordinal": view.experiment_ordinal(),
+        "names": names,
+    }
 
 
-def _team_table(view: CampaignView) -> Html:
-    rows = [
-        [esc(t.at[:19].replace("T", " ")), esc(t.researcher), esc(t.orientation), esc(t.reason)]
-        for t in view.team
-    ]
-    return table(["at (UTC)", "researcher", "orientation", "reason"], rows)
-
-
-def direction_body(view: CampaignView, direction_id: str, links: Links) -> Html | None:
+def direction_body(view: CampaignView, direction_id: str, links: Links) -> Markup | None:
     """A direction's hypothesis, state history, reviews and experiments; None if unknown."""
     found = next((d for d in view.directions if d.id == direction_id), None)
     if found is None:
         return None
-    cid = view.campaign.id
-    titles = {d.id: d.title for d in view.directions}
-    parents = join(
-        link(links.direction(cid, p["parent_id"]), titles.get(p["parent_id"], p["parent_id"]))
-        + esc(f" ({p['relation']}) ")
-        for p in found.parents
-    )
-    reviews = [
-        [
-            esc(rv.id),
-            badge(rv.verdict),
-            esc(rv.recommendation),
-            esc(
-                "; ".join(
-                    f"{m} {e.value:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
-                    for m, e in rv.effects.items()
-                )
-                or DASH
-            ),
-            esc(rv.rationale),
-        ]
-        for rv in found.reviews
-    ]
     exps = [e for e in view.experiments if e.direction_id == direction_id]
-    return join(
-        [
-            tag("h1", esc(f"Direction: {found.title} ") + badge(found.state)),
-            section(
-                "What it tests",
-                facts(
-                    [
-                        ("id", esc(found.id)),
-                        ("hypothesis", esc(found.hypothesis)),
-                        ("parents", parents or Html(f"{DASH} (a root)")),
-                        ("conclusion", esc(found.conclusion or DASH)),
-                        (
-                            "experiments",
-                            esc(
-                                f"{found.experiments} ({found.succeeded} succeeded, "
-                                f"{found.failed} failed)"
-                            ),
-                        ),
-                    ]
-                ),
-            ),
-            section(
-                "Reviews",
-                table(
-                    ["review", "verdict", "recommendation", "effects", "rationale"],
-                    reviews,
-                    empty="no reviews yet",
-                ),
-            ),
-            section(f"Experiments ({len(exps)})", experiments_table(view, exps, links)),
-        ]
-    )
+    return render("direction.html", **table_context(view, links), found=found, experiments=exps)
 
 
-EXPERIMENTS_PER_PAGE = 500
-"""Rows of the live experiments page (the one-file report lists them all)."""
-
-
-def experiments_body(view: CampaignView, links: Links, page: int = 1) -> Html:
+def experiments_body(view: CampaignView, links: Links, page: int = 1) -> Markup:
     """The campaign's experiments in order: all of them in the one-file report, else page
     ``page`` (from 1) of :data:`EXPERIMENTS_PER_PAGE`, with links to the pages around it."""
     total = len(view.experiments)
+    steps: list[tuple[str, str]] = []
     if links.static:
-        shown, title, pager = view.experiments, f"{total} experiments", Html("")
+        shown, title = view.experiments, f"{total} experiments"
     else:
         pages = max(1, -(-total // EXPERIMENTS_PER_PAGE))
         page = min(max(page, 1), pages)
@@ -482,14 +287,14 @@ def experiments_body(view: CampaignView, links: Links, page: int = 1) -> Html:
         )
         base = links.experiments(view.campaign.id)
         steps = [
-            link(f"{base}?page={n}", label, class_="pager")
+            (f"{base}?page={n}", label)
             for n, label in ((page - 1, "previous page"), (page + 1, "next page"))
             if 1 <= n <= pages
         ]
-        pager = tag("nav", join(steps), class_="sub") if steps else Html("")
-    return join(
-        [
-            tag("h1", esc(f"Experiments of {view.campaign.id}")),
-            section(title, pager + experiments_table(view, shown, links) + pager),
-        ]
+    return render(
+        "experiments.html",
+        **table_context(view, links),
+        experiments=shown,
+        title=title,
+        steps=steps,
     )

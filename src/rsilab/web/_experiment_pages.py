@@ -2,44 +2,30 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from markupsafe import Markup
 
 from rsilab.errors import NotFoundError
 from rsilab.records import DataTier, Evaluation, Event, Experiment, Interval, Job
 from rsilab.stats import paired_gain
 from rsilab.store import StoreReader
 from rsilab.store.artifacts import ArtifactStore
-from rsilab.web._diff import tree_changes
-from rsilab.web._html import (
-    DASH,
-    Html,
-    badge,
-    better_class,
-    details,
-    esc,
-    facts,
-    join,
-    json_block,
-    link,
-    num,
-    pre,
-    seconds,
-    section,
-    signed_interval,
-    table,
-    tag,
-)
+from rsilab.web._diff import FileChange, tree_changes
+from rsilab.web._format import DASH
 from rsilab.web._links import Links
 from rsilab.web._read import CampaignView
+from rsilab.web._templates import render
 
 LOG_TAIL_LINES = 200
 """Lines of a job's output shown (the last ones)."""
 
-MAX_SAMPLE_ROWS = 500
-"""Samples listed in a comparison, most different first."""
+SAMPLES_PER_PAGE = 25
+"""Samples listed per page of a comparison, most different first."""
 
 
 @dataclass
@@ -69,184 +55,130 @@ def read_experiment(store: StoreReader, experiment_id: str) -> ExperimentRecords
 
 def experiment_body(
     view: CampaignView, found: ExperimentRecords, artifacts: ArtifactStore, links: Links
-) -> Html:
+) -> Markup:
     """One experiment: what it is, its config, scores, jobs with logs, resources, the diff of
     its workspace against its parent's, and its ledger events."""
     e = found.experiment
-    cid = view.campaign.id
-    titles = {d.id: d.title for d in view.directions}
     others = [x.id for x in view.experiments if x.id != e.id]
-    parent = (
-        links.experiment_link(cid, e.parent_experiment_id) if e.parent_experiment_id else Html(DASH)
-    )
-    candidates = [c for c in view.candidates if c.experiment_id == e.id]
-    proposed = join(esc(f"{c.id} ") + badge(c.state) + Html("<br>") for c in candidates) or Html(
-        DASH
-    )
-    compare_with = e.parent_experiment_id or (others[-1] if others else "")
-    return join(
-        [
-            tag("h1", esc(f"Experiment {e.id} ") + badge(e.state)),
-            section(
-                "What it is",
-                facts(
-                    [
-                        (
-                            "direction",
-                            link(
-                                links.direction(cid, e.direction_id),
-                                titles.get(e.direction_id, e.direction_id),
-                            ),
-                        ),
-                        ("created by", esc(e.created_by or DASH)),
-                        ("created", esc(e.created_at)),
-                        ("finished", esc(e.finished_at or DASH)),
-                        ("parent experiment", parent),
-                        ("description", esc(e.description or DASH)),
-                        ("worker's summary", esc(e.summary_text or DASH)),
-                        ("candidates proposed from it", proposed),
-                        (
-                            "compare",
-                            link(links.compare(cid, e.id, compare_with), f"with {compare_with}")
-                            if compare_with and not links.static
-                            else Html(DASH),
-                        ),
-                    ]
-                ),
-            ),
-            section("Configuration", json_block(e.config)),
-            section("Scores", _scores(found.evaluations) + _metrics(e)),
-            section("Resources", _resources(e)),
-            section("Jobs", _jobs(found.jobs, artifacts)),
-            section("Workspace diff", _diff(view, e, artifacts, links)),
-            section(f"Ledger events ({len(found.events)})", _events(found.events)),
-        ]
+    return render(
+        "experiment.html",
+        view=view,
+        found=found,
+        links=links,
+        titles={d.id: d.title for d in view.directions},
+        candidates=[c for c in view.candidates if c.experiment_id == e.id],
+        compare_with=e.parent_experiment_id or (others[-1] if others else ""),
+        config_json=json.dumps(e.config, indent=2, sort_keys=True, default=str),
+        scores=_scores(found.evaluations),
+        logs=_logs(found.jobs, artifacts),
+        diff=_diff(view, e, artifacts),
     )
 
 
-def _scores(evaluations: Sequence[Evaluation]) -> Html:
-    rows = [
-        [
-            esc(ev.benchmark),
-            esc("dev" if ev.tier == DataTier.DEV else f"{ev.tier} (out of fold)"),
-            esc(ev.metric),
-            num(float(np.mean([s.score for s in ev.samples])) if ev.samples else None),
-            num(len({s.sample_id for s in ev.samples})),
-            num(len({s.epoch for s in ev.samples})),
-            esc(ev.id),
-        ]
+@dataclass(frozen=True)
+class _Score:
+    benchmark: str
+    tier: str
+    metric: str
+    mean: float | None
+    samples: int
+    epochs: int
+    id: str
+
+
+def _scores(evaluations: Sequence[Evaluation]) -> list[_Score]:
+    return [
+        _Score(
+            ev.benchmark,
+            "dev" if ev.tier == DataTier.DEV else f"{ev.tier} (out of fold)",
+            ev.metric,
+            float(np.mean([s.score for s in ev.samples])) if ev.samples else None,
+            len({s.sample_id for s in ev.samples}),
+            len({s.epoch for s in ev.samples}),
+            ev.id,
+        )
         for ev in evaluations
         if ev.tier in (DataTier.DEV, DataTier.TRAIN)
     ]
-    return table(
-        ["benchmark", "tier", "metric", "mean", "samples", "epochs", "evaluation"],
-        rows,
-        empty="not scored yet (the controller scores dev evaluations it runs)",
-        numeric=(3, 4, 5),
-    )
 
 
-def _metrics(e: Experiment) -> Html:
-    if not e.metrics:
-        return Html("")
-    rows = [
-        [esc(m.name), num(m.value), esc(m.split), num(m.step), esc(m.source)] for m in e.metrics
-    ]
-    return details(
-        f"Metrics logged ({len(e.metrics)})",
-        table(["metric", "value", "split", "step", "source"], rows, numeric=(1, 3)),
-    )
+@dataclass(frozen=True)
+class _Log:
+    title: str
+    text: str = ""
+    missing: str = ""
+    """Why the log cannot be shown ('' when it can)."""
 
 
-def _resources(e: Experiment) -> Html:
-    r = e.resources
-    return facts(
-        [
-            ("CPU", seconds(r.cpu_s)),
-            ("wall (summed over jobs)", seconds(r.wall_s)),
-            ("peak memory", esc(f"{r.peak_rss_mb:.0f} MiB")),
-            ("LLM tokens", esc(f"{r.tokens_in:,} in, {r.tokens_out:,} out")),
-            ("cost", esc(f"${r.cost_usd:.4f}")),
-        ]
-    )
-
-
-def _jobs(jobs: Sequence[Job], artifacts: ArtifactStore) -> Html:
-    if not jobs:
-        return tag("p", esc("no jobs yet"), class_="empty")
-    rows = [
-        [
-            esc(j.id),
-            esc(j.kind),
-            badge(j.status),
-            esc(j.benchmark or j.fold or DASH),
-            num(j.inputs.seed),
-            esc(DASH if j.exit_code is None else j.exit_code),
-            seconds(j.resources.cpu_s),
-            seconds(j.resources.wall_s),
-            esc(f"{j.resources.peak_rss_mb:.0f}"),
-            esc(j.error or j.kill_reason or ""),
-        ]
-        for j in jobs
-    ]
-    logs = join(
-        details(f"{j.id} ({j.kind}) {name}", _log_tail(artifacts, sha))
+def _logs(jobs: Sequence[Job], artifacts: ArtifactStore) -> list[_Log]:
+    return [
+        _log_tail(artifacts, f"{j.id} ({j.kind}) {name}", sha)
         for j in jobs
         for name, sha in (("stdout", j.stdout_sha256), ("stderr", j.stderr_sha256))
         if sha
-    )
-    return Html(
-        table(
-            [
-                "job",
-                "kind",
-                "status",
-                "benchmark / fold",
-                "seed",
-                "exit",
-                "CPU",
-                "wall",
-                "peak MiB",
-                "error",
-            ],
-            rows,
-            numeric=(4, 6, 7, 8),
-        )
-        + tag("h3", esc("Logs"))
-        + (logs or tag("p", esc("no logs kept"), class_="empty"))
-    )
+    ]
 
 
-def _log_tail(artifacts: ArtifactStore, sha: str) -> Html:
+def _log_tail(artifacts: ArtifactStore, title: str, sha: str) -> _Log:
     try:
         text = artifacts.read_bytes(sha).decode("utf-8", errors="replace")
     except NotFoundError:
-        return tag("p", esc(f"log {sha[:12]} is no longer in the lab (collected)"), class_="empty")
+        return _Log(title, missing=f"log {sha[:12]} is no longer in the lab (collected)")
     lines = text.splitlines()
     cut = len(lines) - LOG_TAIL_LINES
     head = f"… {cut} earlier lines not shown\n" if cut > 0 else ""
-    return pre(head + "\n".join(lines[-LOG_TAIL_LINES:]) if lines else "(empty)")
+    return _Log(title, head + "\n".join(lines[-LOG_TAIL_LINES:]) if lines else "(empty)")
 
 
-def _diff(view: CampaignView, e: Experiment, artifacts: ArtifactStore, links: Links) -> Html:
+@dataclass(frozen=True)
+class _ShownChange:
+    path: str
+    status: str
+    diff: str
+    note: str
+    lines: list[tuple[str, str]]
+    """(class, text) per line of the diff: hunk, add, del or ''."""
+
+
+@dataclass(frozen=True)
+class _Diff:
+    message: str = ""
+    """Why there is no diff ('' when there is one)."""
+    against: str = ""
+    changes: list[_ShownChange] = field(default_factory=list)
+    ignored: int = 0
+    reformatted: tuple[str, ...] = ()
+
+
+def _diff(view: CampaignView, e: Experiment, artifacts: ArtifactStore) -> _Diff:
     if e.workspace_hash is None:
-        return tag(
-            "p",
-            esc("no workspace snapshot yet (taken when the experiment finishes)"),
-            class_="empty",
-        )
+        return _Diff("no workspace snapshot yet (taken when the experiment finishes)")
     base, what = _parent_tree(view, e)
     try:
-        changes = tree_changes(artifacts, base, e.workspace_hash)
+        found = tree_changes(artifacts, base, e.workspace_hash)
     except NotFoundError as exc:
-        return tag("p", esc(f"a workspace snapshot is no longer in the lab: {exc}"), class_="empty")
-    intro = tag("p", esc(f"Against {what}: {len(changes)} files differ."), class_="muted")
-    blocks = join(
-        tag("h3", esc(f"{c.path} ({c.status})"))
-        + (_diff_pre(c.diff) if c.diff else tag("p", esc(c.note), class_="muted"))
-        for c in changes
+        return _Diff(f"a workspace snapshot is no longer in the lab: {exc}")
+    return _Diff(
+        against=what,
+        changes=[_shown(c) for c in found.changes],
+        ignored=found.ignored,
+        reformatted=found.reformatted,
     )
-    return Html(intro + blocks)
+
+
+def _shown(change: FileChange) -> _ShownChange:
+    lines = [(_line_class(line), line) for line in change.diff.splitlines()]
+    return _ShownChange(change.path, change.status, change.diff, change.note, lines)
+
+
+def _line_class(line: str) -> str:
+    if line.startswith("@@"):
+        return "hunk"
+    if line.startswith("+") and not line.startswith("+++"):
+        return "add"
+    if line.startswith("-") and not line.startswith("---"):
+        return "del"
+    return ""
 
 
 def _parent_tree(view: CampaignView, e: Experiment) -> tuple[str | None, str]:
@@ -260,43 +192,6 @@ def _parent_tree(view: CampaignView, e: Experiment) -> tuple[str | None, str]:
     if version is not None:
         return version.harness_sha256, f"the harness of {version.label} (the campaign's start)"
     return None, "an empty tree (no parent known)"
-
-
-def _diff_pre(diff: str) -> Html:
-    lines = []
-    for line in diff.splitlines():
-        cls = (
-            "hunk"
-            if line.startswith("@@")
-            else "add"
-            if line.startswith("+") and not line.startswith("+++")
-            else "del"
-            if line.startswith("-") and not line.startswith("---")
-            else ""
-        )
-        lines.append(f'<span class="{cls}">{esc(line)}</span>' if cls else str(esc(line)))
-    return Html('<pre class="diff">' + "\n".join(lines) + "</pre>")
-
-
-def _events(events: Sequence[Event]) -> Html:
-    rows = [
-        [
-            num(ev.seq),
-            esc(ev.at[:19].replace("T", " ")),
-            esc(ev.actor),
-            esc(ev.role),
-            esc(ev.action),
-            esc(ev.tool or ""),
-            badge(ev.outcome),
-            esc(ev.detail[:200]),
-        ]
-        for ev in events
-    ]
-    return table(
-        ["seq", "at (UTC)", "actor", "role", "action", "tool", "outcome", "detail"],
-        rows,
-        numeric=(0,),
-    )
 
 
 # -- comparison ----------------------------------------------------------------------------
@@ -354,107 +249,115 @@ def _rows(evaluations: Sequence[Evaluation]) -> list[dict[str, float]]:
     return list(rows.values())
 
 
+@dataclass(frozen=True)
+class _SampleTable:
+    benchmark: str
+    higher: bool
+    interval: Interval | None
+    reason: str
+    count: int
+    a_higher: int
+    b_higher: int
+    first: int
+    last: int
+    rows: list[tuple[int, str, float, float]]
+    """(rank from 1, sample id, a's mean, b's mean), most different first."""
+    steps: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class _Compared:
+    a: Experiment
+    b: Experiment
+    config_rows: list[tuple[str, Any, Any]]
+    comparisons: list[_SampleTable]
+
+
 def compare_body(
-    view: CampaignView, a: ExperimentRecords, b: ExperimentRecords, links: Links
-) -> Html:
-    """Two experiments side by side: config differences and dev scores sample by sample."""
+    view: CampaignView,
+    a: ExperimentRecords,
+    b: ExperimentRecords,
+    links: Links,
+    *,
+    page: int = 1,
+    defaulted: str = "",
+) -> Markup:
+    """The picker, then two experiments side by side: config differences and, per benchmark,
+    dev scores sample by sample, :data:`SAMPLES_PER_PAGE` of the most different at a time
+    (page ``page``, from 1, with links to the pages around it). ``defaulted`` says why this
+    pair is shown when the reader chose none."""
     cid = view.campaign.id
     ea, eb = a.experiment, b.experiment
-    keys = sorted(set(ea.config) | set(eb.config))
     config_rows = [
-        [esc(k), esc(ea.config.get(k, DASH)), esc(eb.config.get(k, DASH))]
-        for k in keys
+        (k, ea.config.get(k, DASH), eb.config.get(k, DASH))
+        for k in sorted(set(ea.config) | set(eb.config))
         if ea.config.get(k) != eb.config.get(k)
     ]
-    parts = [
-        tag(
-            "h1",
-            esc("Compare ")
-            + link(links.experiment(cid, ea.id), ea.id)
-            + esc(" (a) with ")
-            + link(links.experiment(cid, eb.id), eb.id)
-            + esc(" (b)"),
-        ),
-        section(
-            "Configuration differences",
-            table(["key", "a", "b"], config_rows, empty="same configuration"),
-        ),
-    ]
-    comparisons = compare_samples(a.evaluations, b.evaluations)
-    if not comparisons:
-        parts.append(
-            section(
-                "Scores",
-                tag("p", esc("the two experiments share no dev-scored benchmark"), class_="empty"),
-            )
-        )
-    for c in comparisons:
-        higher = view.higher.get(c.benchmark, True)
-        diff = (
-            signed_interval(c.difference, higher=higher)
-            if isinstance(c.difference, Interval)
-            else esc(c.difference)
-        )
+    tables = []
+    for c in compare_samples(a.evaluations, b.evaluations):
         ordered = sorted(c.samples, key=lambda s: (-abs(s[1] - s[2]), s[0]))
+        pages = max(1, -(-len(ordered) // SAMPLES_PER_PAGE))
+        at = min(max(page, 1), pages)
+        start = (at - 1) * SAMPLES_PER_PAGE
         rows = [
-            [
-                esc(s),
-                num(x),
-                num(y),
-                tag(
-                    "span",
-                    esc(f"{x - y:+.3f}"),
-                    class_=better_class(x - y, x - y, higher),
-                ),
-            ]
-            for s, x, y in ordered[:MAX_SAMPLE_ROWS]
+            (start + i + 1, *s) for i, s in enumerate(ordered[start : start + SAMPLES_PER_PAGE])
         ]
-        more = len(ordered) - MAX_SAMPLE_ROWS
-        parts.append(
-            section(
-                f"{c.benchmark}: dev scores by sample",
-                facts(
-                    [
-                        ("a - b (paired, 95%)", diff),
-                        (
-                            "samples",
-                            esc(
-                                f"{len(c.samples)}: a higher on {c.a_higher}, "
-                                f"b higher on {c.b_higher}"
-                            ),
-                        ),
-                    ]
-                )
-                + table(["sample", "a", "b", "a - b"], rows, numeric=(1, 2, 3), cls="samples")
-                + (
-                    tag("p", esc(f"{more} more samples with smaller differences"), class_="muted")
-                    if more > 0
-                    else Html("")
-                ),
+        steps = [
+            (f"{links.compare(cid, ea.id, eb.id)}&page={n}#samples-{c.benchmark}", label)
+            for n, label in ((at - 1, "previous samples"), (at + 1, "next samples"))
+            if 1 <= n <= pages and not links.static
+        ]
+        tables.append(
+            _SampleTable(
+                benchmark=c.benchmark,
+                higher=view.higher.get(c.benchmark, True),
+                interval=c.difference if isinstance(c.difference, Interval) else None,
+                reason=c.difference if isinstance(c.difference, str) else "",
+                count=len(c.samples),
+                a_higher=c.a_higher,
+                b_higher=c.b_higher,
+                first=start + 1,
+                last=start + len(rows),
+                rows=rows,
+                steps=steps,
             )
         )
-    return join(parts)
-
-
-def compare_picker(view: CampaignView, links: Links, a: str = "", b: str = "") -> Html:
-    """A form that chooses the two experiments to compare (live dashboard only)."""
-
-    def options(chosen: str) -> str:
-        return "".join(
-            f'<option value="{esc(e.id)}"{" selected" if e.id == chosen else ""}>'
-            f"{esc(e.id)} · {esc(e.description[:60])}</option>"
-            for e in view.experiments
-        )
-
-    return join(
-        [
-            tag("h1", esc("Compare two experiments")),
-            section(
-                "Pick two",
-                f'<form class="pick" method="get" action="{esc(links.compare(view.campaign.id))}">'
-                f'<label>a <select name="a">{options(a)}</select></label> '
-                f'<label>b <select name="b">{options(b)}</select></label> '
-                '<button type="submit">compare</button></form>',
-            ),
-        ]
+    return render(
+        "compare.html",
+        view=view,
+        links=links,
+        a=ea.id,
+        b=eb.id,
+        defaulted=defaulted,
+        result=_Compared(ea, eb, config_rows, tables),
     )
+
+
+def compare_picker(view: CampaignView, links: Links) -> Markup:
+    """The form that chooses two experiments to compare, with nothing compared yet."""
+    return render("compare.html", view=view, links=links, a="", b="", defaulted="", result=None)
+
+
+def default_pair(view: CampaignView) -> tuple[str, str, str] | None:
+    """The pair the compare page shows when none was chosen: the campaign's first experiment
+    (its reference: the start version as it is) against the best other one on the first
+    target benchmark, with a sentence saying so; None with fewer than two experiments."""
+    if len(view.experiments) < 2:
+        return None
+    reference = view.experiments[0].id
+    targets = [b.name for b in view.benchmarks if b.target] or sorted(
+        {b for scores in view.dev.values() for b in scores}
+    )
+    higher = view.higher
+    scored = [
+        (view.dev[e.id][targets[0]].mean, e.id)
+        for e in view.experiments[1:]
+        if targets and targets[0] in view.dev.get(e.id, {})
+    ]
+    if scored:
+        up = higher.get(targets[0], True)
+        score, best = (max if up else min)(scored, key=lambda s: s[0])
+        why = f"the reference {reference} against the best on {targets[0]} ({score:.3f})"
+        return reference, best, why
+    last = view.experiments[-1].id
+    return reference, last, f"the reference {reference} against the latest, {last}"

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Collection
 from urllib.parse import quote, urlencode
 
-from rsilab.web._html import Html, esc, link
-
 
 def _q(part: str) -> str:
     return quote(part, safe="")
@@ -46,12 +44,6 @@ class Links:
     def shows_experiment(self, experiment_id: str) -> bool:
         """Whether the experiment has a page to link to."""
         return True
-
-    def experiment_link(self, campaign_id: str, experiment_id: str) -> Html:
-        """A link to the experiment, or its id as text where it has no page."""
-        if self.shows_experiment(experiment_id):
-            return link(self.experiment(campaign_id, experiment_id), experiment_id)
-        return esc(experiment_id)
 
     def compare(self, campaign_id: str, a: str = "", b: str = "") -> str:
         """Two experiments compared sample by sample (the picker when either is empty)."""

@@ -21,6 +21,7 @@ from urllib.parse import urlencode
 
 from fastapi import FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from markupsafe import Markup
 
 from rsilab.errors import NotFoundError, UserError
 from rsilab.orchestrator.report import (
@@ -32,6 +33,7 @@ from rsilab.store import Lab
 from rsilab.store.mirror import StoreMirror
 from rsilab.web._audit_pages import flags_body, lineage_body, resources_body
 from rsilab.web._campaign_pages import (
+    GuidanceForm,
     campaign_nav,
     campaign_rows,
     campaigns_body,
@@ -43,14 +45,16 @@ from rsilab.web._experiment_pages import (
     ExperimentRecords,
     compare_body,
     compare_picker,
+    default_pair,
     experiment_body,
     read_experiment,
 )
 from rsilab.web._hosts import LOOPBACK_NAMES, LocalOnly
-from rsilab.web._html import Html, esc, page, section, tag
 from rsilab.web._links import Links
 from rsilab.web._memory_page import memory_body
 from rsilab.web._read import MIRRORED_KINDS, CampaignView, ReadCache, ViewCache, read_campaign
+from rsilab.web._templates import page, render
+from rsilab.web.progress import baseline_progress
 
 LINKS = Links()
 
@@ -112,7 +116,9 @@ class _Routes:
         except NotFoundError:
             raise _Missing(f"no campaign {campaign_id!r} in this lab") from None
 
-    def html(self, title: str, body: str, seq: int, campaign_id: str | None = None) -> HTMLResponse:
+    def html(
+        self, title: str, body: Markup, seq: int, campaign_id: str | None = None
+    ) -> HTMLResponse:
         """The page, marked with the ledger position its content was read at (so it redraws
         on any later event, even one recorded while it was being made)."""
         nav = (
@@ -125,10 +131,8 @@ class _Routes:
     def install(self, app: FastAPI) -> None:
         @app.exception_handler(_Missing)
         async def missing(_: Request, exc: _Missing) -> HTMLResponse:
-            body = section(
-                "Not found",
-                tag("p", esc(str(exc)))
-                + tag("p", Html(f'<a href="{LINKS.campaigns()}">back to the campaigns</a>')),
+            body = render(
+                "message.html", heading="Not found", lines=[str(exc)], back=LINKS.campaigns()
             )
             return HTMLResponse(page("not found", body), status_code=404)
 
@@ -158,7 +162,7 @@ class _Routes:
         return JSONResponse({"seq": self.seq()}, headers={"Cache-Control": "no-store"})
 
     def campaigns(self) -> HTMLResponse:
-        def read() -> Html:
+        def read() -> Markup:
             return campaigns_body(campaign_rows(self.reads), LINKS)
 
         seq = self.seq()
@@ -172,12 +176,16 @@ class _Routes:
     def overview(self, campaign_id: str, guided: str = "", error: str = "") -> HTMLResponse:
         seq = self.seq()
         view = self.view(campaign_id, seq)
-        form = (
-            "" if view.campaign.is_finished() else self._guidance_form(campaign_id, guided, error)
+        running = not view.campaign.is_finished()
+        form = GuidanceForm(f"{LINKS.campaign(campaign_id)}/guidance", self.token, guided, error)
+        baseline = self.cache.get(
+            ("baseline", campaign_id),
+            seq,
+            lambda: baseline_progress(self.reads, view.campaign, view.lineage),
         )
         return self.html(
             f"campaign {campaign_id}",
-            overview_body(view, LINKS, guidance_form=form),
+            overview_body(view, LINKS, guidance=form if running else None, baseline=baseline),
             seq,
             campaign_id,
         )
@@ -204,16 +212,24 @@ class _Routes:
         body = experiment_body(view, found, self.lab.artifacts, LINKS)
         return self.html(f"experiment {experiment_id}", body, seq, campaign_id)
 
-    def compare(self, campaign_id: str, a: str = "", b: str = "") -> HTMLResponse:
+    def compare(self, campaign_id: str, a: str = "", b: str = "", page: int = 1) -> HTMLResponse:
+        """Two experiments sample by sample; with none chosen, the reference against the
+        best (:func:`~rsilab.web._experiment_pages.default_pair`)."""
         seq = self.seq()
         view = self.view(campaign_id, seq)
+        why = ""
         if not a or not b:
-            return self.html("compare", compare_picker(view, LINKS, a, b), seq, campaign_id)
-        body = compare_picker(view, LINKS, a, b) + compare_body(
+            pair = default_pair(view)
+            if pair is None:
+                return self.html("compare", compare_picker(view, LINKS), seq, campaign_id)
+            a, b, why = pair
+        body = compare_body(
             view,
             self._experiment(campaign_id, a, seq),
             self._experiment(campaign_id, b, seq),
             LINKS,
+            page=page,
+            defaulted=why,
         )
         return self.html(f"compare {a} and {b}", body, seq, campaign_id)
 
@@ -244,22 +260,12 @@ class _Routes:
     ) -> Response:
         """Record guidance typed into the overview page, as ``rsilab guide`` does."""
         if not secrets.compare_digest(token, self.token):
-            return HTMLResponse(
-                page(
-                    "refused",
-                    section(
-                        "Refused",
-                        tag(
-                            "p",
-                            esc(
-                                "this form was not made by this dashboard (its token does not "
-                                "match); reload the campaign page and send it from there"
-                            ),
-                        ),
-                    ),
-                ),
-                status_code=403,
+            said = (
+                "this form was not made by this dashboard (its token does not match); "
+                "reload the campaign page and send it from there"
             )
+            body = render("message.html", heading="Refused", lines=[said], back="")
+            return HTMLResponse(page("refused", body), status_code=403)
         target = LINKS.campaign(campaign_id)
         try:
             given = give_guidance(self.lab.store, campaign_id, text, by.strip() or "dashboard")
@@ -286,31 +292,6 @@ class _Routes:
         if found.experiment.campaign_id != campaign_id:
             raise _Missing(f"experiment {experiment_id} is not part of campaign {campaign_id}")
         return found
-
-    def _guidance_form(self, campaign_id: str, guided: str, error: str) -> str:
-        status = ""
-        if guided:
-            status = str(
-                tag(
-                    "p",
-                    esc(
-                        f"guidance {guided} recorded: the Main agent reads it at "
-                        "its next planning step"
-                    ),
-                    class_="pos",
-                )
-            )
-        if error:
-            status = str(tag("p", esc(f"not recorded: {error}"), class_="neg"))
-        action = f"{LINKS.campaign(campaign_id)}/guidance"
-        return (
-            f'<form class="guide" method="post" action="{esc(action)}">'
-            f'<input type="hidden" name="token" value="{esc(self.token)}">'
-            '<textarea name="text" placeholder="What the Main agent should consider next"'
-            " required></textarea><br>"
-            '<label>from <input name="by" placeholder="your name"></label> '
-            '<button type="submit">send guidance</button></form>' + status
-        )
 
 
 class _Missing(Exception):

@@ -20,10 +20,10 @@ from rsilab.web._campaign_pages import (
     overview_body,
 )
 from rsilab.web._experiment_pages import experiment_body, read_experiment
-from rsilab.web._html import Html, esc, join, page, tag
 from rsilab.web._links import AnchorLinks
 from rsilab.web._memory_page import memory_body
 from rsilab.web._read import CampaignView, read_campaign
+from rsilab.web._templates import page, render
 
 ALL_IN_FULL_UP_TO = 300
 """A campaign with at most this many experiments has every one in full in its report."""
@@ -45,51 +45,32 @@ def experiments_in_full(view: CampaignView) -> set[str] | None:
     return chosen
 
 
-def _part(ident: str, body: str) -> Html:
-    return tag("div", body, id=ident, class_="part")
-
-
 def render_campaign_html(lab: Lab, campaign_id: str) -> str:
     """The whole report of ``campaign_id`` as one HTML document. Raises NotFoundError."""
     view = read_campaign(lab.store, campaign_id)
     links = AnchorLinks(experiments_in_full(view))
     shown = [e for e in view.experiments if links.shows_experiment(e.id)]
-    experiments = [
-        _part(e.id, experiment_body(view, read_experiment(lab.store, e.id), lab.artifacts, links))
-        for e in shown
-    ]
-    if len(shown) < len(view.experiments):
-        experiments.insert(
-            0,
-            tag(
-                "p",
-                esc(
-                    f"{len(shown)} of the {len(view.experiments)} experiments are in this file in "
-                    "full: those behind a candidate, each direction's best, the first and the "
-                    f"latest {LATEST_IN_FULL}. The dashboard (rsilab ui) shows every one."
-                ),
-                class_="muted",
-            ),
-        )
-    directions = [_part(d.id, direction_body(view, d.id, links) or "") for d in view.directions]
-    body = join(
-        [
-            _part("top", overview_body(view, links)),
-            *directions,
-            _part("experiments", experiments_body(view, links)),
-            *experiments,
-            _part("lineage", lineage_body(view, links)),
-            _part("flags", flags_body(view)),
-            _part("resources", resources_body(view, campaign_resources(lab.store, campaign_id))),
-            _part("memory", memory_body(lab.store, view.campaign.task.name)),
-            tag(
-                "p",
-                esc(
-                    f"Made from the lab at {lab.path} by rsilab; every number is read "
-                    "from its records."
-                ),
-                class_="muted",
-            ),
-        ]
+    partial = (
+        f"{len(shown)} of the {len(view.experiments)} experiments are in this file in full: "
+        "those behind a candidate, each direction's best, the first and the latest "
+        f"{LATEST_IN_FULL}. The dashboard (rsilab ui) shows every one."
+        if len(shown) < len(view.experiments)
+        else ""
+    )
+    body = render(
+        "report.html",
+        overview=overview_body(view, links),
+        directions=[(d.id, direction_body(view, d.id, links)) for d in view.directions],
+        experiments=experiments_body(view, links),
+        partial=partial,
+        shown=[
+            (e.id, experiment_body(view, read_experiment(lab.store, e.id), lab.artifacts, links))
+            for e in shown
+        ],
+        lineage=lineage_body(view, links),
+        flags=flags_body(view),
+        resources=resources_body(view, campaign_resources(lab.store, campaign_id)),
+        memory=memory_body(lab.store, view.campaign.task.name),
+        lab_path=str(lab.path),
     )
     return page(f"campaign {campaign_id}", body, nav=campaign_nav(campaign_id, links))

@@ -76,6 +76,7 @@ ALLOWED_COMMITS = {
     ("expos/dispatch.py", "_record"),
     ("expos/dispatch.py", "_record_failure"),
     ("mcp/agent_ledger.py", "_record"),
+    ("mcp/tokens.py", "_commit"),  # bearer tokens for MCP over HTTP, and their refusals
     ("memory/builtin_skills.py", "ensure_builtin_skills"),
     ("memory/revisions.py", "_commit"),
     ("orchestrator/writer.py", "write"),

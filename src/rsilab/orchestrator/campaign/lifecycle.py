@@ -41,6 +41,7 @@ from typing import Any
 from rsilab.controller.lineage import find_lineage
 from rsilab.controller.recovery import recover_controller_work
 from rsilab.errors import RsilabError, UserError
+from rsilab.executors import ExecutorChoice
 from rsilab.expos.campaigns import open_campaign
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator.campaign._budget import budget_of, record_budget
@@ -140,6 +141,8 @@ class CampaignPolicy:
     """A person opted in to run jobs as plain processes where bubblewrap cannot run."""
     unbounded_disk: bool = False
     """A person opted in to a polled disk limit where the kernel cannot bound it."""
+    executor: ExecutorChoice | None = None
+    """Where the run's own services run jobs (None: on this machine)."""
 
     def preflight(self, lab: Lab, services: LabServices) -> None:
         """Checks of the policy's own, before anything is written (UserError: what to do)."""
@@ -192,7 +195,7 @@ def run_policy(
     if services is None:
         services = LabServices(
             lab, judge_in_background=False, slots=policy.slots,
-            allow_unsandboxed=policy.unsandboxed,
+            allow_unsandboxed=policy.unsandboxed, executor_choice=policy.executor,
         )  # fmt: skip
     try:
         where = _preflight(lab, task, policy, services)

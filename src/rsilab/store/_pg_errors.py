@@ -1,0 +1,79 @@
+"""What a PostgreSQL failure means for a person: an unreachable server, a full disk, a
+read-only or refused database, a row that does not parse."""
+
+from __future__ import annotations
+
+from pydantic import ValidationError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from rsilab.errors import LabDamaged, LabError
+
+HINT = "run `rsilab verify --lab URL` to list what is damaged, then restore the database"
+
+_DISK_FULL, _READ_ONLY, _NO_PRIVILEGE = "53100", "25006", "42501"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def is_disconnect(exc: SQLAlchemyError) -> bool:
+    """Whether ``exc`` means the connection to the server was lost (or never made)."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    import psycopg  # the driver: imported here so that SQLite-only code never loads it
+
+    orig = getattr(exc, "orig", None)
+    return isinstance(orig, psycopg.OperationalError) and getattr(orig, "sqlstate", None) in (
+        None,
+        "57P01",  # admin_shutdown: the server is stopping or restarting
+        "57P02",
+        "57P03",  # cannot_connect_now: the server is starting up
+        "08000",
+        "08003",
+        "08006",
+    )
+
+
+def explain(exc: SQLAlchemyError, where: str) -> LabError:
+    """The LabError a person reads for ``exc`` on the lab database ``where`` (a URL shown
+    without its password)."""
+    state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if state == _DISK_FULL:
+        return LabError(
+            f"cannot write to the lab database {where}: the server's disk is full; nothing "
+            "from this change was recorded",
+            "free space on the PostgreSQL server and run the command again",
+        )
+    if state == _READ_ONLY:
+        return LabError(
+            f"cannot write to the lab database {where}: the server or database is read-only",
+            "point --lab at the primary server, not a standby",
+        )
+    if state == _NO_PRIVILEGE:
+        return LabError(
+            f"the lab database {where} refused this user: {_first_line(exc)}",
+            "grant the user rights on the lab's tables, or use the user that created the lab",
+        )
+    if is_disconnect(exc):
+        return LabError(
+            f"cannot reach the PostgreSQL server of the lab {where}: {_first_line(exc)}",
+            "start the server, or check the URL's host, port, user and database",
+        )
+    return LabError(f"the lab database {where} failed: {_first_line(exc)}", "see `rsilab doctor`")
+
+
+def unparsed_row(where: str, table: str, row: str, exc: Exception) -> LabDamaged:
+    """The error for a stored row of ``table`` that does not parse (``row`` names it)."""
+    problem = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ValidationError) and exc.errors():
+        first = exc.errors()[0]
+        problem = ".".join(str(p) for p in first.get("loc", ())) + f": {first.get('msg', '')}"
+    return LabDamaged(
+        f"the lab database {where} holds a row that does not parse: table {table}, row {row}: "
+        f"{problem}",
+        HINT,
+        table=table,
+        row=row,
+    )

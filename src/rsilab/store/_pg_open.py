@@ -1,0 +1,88 @@
+"""Opening a PostgreSQL lab: the engine, the server's durability setting, the lab's metadata
+and its migrations."""
+
+from __future__ import annotations
+
+import secrets
+
+from sqlalchemy import Connection, Engine, create_engine, text
+
+from rsilab.errors import LabError
+from rsilab.records import SCHEMA_VERSION, utc_now
+from rsilab.store._pg_schema import migrate
+from rsilab.store._pg_url import PgLocation
+
+SETUP_LOCK = 0x72_73_69_6C_61_62  # "rsilab": creating or upgrading a lab is one at a time
+CONNECT_TIMEOUT_S = 10
+
+
+def make_engine(location: PgLocation) -> Engine:
+    """An engine whose pooled connections are checked before use, so a server restart costs
+    one reconnect instead of an error."""
+    return create_engine(
+        location.url,
+        pool_pre_ping=True,
+        pool_size=8,
+        max_overflow=16,
+        isolation_level="READ COMMITTED",
+        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "rsilab"},
+    )
+
+
+def check_durable(conn: Connection, where: str) -> None:
+    """Refuse a server that may lose commits it has acknowledged.
+
+    With ``synchronous_commit=off`` a commit returns before its WAL reaches the disk, so a
+    crash can drop acknowledged events: the ledger's tail would vanish after rsilab reported
+    it written. Raises LabError.
+    """
+    setting = str(conn.execute(text("SHOW synchronous_commit")).scalar_one())
+    if setting.lower() == "off":
+        raise LabError(
+            f"the PostgreSQL server of the lab {where} runs with synchronous_commit=off, "
+            "which can lose acknowledged ledger events in a crash; refused",
+            "set synchronous_commit = on for the lab's database "
+            "(ALTER DATABASE ... SET synchronous_commit = on) or on the server",
+        )
+
+
+def prepare(conn: Connection, where: str, create: bool, lab_id: str | None) -> str:
+    """Create (``create``) or check and upgrade the lab in the database; its lab id.
+
+    Runs inside the caller's transaction, under a lock that makes two processes creating or
+    upgrading one lab take turns. ``lab_id`` (with ``create``) keeps the id of a lab copied
+    from elsewhere. Raises LabError.
+    """
+    conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": SETUP_LOCK})
+    has_meta = conn.execute(text("SELECT to_regclass('meta') IS NOT NULL")).scalar_one()
+    if create:
+        if has_meta:
+            raise LabError(
+                f"a lab already exists in the database {where}",
+                "use it, or create an empty database for the new lab",
+            )
+        migrate(conn, 0, SCHEMA_VERSION)
+        new_id = lab_id or f"lab-{secrets.token_hex(8)}"
+        for key, value in (("app", "rsilab"), ("lab_id", new_id), ("created_at", utc_now())):
+            conn.execute(text("INSERT INTO meta VALUES (:k, :v)"), {"k": key, "v": value})
+        return new_id
+    if not has_meta:
+        raise LabError(
+            f"the database {where} holds no rsilab lab",
+            "create one with `rsilab init --lab URL`, or check the database name",
+        )
+    meta = {str(k): str(v) for k, v in conn.execute(text("SELECT key, value FROM meta"))}
+    if meta.get("app") != "rsilab" or "lab_id" not in meta:
+        raise LabError(
+            f"the database {where} is not an rsilab lab (foreign metadata)", "check --lab"
+        )
+    version = int(meta.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise LabError(
+            f"the lab {where} has schema version {version}, newer than this rsilab understands "
+            f"({SCHEMA_VERSION}); it was left untouched",
+            "upgrade rsilab to open it",
+        )
+    if version < SCHEMA_VERSION:
+        migrate(conn, version, SCHEMA_VERSION)
+    return meta["lab_id"]

@@ -1,0 +1,214 @@
+"""PostgreSQL-specific behaviour: the lab URL, durability, the fork-proof table, migrations,
+and commits across a server restart or a connection cut mid-commit (the chaos cases)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from rsilab.errors import LabError, UserError
+from rsilab.records import SCHEMA_VERSION, Finding
+from rsilab.store import Lab, resolve_lab_path, verify_store
+from rsilab.store import postgres as postgres_module
+from rsilab.store._pg_url import parse_pg_url
+from rsilab.store.backup import backup_lab
+from rsilab.store.postgres import PostgresStore
+from tests.store.cutting_proxy import CuttingProxy
+from tests.store.helpers import draft, fill, finding
+from tests.store.pg_server import PORT, SUPERUSER, PgServer
+
+
+def sql(server: PgServer, url: str, statement: str) -> list[tuple[object, ...]]:
+    """Run one statement in the lab's database, outside the store (autocommit)."""
+    database = parse_pg_url(url).url.database
+    with psycopg.connect(
+        host=str(server.folder), port=PORT, user=SUPERUSER, dbname=database, autocommit=True
+    ) as conn:
+        cursor = conn.execute(statement.encode())
+        return cursor.fetchall() if cursor.description else []
+
+
+# -- the URL -----------------------------------------------------------------------------------
+
+
+def test_url_without_artifacts_is_refused_in_one_line() -> None:
+    with pytest.raises(LabError, match="names no artifact folder") as caught:
+        Lab.open("postgresql://me@db.example/lab")
+
+    assert "\n" not in caught.value.message
+    assert "artifacts=" in (caught.value.hint or "")
+
+
+def test_url_and_folder_resolve_to_the_artifact_folder(tmp_path: Path) -> None:
+    url = f"postgresql://me:secret@db.example:6543/lab?sslmode=require&artifacts={tmp_path}"
+
+    location = parse_pg_url(url)
+
+    assert resolve_lab_path(url) == tmp_path
+    assert resolve_lab_path(tmp_path / "lab") == tmp_path / "lab"
+    assert (location.url.drivername, location.url.host, location.url.port) == (
+        "postgresql+psycopg",
+        "db.example",
+        6543,
+    )
+    assert dict(location.url.query) == {"sslmode": "require"}
+    assert "secret" not in location.shown
+    # A Path made from the URL (as --lab DIR gives it) has lost a slash; it still parses.
+    assert parse_pg_url(Path(url)).url == location.url
+
+
+def test_lab_init_and_open_through_a_url(pg_lab_url: str) -> None:
+    with Lab.init(pg_lab_url) as lab:
+        lab_id = lab.store.lab_id
+        assert isinstance(lab.store, PostgresStore)
+        sha = lab.artifacts.put_bytes(b"bytes kept beside the database").sha256
+
+    with Lab.open(pg_lab_url) as lab:
+        assert lab.store.lab_id == lab_id
+        assert [e.action for e in lab.store.events()] == ["lab_created"]
+        assert lab.artifacts.read_bytes(sha) == b"bytes kept beside the database"
+        assert verify_store(lab.store).ok
+
+    with pytest.raises(LabError, match="already exists"):
+        Lab.init(pg_lab_url)
+
+
+def test_backup_refuses_a_postgres_lab_and_writes_nothing(pg_lab_url: str, tmp_path: Path) -> None:
+    with Lab.init(pg_lab_url) as lab, pytest.raises(UserError, match="copies SQLite labs"):
+        backup_lab(lab, tmp_path / "backup")
+
+    assert not (tmp_path / "backup").exists()
+    assert not (lab.path / "lab.db").exists()
+
+
+def test_database_without_a_lab_is_refused(pg_server: PgServer, tmp_path: Path) -> None:
+    url = pg_server.lab_url(pg_server.database(), tmp_path)
+
+    with pytest.raises(LabError, match="holds no rsilab lab"):
+        PostgresStore.open(url)
+
+
+# -- durability and the fork-proof table -------------------------------------------------------
+
+
+def test_synchronous_commit_off_is_refused(pg_server: PgServer, pg_lab_url: str) -> None:
+    PostgresStore.open(pg_lab_url, create=True).close()
+    database = parse_pg_url(pg_lab_url).url.database
+    pg_server.admin(f"ALTER DATABASE {database} SET synchronous_commit = off")
+
+    with pytest.raises(LabError) as caught:
+        PostgresStore.open(pg_lab_url)
+
+    assert "synchronous_commit=off" in caught.value.message
+    assert "\n" not in caught.value.message
+
+
+def test_the_table_refuses_a_fork_and_a_repeated_event_id(
+    pg_server: PgServer, pg_lab_url: str
+) -> None:
+    with PostgresStore.open(pg_lab_url, create=True) as store:
+        fill(store, 3)
+    first = sql(pg_server, pg_lab_url, "SELECT prev_hash, event_id FROM events WHERE seq = 2")[0]
+    insert = "INSERT INTO events (seq, hash, prev_hash, event_id, body) VALUES ({})"
+
+    # A second event after event 1 (same previous hash), as a writer without the lock would.
+    with pytest.raises(psycopg.errors.UniqueViolation, match="prev_hash"):
+        sql(pg_server, pg_lab_url, insert.format(f"4, 'h', '{first[0]}', 'fresh', '{{}}'"))
+    with pytest.raises(psycopg.errors.UniqueViolation, match="event_id"):
+        sql(pg_server, pg_lab_url, insert.format(f"4, 'h', 'other', '{first[1]}', '{{}}'"))
+    with pytest.raises(psycopg.errors.UniqueViolation, match="events_pkey"):
+        sql(pg_server, pg_lab_url, insert.format("3, 'h', 'other', 'fresh', '{}'"))
+
+
+def test_newer_schema_is_refused_untouched(pg_server: PgServer, pg_lab_url: str) -> None:
+    PostgresStore.open(pg_lab_url, create=True).close()
+    newer = SCHEMA_VERSION + 1
+    sql(pg_server, pg_lab_url, f"UPDATE meta SET value = '{newer}' WHERE key = 'schema_version'")
+
+    with pytest.raises(LabError, match=f"schema version {newer}, newer"):
+        PostgresStore.open(pg_lab_url)
+
+    stored = sql(pg_server, pg_lab_url, "SELECT value FROM meta WHERE key = 'schema_version'")
+    assert stored == [(str(newer),)]
+
+
+def test_a_new_lab_stores_the_current_schema_version(pg_server: PgServer, pg_lab_url: str) -> None:
+    PostgresStore.open(pg_lab_url, create=True).close()
+
+    assert sql(pg_server, pg_lab_url, "SELECT value FROM meta WHERE key = 'schema_version'") == [
+        ("3",)
+    ]
+
+
+# -- chaos: a restart, a cut connection --------------------------------------------------------
+
+
+@pytest.fixture
+def restarted(pg_server: PgServer) -> Iterator[PgServer]:
+    """The session's server, started again after the test whatever it did to it."""
+    try:
+        yield pg_server
+    finally:
+        if not (pg_server.data / "postmaster.pid").exists():
+            pg_server.start()
+
+
+def test_commit_after_a_server_restart_reconnects(restarted: PgServer, pg_lab_url: str) -> None:
+    with PostgresStore.open(pg_lab_url, create=True) as store:
+        store.commit(draft("before the restart"), [finding("one")])
+
+        restarted.restart()
+        event = store.commit(draft("after the restart"), [finding("two")])
+
+        assert event.seq == 2
+        assert [e.detail for e in store.events()] == ["before the restart", "after the restart"]
+        report = verify_store(store)
+    assert report.ok, report.problems
+
+
+def test_commit_while_the_server_is_down_fails_clearly_and_writes_nothing(
+    restarted: PgServer, pg_lab_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres_module, "RECONNECT_S", 1.0)
+    with PostgresStore.open(pg_lab_url, create=True) as store:
+        store.commit(draft("kept"))
+        restarted.stop()
+
+        with pytest.raises(LabError, match="cannot reach the PostgreSQL server") as caught:
+            store.commit(draft("never written"))
+
+        assert "outcome is unknown" in caught.value.message
+        restarted.start()
+        assert [e.detail for e in store.events()] == ["kept"]
+
+
+@pytest.mark.parametrize(
+    ("marker", "deliver"),
+    # The simple-query message's text ends in NUL: "COMMIT\x00" is no "READ COMMITTED".
+    [(b"COMMIT\x00", True), (b"INSERT INTO events", False)],
+    ids=["cut-after-commit-sent", "cut-before-the-event"],
+)
+def test_a_commit_cut_mid_way_lands_exactly_once(
+    pg_server: PgServer, tmp_path: Path, marker: bytes, deliver: bool
+) -> None:
+    proxy = CuttingProxy(pg_server.folder / f".s.PGSQL.{PORT}")
+    url = f"postgresql://{SUPERUSER}@127.0.0.1:{proxy.port}/{pg_server.database()}"
+    try:
+        with PostgresStore.open(f"{url}?artifacts={tmp_path}", create=True) as store:
+            store.commit(draft("first"))
+            record = finding("written once")
+            proxy.arm(marker, deliver=deliver)
+
+            event = store.commit(draft("cut"), [record])
+
+            assert proxy.cuts == 1
+            assert (event.seq, record.rev) == (2, 1)
+            assert [e.detail for e in store.events()] == ["first", "cut"]
+            assert [f.claim for f in store.query_as(Finding)] == ["written once"]
+            report = verify_store(store)
+    finally:
+        proxy.close()
+    assert report.ok, report.problems
