@@ -44,8 +44,9 @@ from tests.executors.ray_cluster import RayCluster
 from tests.sandbox.helpers import bwrap_problem
 from tests.store.pg_server import PgServer, start_server, stop_server
 
-BUDGET = 6
-"""Experiments in the campaign: enough that some are still to run when the failures come."""
+BUDGET = 10
+"""Experiments in the campaign: enough that some are still to run when the failures come (6
+was too few on an idle machine: the campaign ended before node 2 was seen running a job)."""
 FINISHED_BEFORE_KILL = 2
 """Experiments whose jobs have succeeded before the second node is killed."""
 RSILAB = Path(sys.executable).with_name("rsilab")
@@ -98,14 +99,14 @@ def cluster(hidden: Path) -> Iterator[RayCluster]:
         made.stop()
 
 
-def poll(condition: Callable[[], bool], timeout_s: float) -> bool:
-    """Check ``condition`` twice a second until it holds or the deadline passes (each check
-    opens a connection or walks /proc, so not more often on a loaded machine)."""
+def poll(condition: Callable[[], bool], timeout_s: float, every_s: float = 0.5) -> bool:
+    """Check ``condition`` every ``every_s`` until it holds or the deadline passes (a check
+    opens a connection or walks /proc, so twice a second unless a moment must not be missed)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.5)
+        time.sleep(every_s)
     return True
 
 
@@ -214,7 +215,10 @@ def test_a_campaign_survives_a_dead_node_and_a_database_restart(
         ), "the campaign did not finish two experiments in time"
         assert run.poll() is None, f"the run ended before the failures: {run.communicate()}"
         before = snapshot(url)
-        assert poll(lambda: freeze_node2_running_a_job(cluster) or run.poll() is not None, 120)
+        # synthetic's jobs last a fraction of a second on an idle machine: look often
+        assert poll(
+            lambda: freeze_node2_running_a_job(cluster) or run.poll() is not None, 120, 0.02
+        )
         assert run.poll() is None, f"the run ended before node 2 ran a job: {run.communicate()}"
         pg.restart()  # while the campaign runs and node 2 holds a job it cannot finish
         cluster.kill_node2()  # SIGKILL ends stopped processes too
