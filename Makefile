@@ -9,7 +9,9 @@ SITE := site
 # `make test` runs them all.
 SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
 	tests/orchestrator/rounds/test_evolution.py tests/cli/test_evolve.py \
-	tests/tasks/builtin/test_textcls.py tests/controller/test_traps.py tests/web/test_browser.py
+	tests/tasks/builtin/test_textcls.py tests/controller/test_traps.py tests/web/test_browser.py \
+	tests/web/test_browser_pages.py tests/executors/test_ray.py tests/test_many_machines.py \
+	tests/mcp/test_http.py tests/export/test_follow.py
 
 .PHONY: install system-deps postgres-deps browser-deps agent-clis runtime test check docs demo bench bench-quick mutate lint typecheck clean
 
