@@ -81,7 +81,7 @@ def mlflow(
     and per accepted version (final-tier scores with intervals, the gain over the baseline,
     the controller's decision, lineage tags).
 
-    Exporting again reuses the same runs (found by their `rsilab.record_id` tag) and writes
+    Exporting again reuses the same runs (found by their `"rsilab.record_id"` tag) and writes
     only what changed. Every run is tagged as a copy: the lab's id and its ledger head at
     export time; the lab stays the record of truth. Needs the `mlflow` extra.
     """
