@@ -52,6 +52,7 @@ SUITES = [
     "benchmarks.bench_power",
     "benchmarks.bench_null_campaigns",
     "benchmarks.bench_protocol:run_protocol",
+    "benchmarks.bench_posttrain:run_posttrain",
     "benchmarks.bench_search:run_search_synthetic",
     "benchmarks.bench_campaigns:run_campaign_acceptance",
     "benchmarks.bench_campaigns:run_campaign_overhead",
@@ -64,6 +65,7 @@ SUITES = [
 
 FULL_ONLY = {
     "benchmarks.bench_protocol:run_protocol",
+    "benchmarks.bench_posttrain:run_posttrain",
     "benchmarks.bench_rounds:run_rounds_table",
     "benchmarks.bench_teams:run_team_comparison",
     "benchmarks.bench_dashboard:run_dashboard_render",

@@ -208,6 +208,11 @@ class RunResult:
     """The final-tier target score of the lineage head against compute: ``(cpu_s, score)`` at
     the start (the baseline's score at 0) and at each acceptance (the CPU seconds of the jobs
     finished by the time it was decided)."""
+    final_scores: dict[str, float] = field(default_factory=dict)
+    """Final-tier score of the lineage head at the end on every benchmark, non-targets included
+    (empty in runs kept before this field existed)."""
+    baseline_scores: dict[str, float] = field(default_factory=dict)
+    """The baseline's final-tier score on every benchmark (the same for every run of a lab)."""
 
     @property
     def experiments(self) -> int:
@@ -416,7 +421,16 @@ def _result(
         cpu_s=cpu_s,
         head_config=head_config(tl, lineage),
         final_by_cpu=final_by_cpu,
+        final_scores=_head_scores(tl, lineage),
+        baseline_scores={name: i.value for name, i in tl.baseline.scores.items()},
     )
+
+
+def _head_scores(tl: TaskLab, lineage: str) -> dict[str, float]:
+    """The final-tier score of ``lineage``'s head on every benchmark."""
+    store = tl.lab.store
+    head = store.get_as(require_lineage(store, tl.task.name, lineage).head_id, SystemVersion)
+    return {name: interval.value for name, interval in head.scores.items()}
 
 
 class _Experimenter:
