@@ -11,9 +11,12 @@ SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
 	tests/orchestrator/rounds/test_evolution.py tests/cli/test_evolve.py \
 	tests/tasks/builtin/test_textcls.py tests/controller/test_traps.py tests/web/test_browser.py \
 	tests/web/test_browser_pages.py tests/executors/test_ray.py tests/test_many_machines.py \
-	tests/mcp/test_http.py tests/export/test_follow.py
+	tests/mcp/test_http.py tests/export/test_follow.py tests/tasks/test_posttrain_campaign.py \
+	tests/tasks/test_posttrain_contamination.py tests/tasks/test_posttrain_harness.py \
+	tests/tasks/test_posttrain_base.py tests/cli/test_task_init_lm.py \
+	tests/sandbox/test_runtime_adopt.py tests/executors/test_ray_runtime.py
 
-.PHONY: install system-deps postgres-deps browser-deps agent-clis runtime test check docs demo bench bench-quick mutate lint typecheck clean
+.PHONY: install posttrain-runtime system-deps postgres-deps browser-deps agent-clis runtime test check docs demo bench bench-quick mutate lint typecheck clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -85,9 +88,15 @@ agent-clis:
 runtime: $(STAMP)
 	$(VENV)/bin/rsilab runtime install
 
+# The posttrain task's own runtime (transformers, tokenizers, peft) and the base model it builds
+# into it (deterministic; a few minutes on 2 cores): the posttrain, lm-template and adopt tests
+# run in it. `make test` installs it; `make check` leaves those tests out.
+posttrain-runtime: runtime
+	$(VENV)/bin/rsilab runtime install --task posttrain
+
 install: system-deps $(STAMP) runtime
 
-test: install postgres-deps browser-deps agent-clis
+test: install posttrain-runtime postgres-deps browser-deps agent-clis
 	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m mypy src

@@ -54,11 +54,12 @@ from rsilab.tasks import Sample, Trap, TrapKind, get_task, plant_traps, task_nam
 from rsilab.tasks.builtin.textcls._docstrings import stdlib_dir
 from rsilab.tasks.builtin.textcls._families import MODULE_FAMILY
 
-BUILTINS = ("digits", "kernel", "policy", "synthetic", "textcls")
+BUILTINS = ("digits", "kernel", "policy", "posttrain", "synthetic", "textcls")
 SEEDS = {"digits": 2, "kernel": 2}
 """Controller seeds per task (default 3): digits trains and kernel times for seconds a seed."""
-STAND_IN = {"textcls"}
-"""Tasks whose baseline is a constant predict-only stand-in (training takes minutes)."""
+STAND_IN = {"posttrain", "textcls"}
+"""Tasks whose baseline is a constant predict-only stand-in (training takes minutes; a
+posttrain job loads transformers and a model, and its runtime is its own)."""
 TEXTCLS_CONSTANT = "text"
 
 _LEAK = ("test_leaked_test_data_is_refused_before_any_job",)
@@ -69,7 +70,7 @@ _HARDCODED = (
 )
 CAUGHT_BY: dict[tuple[str, TrapKind], tuple[str, ...]] = {
     **{(n, TrapKind.LEAKED_TEST_DATA): _LEAK for n in BUILTINS},
-    **{(n, TrapKind.EDITABLE_EVALUATOR): _EDITED for n in BUILTINS},
+    **{(n, TrapKind.EDITABLE_EVALUATOR): _EDITED for n in BUILTINS if n != "posttrain"},
     **{(n, TrapKind.HARDCODED_OUTPUTS): _HARDCODED for n in ("digits", "synthetic", "textcls")},
     ("kernel", TrapKind.HARDCODED_OUTPUTS): (
         _HARDCODED[0],
@@ -93,6 +94,9 @@ CAUGHT_BY: dict[tuple[str, TrapKind], tuple[str, ...]] = {
 }
 """(task, trap kind) -> the tests that show it caught; checked against what tasks declare."""
 HARDCODED = tuple(n for n in BUILTINS if (n, TrapKind.HARDCODED_OUTPUTS) in CAUGHT_BY)
+EDITABLE = tuple(n for n in BUILTINS if (n, TrapKind.EDITABLE_EVALUATOR) in CAUGHT_BY)
+"""Tasks with an editable-evaluator trap (posttrain's scorers live on the controller side
+only: its harness holds no evaluator to edit)."""
 """Tasks with a hardcoded-outputs trap (policy has none: its outputs are configs whose
 problems are drawn from private seeds; see rsilab.tasks.builtin.policy for what it trusts)."""
 
@@ -597,7 +601,7 @@ def test_kernel_answers_remembered_from_seen_inputs_are_wrong(trials: Trials) ->
 # --- editable_evaluator: never run by the controller ----------------------------------------
 
 
-@pytest.mark.parametrize("name", BUILTINS)
+@pytest.mark.parametrize("name", EDITABLE)
 def test_an_edited_evaluator_changes_nothing(trials: Trials, name: str) -> None:
     trial = trials(name)
     trap = trial.trap(TrapKind.EDITABLE_EVALUATOR)

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from rsilab.cli._common import MARKUP, LabOption, print_json, stderr_console, stdout_console
 from rsilab.sandbox.base import Sandbox
+from rsilab.sandbox.runtime import Runtime
 from rsilab.store.lab import DB_NAME, resolve_lab_path
 from rsilab.tasks import (
     TASK_KINDS,
@@ -97,7 +98,7 @@ def check(
     secret, note = _secret(lab)
     err = stderr_console()
     err.print(Text(f"checking {ref}; {note}", style="dim"))
-    sandbox = _sandbox() if probe or run else None
+    sandbox = _sandbox(_runtime_of(ref)) if probe or run else None
     try:
         task, problems = _check(ref, sandbox if probe else None, secret, probe_seconds)
         ready = task is not None and not any(p.severity == "error" for p in problems)
@@ -115,10 +116,22 @@ def check(
     _print_problems(problems, task.name if task is not None else ref)
 
 
-def _sandbox() -> Sandbox:
+def _runtime_of(ref: str) -> Runtime | None:
+    """The installed runtime of a named or .py task that declares its own (RuntimeMissingError
+    naming `rsilab runtime install --task` when it is not installed); None: the base one."""
+    path = Path(ref)
+    if path.suffix == ".toml" or (path.is_dir() and (path / "task.toml").is_file()):
+        return None
+    task = load_task(ref)
+    if not task.runtime_requirements and task.runtime_build is None:
+        return None
+    return task.installed_runtime()
+
+
+def _sandbox(runtime: Runtime | None = None) -> Sandbox:
     from rsilab.sandbox.select import choose_sandbox
 
-    choice = choose_sandbox()
+    choice = choose_sandbox(runtime=runtime)
     err = stderr_console()
     err.print(Text(f"sandbox: {choice.sandbox.name} ({choice.why})", style="dim"))
     if not choice.sandbox.is_security_boundary:
@@ -166,9 +179,19 @@ def init(
         str,
         typer.Option(
             "--kind",
-            help="model: a tiny model that train fits; harness: a predict-only program.",
+            help="model: a tiny model that train fits; harness: a predict-only program; "
+            "lm: your language model (--model) post-trained by the posttrain harness.",
         ),
     ] = "model",
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            "--model",
+            metavar="PATH",
+            help="With --kind lm: a Hugging Face model folder (config.json, tokenizer, "
+            "*.safetensors), copied into the harness as its base model.",
+        ),
+    ] = None,
 ) -> None:
     """Write a working task folder NAME/: task.toml, harness/, data/ and tests/.
 
@@ -180,7 +203,7 @@ def init(
         raise typer.BadParameter(
             f"{kind!r} is not one of {', '.join(TASK_KINDS)}", param_hint="--kind"
         )
-    written = init_task(name, kind)
+    written = init_task(name, kind, model)
     out = stdout_console()
     for path in written:
         out.print(Text(str(path)))

@@ -23,9 +23,11 @@ table is also matched transposed when its shape allows.
 
 A :class:`ContentReport` *leaks* when a source is copied, when any private item is found
 exactly (its canonical input, its id, or a text input as a whole line), or when the items
-found approximately (near, scaled, numeric) of one benchmark reach that benchmark's
+found approximately (near, scaled, numeric, entity) of one benchmark reach that benchmark's
 :attr:`ContentIndex.min_hits`: one approximate match can be chance, a copy of the private
-data is many.
+data is many; or when :data:`ENTITY_MIN_HITS` items of one benchmark are found by their
+private entities (:mod:`rsilab.controller.chance`: names no public item has, which honest data
+never holds). On generated (templated) benchmarks, near hits need a private entity too.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rsilab.controller import raw
+from rsilab.controller.neighbours import excess, is_leak
 from rsilab.controller.numeric import MIN_COLUMNS, MIN_ROWS, NumericReference
 from rsilab.controller.overlap import OverlapHit, PrivateIndex
 from rsilab.controller.readers import Parsed, plain_json, read
@@ -52,7 +55,14 @@ from rsilab.controller.unpack import Caps, Opener, Uncheckable
 from rsilab.records import DataTier
 from rsilab.tasks import TIERS, Task, make_splits
 
-__all__ = ["MIN_HITS", "ContentIndex", "ContentReport", "Uncheckable", "regular_files"]
+__all__ = [
+    "ENTITY_MIN_HITS",
+    "MIN_HITS",
+    "ContentIndex",
+    "ContentReport",
+    "Uncheckable",
+    "regular_files",
+]
 
 MIN_HITS = 10
 """Private items found approximately that make a leak, at most (see :func:`min_hits`)."""
@@ -64,6 +74,12 @@ texts edited, spliced or with words dropped never are)."""
 _PIECE = 32 << 20  # text scanned at a time
 _MIN_SOURCE_BYTES = 256  # a smaller file (an empty __init__.py) is no evidence of a copy
 _PATH = re.compile(r"""["'](/[^"'\s\\]{1,1024})["']""")
+
+
+ENTITY_MIN_HITS = 2
+"""Private items of one benchmark found by their private entities (``entity`` hits: a private
+name with half the item's words) that make a leak: data built from the public tiers holds no
+private-only token at all, so two such items are not chance; one may be (a name reused)."""
 
 
 def min_hits(private_items: int) -> int:
@@ -89,6 +105,18 @@ class ContentReport:
     """(place, declared source) for each copy of a raw source."""
     min_hits: dict[str, int] = field(default_factory=dict)
     """Approximate hits that make a leak, per benchmark."""
+    neighbours: defaultdict[str, dict[int, bool]] = field(default_factory=lambda: defaultdict(dict))
+    """Per templated benchmark, each distinct run of the data that neighbours a tier item (its
+    entity changed) -> whether the item is private (:mod:`rsilab.controller.neighbours`)."""
+    neighbour_q: dict[str, float] = field(default_factory=dict)
+    """Per benchmark, the chance that an honest neighbour's item is private."""
+
+    def excess(self) -> dict[str, tuple[int, int, float]]:
+        """Per benchmark with neighbours: (private ones m, all n, P(Binomial(n, q) >= m))."""
+        return {
+            bench: excess(runs, self.neighbour_q.get(bench, 1.0))
+            for bench, runs in self.neighbours.items()
+        }
 
     def approximate(self) -> dict[str, int]:
         """Distinct private items found only approximately, per benchmark."""
@@ -99,9 +127,21 @@ class ContentReport:
                 found[h.benchmark].add(h.sample_id)
         return {name: len(ids) for name, ids in found.items()}
 
+    def by_entity(self) -> dict[str, int]:
+        """Distinct private items found by an entity hit, per benchmark."""
+        found: dict[str, set[str]] = defaultdict(set)
+        for h in self.hits:
+            if h.kind == "entity":
+                found[h.benchmark].add(h.sample_id)
+        return {name: len(ids) for name, ids in found.items()}
+
     def leaks(self) -> bool:
         """Whether the data holds private items or a source (see the module docstring)."""
         if self.copies or any(h.kind == "exact" for h in self.hits):
+            return True
+        if any(n >= ENTITY_MIN_HITS for n in self.by_entity().values()):
+            return True
+        if any(is_leak(m, p) for m, _, p in self.excess().values()):
             return True
         return any(n >= self.min_hits.get(b, MIN_HITS) for b, n in self.approximate().items())
 
@@ -119,6 +159,12 @@ class ContentReport:
                 f"{samples} private samples ({len(exact)} exact, {samples - len(exact)} "
                 f"approximate matches) found in {', '.join(places)}"
             )
+        for bench, (m, n, p) in sorted(self.excess().items()):
+            if is_leak(m, p):
+                parts.append(
+                    f"{bench}: {m} of {n} items that equal a tier item but for its entity "
+                    f"match private ones (P = {p:.1g} by chance)"
+                )
         return "; ".join(parts)
 
 
@@ -168,6 +214,8 @@ class ContentIndex:
         prose = PrivateIndex.build(
             task, secret, shingle=TEXT_SHINGLE, share=TEXT_SHARE, texts_only=True
         )
+        # a benchmark generated from templates is so in both layers; the 3-token one shows it
+        private.treat_as_templated(prose.templated)
         shipped = {_sha(p.read_bytes()) for p in regular_files(task.harness)}
         sources = _source_hashes(task.data_sources, shipped)
         return cls(private, prose, benches, sources, minimum, frozenset(shipped))
@@ -189,7 +237,10 @@ class ContentIndex:
             OSError: a file cannot be read.
         """
         opener = Opener(caps)
-        report = ContentReport(min_hits=dict(self.min_hits))
+        rates = self.private.neighbour_rates
+        report = ContentReport(
+            min_hits=dict(self.min_hits), neighbour_q={b: q for b, (_, q) in rates.items()}
+        )
         small: dict[int, list[tuple[str, npt.NDArray[np.float64]]]] = defaultdict(list)
         for where, path in files:
             opener.count(where, path.stat().st_size)
@@ -219,12 +270,12 @@ class ContentIndex:
             report.copies.append((where, source))
         if container:
             return None
-        report.hits.extend(self._text(data, where))
+        report.hits.extend(self._text(data, where, report))
         parsed = read(where, data)
         if parsed.binary:
             text = plain_json(parsed.values).encode()
             opener.count(where, len(text))
-            report.hits.extend(self._text(text, where))
+            report.hits.extend(self._text(text, where, report))
         for table in parsed.tables:
             if len(table) < MIN_ROWS:
                 small[table.shape[1]].append((where, table))
@@ -254,10 +305,12 @@ class ContentIndex:
         for label, table in raw.interpretations(data, self.raw_widths):
             report.hits.extend(self._numeric(table, f"{where} (as {label})", raw.EXPLAINED))
 
-    def _text(self, data: bytes, where: str) -> list[OverlapHit]:
+    def _text(self, data: bytes, where: str, report: ContentReport) -> list[OverlapHit]:
         hits = []
         for piece in _pieces(data):  # bounded memory: a token list is many times its text
             hits += self.private.scan_bytes(piece, where) + self.prose.scan_near(piece, where)
+            for bench, runs in self.private.neighbours(piece).items():
+                report.neighbours[bench].update(runs)
         return hits
 
     def _numeric(

@@ -325,6 +325,8 @@ class SystemEvaluator:
         for bench in self.task.benchmarks:
             for tier in PRIVATE_TIERS:
                 tier_samples = self.private_samples(bench.name, tier)
+                # jobs run through the executor, so there is no sandbox here: a scorer that runs
+                # code (python_tests) uses its own bubblewrap sandbox, bound to no lab
                 scored = score_outputs(bench.scorer, tier_samples, outputs)
                 values = [s.score for s in scored]
                 if not all(np.isfinite(values)):
@@ -366,6 +368,7 @@ class SystemEvaluator:
             stdin=spec.stdin,
             hidden=tuple(self.task.data_sources),
             read_only_workspace=True,
+            gpus=spec.gpus,
         )
 
     def _model_ignored(
@@ -451,7 +454,13 @@ class SystemEvaluator:
             model_in=model_in,
             limits=self.limits,
         )
-        spec = RunSpec(spec.argv, spec.workspace, spec.limits, hidden=tuple(self.task.data_sources))
+        spec = RunSpec(
+            spec.argv,
+            spec.workspace,
+            spec.limits,
+            hidden=tuple(self.task.data_sources),
+            gpus=spec.gpus,
+        )
         hand_over(workspace)  # what was written here is the sandbox user's, to train in
         inputs = JobInputs(
             workspace_sha256=recipe.harness_sha256,

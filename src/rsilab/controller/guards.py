@@ -79,7 +79,9 @@ def evaluator_sha256(task: Task) -> str:
     digest = hashlib.sha256()
     for bench in task.benchmarks:
         scorer = get_scorer(bench.scorer)
-        digest.update(inspect.getsource(scorer.fn).encode())
+        digest.update(inspect.getsource(scorer.batch or scorer.fn).encode())
+        for text in scorer.sources:  # code a batch scorer runs in its sandbox (a driver)
+            digest.update(text.encode())
         digest.update(scorer.source_sha256.encode())  # a task's own scorer file, as it is now
     if task.predict_driver is not None:
         digest.update(get_driver(task.predict_driver).source().encode())

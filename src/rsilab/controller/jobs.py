@@ -188,6 +188,7 @@ def job_spec(name: str, spec: RunSpec) -> JobSpec:
         mounts=list(spec.mounts),
         hidden=list(spec.hidden),
         read_only_workspace=spec.read_only_workspace,
+        gpus=spec.gpus,
     )
 
 

@@ -28,6 +28,15 @@ searches data for them in two ways:
   shared. Keys a public input also has are dropped, as windows are (none, on the built-in
   tasks: their splits hold no proportional pair).
 
+- **text fields**: a structured input is also cut into windows, and looked for as a whole
+  line, by each text field of three tokens or more (``_MIN_LEAF_TOKENS``), so a copy of the
+  question without its JSON keys is found.
+- **generated benchmarks** (:mod:`rsilab.controller.chance`): where held-out public items are
+  near hits by chance (shared templates, small pools of numbers), a near hit must hold a
+  private-only token (a private entity) or be the private text verbatim; ``entity`` hits find
+  a private item with its numbers changed, and :mod:`rsilab.controller.neighbours` counts
+  items with their entity changed against the rate at which honest items coincide.
+
 Binary files are scanned too (NUL bytes read as line ends, bad bytes as U+FFFD), so a leaked
 file cannot hide behind one NUL byte. This index reads text as it is: opening containers and
 compressed forms, reading binary serialisations and finding numeric near-duplicates (shifted,
@@ -48,7 +57,7 @@ import os
 import re
 import stat
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -57,8 +66,18 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import JsonValue
 
+from rsilab.controller.chance import (
+    CHANCE_RATE_MAX,
+    EntityIndex,
+    chance_rates,
+    entity_mask,
+    member,
+    private_only_tokens,
+)
+from rsilab.controller.chance import window_hashes as _window_hashes
+from rsilab.controller.neighbours import NeighbourIndex, Sequences
 from rsilab.records import DataTier
-from rsilab.tasks import TIERS, Splits, Task, content_hash, make_splits
+from rsilab.tasks import TIERS, Sample, Splits, Task, content_hash, make_splits
 
 __all__ = ["OverlapHit", "PrivateIndex"]
 
@@ -71,11 +90,12 @@ _ASCII_TOKEN = re.compile(r"\n|[a-z0-9]+")
 _TOKEN = re.compile(r"\n|[^\W_]+")
 _NEWLINE = int.from_bytes(hashlib.blake2b(b"\n", digest_size=8).digest(), "little")
 _MIN_SCALED = 8  # shorter vectors are too often proportional by chance
+_MAX_WHOLE_TOKENS = 64  # sequences checked whole: items, not documents
+_MIN_LEAF_TOKENS = 3  # a shorter text field ("cat", a city) is a word or two, not an item
 # A power of two: for integer data k/m with m <= 128 (pixels 0-16), k/m * 256 is never a
 # half-integer, so a rescaled copy's float error cannot flip a rounding and miss the key.
 _SCALE_LEVELS = 256
 _FILTER_BITS = 20  # a 1 MiB bitmap per width of window hashes rules out almost every window cheaply
-_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)  # odd, so each Horner step is a bijection mod 2**64
 _MAX_DEPTH = 64  # bounds the re-serialising of nested candidates; inputs sit far shallower
 _JSON_START = frozenset('{["-0123456789')
 _NOT_JSON = object()
@@ -97,16 +117,19 @@ class OverlapHit:
     """``DataTier.ACCEPT`` or ``DataTier.FINAL``."""
     sample_id: str
     """The private sample's (re-keyed) id."""
-    kind: Literal["exact", "scaled", "near", "numeric"]
+    kind: Literal["exact", "scaled", "near", "numeric", "entity"]
     """``exact``: its input's canonical JSON (or text line); ``scaled``: its numeric input
     multiplied by a constant; ``near``: shared token windows; ``numeric``: a row of a numeric
-    table passed the ratio test of :mod:`rsilab.controller.numeric`."""
+    table passed the ratio test of :mod:`rsilab.controller.numeric`; ``entity``: aligned on a
+    private-only token of the sample (a private entity's name), all of it but its numbers is
+    reproduced (:class:`~rsilab.controller.chance.EntityIndex`)."""
     where: str
     """Path relative to the scanned root (or the name given to scan_bytes), with ``:LINE``
     when the line is known (JSON lines, text lines, the first shared window of a near hit)."""
     share: float
     """1.0 for exact and scaled hits; for near hits the share of the sample's private-specific
-    windows found; for numeric hits one minus the ratio of distances."""
+    windows found; for entity hits the share of its positions reproduced; for numeric
+    hits one minus the ratio of distances."""
 
 
 class _Ref(NamedTuple):
@@ -139,6 +162,38 @@ class PrivateIndex:
         self._sorted_keys: dict[int, _Hashes] = {}
         self._filters: dict[int, npt.NDArray[np.bool_]] = {}
         self._totals: list[int] = []
+        self._entity: list[frozenset[int]] = []
+        self._chance: dict[str, float] = {}
+        self._templated: frozenset[str] = frozenset()
+        self._redrawn: frozenset[str] = frozenset()
+        self._whole: defaultdict[int, defaultdict[int, list[int]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        """Each short private sequence's hash as one window of its own length: found, it is
+        in the data verbatim (checked for templated benchmarks only)."""
+        self._whole_cache: tuple[frozenset[str] | None, dict[int, _Hashes]] = (None, {})
+        self._entities = EntityIndex([], [], frozenset())
+        self._texts_of: list[bool] = []
+        """Per sequence: whether it is a text (a text field, or an input that is a text)."""
+        self._neighbours = NeighbourIndex(Sequences(), Sequences())
+
+    @property
+    def chance_rates(self) -> dict[str, float]:
+        """Per benchmark, how often a held-out public item is a near hit by chance
+        (:mod:`rsilab.controller.chance`); above ``CHANCE_RATE_MAX`` a benchmark is templated
+        and its near hits must hold a private entity."""
+        return dict(self._chance)
+
+    @property
+    def templated(self) -> frozenset[str]:
+        """The benchmarks whose near hits must hold a private entity, or all of a private
+        sequence's specific windows (see chance_rates)."""
+        return self._templated
+
+    def treat_as_templated(self, names: Iterable[str]) -> None:
+        """Count ``names`` as templated too (another index, with narrower windows, saw them
+        match by chance where this one's 400-odd public items could not show it)."""
+        self._templated = self._templated | frozenset(names)
 
     @classmethod
     def build(
@@ -162,9 +217,10 @@ class PrivateIndex:
         if shingle < 1:
             raise ValueError(f"shingle must be at least 1, not {shingle}")
         index = cls(shingle, share)
-        public: list[JsonValue] = []
+        public: dict[str, list[JsonValue]] = defaultdict(list)
         private: list[JsonValue] = []
         scaled_public: set[bytes] = set()
+        leaves_public: set[str] = set()
         for bench in task.benchmarks:
             splits = make_splits(task, bench, secret)
             if texts_only and not _holds_text(splits):
@@ -172,41 +228,85 @@ class PrivateIndex:
             for tier in TIERS:
                 if not tier.is_private:
                     inputs = [s.input for s in splits[tier]]
-                    public.extend(inputs)
+                    public[bench.name].extend(inputs)
                     scaled_public.update(filter(None, map(_scaled_key, inputs)))
+                    leaves_public.update(leaf.strip() for i in inputs for leaf in _leaves(i))
                     continue
                 for sample in splits[tier]:
-                    ref = _Ref(bench.name, tier, sample.id)
-                    index._refs.append(ref)
-                    index._exact[content_hash(sample)].append(ref)
-                    index._ids[sample.id] = ref
-                    index._shapes.add(_shape(sample.input))
-                    index._walked.add(type(sample.input))
-                    if isinstance(sample.input, str) and sample.input.strip():
-                        index._texts[sample.input.strip()].append(ref)
-                    if (key := _scaled_key(sample.input)) is not None:
-                        index._scaled[key].append(ref)
-                    private.append(sample.input)
+                    private.extend(index._add_private(_Ref(bench.name, tier, sample.id), sample))
         for key in scaled_public:
             index._scaled.pop(key, None)
+        for leaf in leaves_public:
+            index._texts.pop(leaf, None)
         index._index_windows(private, public)
         return index
 
-    def _index_windows(self, private: Sequence[JsonValue], public: Sequence[JsonValue]) -> None:
-        hashes = [_token_stream(_canonical_text(value))[0] for value in private]
+    def _add_private(self, ref: _Ref, sample: Sample) -> list[JsonValue]:
+        """Index ``sample`` by hash, id, text and scale; the sequences to cut into windows:
+        its input, then each text field of it long enough to be an item on its own (a copy
+        of the question without its JSON keys), each numbered as a sequence of ``ref``."""
+        self._exact[content_hash(sample)].append(ref)
+        self._ids[sample.id] = ref
+        self._shapes.add(_shape(sample.input))
+        self._walked.add(type(sample.input))
+        if isinstance(sample.input, str) and sample.input.strip():
+            self._texts[sample.input.strip()].append(ref)
+        if (key := _scaled_key(sample.input)) is not None:
+            self._scaled[key].append(ref)
+        sequences: list[JsonValue] = [sample.input, *_leaves(sample.input)]
+        for leaf in sequences[1:]:
+            self._texts[str(leaf).strip()].append(ref)
+        self._refs.extend([ref] * len(sequences))
+        self._texts_of += [isinstance(sample.input, str)] + [True] * (len(sequences) - 1)
+        return sequences
+
+    def _index_windows(
+        self, private: Sequence[JsonValue], public: Mapping[str, Sequence[JsonValue]]
+    ) -> None:
+        """Cut private sequences into windows; keep the private-specific ones (in no public
+        input), which of them hold a private entity, and each benchmark's chance rate."""
+        tokens = [_tokens(_canonical_text(value)) for value in private]
+        public_tokens = {b: [_tokens(_canonical_text(v)) for v in vs] for b, vs in public.items()}
+        entity = private_only_tokens(tokens, [t for ts in public_tokens.values() for t in ts])
+        hashes = [_token_hashes(t) for t in tokens]
         widths = {min(len(h), self._shingle) for h in hashes if len(h)}
+        public_windows = {
+            bench: [{w: np.unique(_window_hashes(_token_hashes(t), w)) for w in widths} for t in ts]
+            for bench, ts in public_tokens.items()
+        }
         seen: dict[int, set[int]] = {width: set() for width in widths}
-        for value in public:
-            public_hashes = _token_stream(_canonical_text(value))[0]
-            for width in widths:
-                seen[width].update(_window_hashes(public_hashes, width).tolist())
+        for item in (item for items in public_windows.values() for item in items):
+            for width, found in item.items():
+                seen[width].update(found.tolist())
         self._windows = {width: defaultdict(list) for width in widths}
-        for number, sample_hashes in enumerate(hashes):
+        every: dict[int, defaultdict[int, list[int]]] = {w: defaultdict(list) for w in widths}
+        for number, (sample_tokens, sample_hashes) in enumerate(zip(tokens, hashes, strict=True)):
             width = min(len(sample_hashes), self._shingle)
-            keys = set(_window_hashes(sample_hashes, width).tolist()) - seen[width]
+            if width == 0:
+                self._totals.append(0)
+                self._entity.append(frozenset())
+                continue
+            windows = _window_hashes(sample_hashes, width).tolist()
+            marks = entity_mask(np.array([t in entity for t in sample_tokens]), width).tolist()
+            keys = set(windows) - seen[width]
             for key in keys:
                 self._windows[width][key].append(number)
+            for key in set(windows):
+                every[width][key].append(number)
             self._totals.append(len(keys))
+            self._entity.append(frozenset(k for k, m in zip(windows, marks, strict=True) if m))
+        self._neighbours = self._neighbour_index(tokens, hashes, public, entity)
+        entity_hashes = frozenset(_token_hashes(sorted(entity)).tolist())
+        numbers = [np.array([t.isdigit() for t in ts], dtype=np.bool_) for ts in tokens]
+        self._entities = EntityIndex(hashes, numbers, entity_hashes)
+        for number, sample_hashes in enumerate(hashes):
+            if self._texts_of[number] and 0 < len(sample_hashes) <= _MAX_WHOLE_TOKENS:
+                whole = int(_window_hashes(sample_hashes, len(sample_hashes))[0])
+                self._whole[len(sample_hashes)][whole].append(number)
+        rates = chance_rates(public_windows, every, self._totals, self._share)
+        self._chance = {bench: near for bench, (near, _) in rates.items()}
+        self._templated = frozenset(b for b, r in self._chance.items() if r > CHANCE_RATE_MAX)
+        self._redrawn = frozenset(b for b, (_, full) in rates.items() if full > CHANCE_RATE_MAX)
         self._windows = {width: table for width, table in self._windows.items() if table}
         for width, table in self._windows.items():
             ordered = np.array(sorted(table), dtype=np.uint64)
@@ -214,6 +314,44 @@ class PrivateIndex:
             bitmap[ordered >> np.uint64(64 - _FILTER_BITS)] = True
             self._sorted_keys[width] = ordered
             self._filters[width] = bitmap
+
+    def _neighbour_index(
+        self,
+        tokens: Sequence[Sequence[str]],
+        hashes: Sequence[_Hashes],
+        public: Mapping[str, Sequence[JsonValue]],
+        entity: frozenset[str],
+    ) -> NeighbourIndex:
+        """Skeletons of every tier text (see :mod:`rsilab.controller.neighbours`): a private
+        text's slot is its private-only tokens, a public text's its public-only ones."""
+        private = Sequences()
+        for number, (sample_tokens, sample_hashes) in enumerate(zip(tokens, hashes, strict=True)):
+            if self._texts_of[number]:
+                slots = np.array([t in entity for t in sample_tokens], dtype=np.bool_)
+                private.add(self._refs[number].benchmark, sample_hashes, slots)
+        texts = {
+            bench: [_tokens(t) for v in values for t in ([v] if isinstance(v, str) else _leaves(v))]
+            for bench, values in public.items()
+        }
+        mentioned = {t for sample_tokens in tokens for t in sample_tokens}
+        others = Sequences()
+        for bench, sequences in texts.items():
+            for sample_tokens in sequences:
+                only = [t not in mentioned and any(c.isalpha() for c in t) for t in sample_tokens]
+                others.add(bench, _token_hashes(sample_tokens), np.array(only, dtype=np.bool_))
+        return NeighbourIndex(private, others)
+
+    @property
+    def neighbour_rates(self) -> dict[str, tuple[float, float]]:
+        """Per benchmark: how often a public text has a private neighbour (its entity
+        changed), and ``q`` (see :mod:`rsilab.controller.neighbours`)."""
+        return dict(self._neighbours.rates)
+
+    def neighbours(self, data: bytes) -> dict[str, dict[int, bool]]:
+        """The tier items' neighbours in ``data``, for the templated benchmarks: per
+        benchmark, each distinct run's hash -> whether it neighbours a private item."""
+        text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
+        return self._neighbours.observe(_token_stream(text)[0], self._templated)
 
     def scan_bytes(self, data: bytes, where: str) -> list[OverlapHit]:
         """Every private sample found in ``data``, which ``where`` names in the hits.
@@ -231,7 +369,7 @@ class PrivateIndex:
             return []
         findings = _Findings()
         text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-        for number, key, line in self._shared_windows(text):
+        for number, key, line in self._shared_windows(*_token_stream(text)):
             findings.shared[number].add(key)
             findings.first_line[number] = min(findings.first_line.get(number, line), line)
         return sorted(self._hits(findings, where), key=_order)
@@ -292,9 +430,36 @@ class PrivateIndex:
         for ref, line, kind in self._exact_matches(text, offset, whole=whole):
             findings.exact.setdefault((ref, line), kind)
         first = findings.first_line
-        for number, key, line in self._shared_windows(text):
+        hashes, line_of = _token_stream(text)
+        for number, key, line in self._shared_windows(hashes, line_of):
             findings.shared[number].add(key)
             first[number] = min(first.get(number, offset + line), offset + line)
+        for number, (line, share) in self._entities.find(hashes, line_of).items():
+            findings.entity.setdefault(number, (offset + line, share))
+        findings.whole.update(self._verbatim(hashes))
+
+    def _verbatim(self, hashes: _Hashes) -> set[int]:
+        """The templated benchmarks' private sequences found whole, in one run of tokens."""
+        found: set[int] = set()
+        for width, keys in self._whole_keys().items():
+            windows = _window_hashes(hashes, width)
+            for key in set(windows[member(windows, keys)].tolist()):
+                found.update(self._whole[width][key])
+        return found
+
+    def _whole_keys(self) -> dict[int, _Hashes]:
+        """Per width, the sorted whole-sequence hashes of the templated benchmarks (cached)."""
+        if self._whole_cache[0] != self._templated:
+            keys = {
+                width: np.array(
+                    sorted(k for k, ns in table.items()
+                           if any(self._refs[n].benchmark in self._templated for n in ns)),
+                    dtype=np.uint64,
+                )
+                for width, table in self._whole.items()
+            }  # fmt: skip
+            self._whole_cache = (self._templated, {w: k for w, k in keys.items() if len(k)})
+        return self._whole_cache[1]
 
     def _hits(self, findings: _Findings, where: str) -> list[OverlapHit]:
         """Exact hits, then near hits of the samples not found exactly in the same place."""
@@ -303,12 +468,25 @@ class PrivateIndex:
             for (ref, line), kind in findings.exact.items()
         ]
         exact = {ref for ref, _ in findings.exact}
+        near: dict[tuple[_Ref, str], float] = {}
         for number, keys in findings.shared.items():
             total, ref = self._totals[number], self._refs[number]
             if ref in exact or len(keys) < self._share * total or len(keys) < min(3, total):
                 continue
+            verbatim = number in findings.whole and ref.benchmark not in self._redrawn
+            named = not keys.isdisjoint(self._entity[number])
+            if ref.benchmark in self._templated and not (verbatim or named):
+                continue  # template, numbers and objects alone: honest items match so
             place = _place(where, findings.first_line[number])
-            hits.append(OverlapHit(*ref, kind="near", where=place, share=len(keys) / total))
+            near[ref, place] = max(near.get((ref, place), 0.0), len(keys) / total)
+        hits += [OverlapHit(*ref, kind="near", where=p, share=v) for (ref, p), v in near.items()]
+        found = {ref for ref, _ in near} | exact
+        entity: dict[tuple[_Ref, str], float] = {}
+        for number, (line, share) in findings.entity.items():
+            if (ref := self._refs[number]) not in found:
+                place = _place(where, line)
+                entity[ref, place] = max(entity.get((ref, place), 0.0), share)
+        hits += [OverlapHit(*r, kind="entity", where=p, share=v) for (r, p), v in entity.items()]
         return hits
 
     def _exact_matches(
@@ -356,12 +534,13 @@ class PrivateIndex:
             if isinstance(item, dict | list) and not walked.isdisjoint(map(type, children)):
                 stack.extend((c, depth + 1) for c in children if type(c) in walked)
 
-    def _shared_windows(self, text: str) -> Iterator[tuple[int, int, int]]:
+    def _shared_windows(
+        self, hashes: _Hashes, line_of: npt.NDArray[np.int64]
+    ) -> Iterator[tuple[int, int, int]]:
         """(sample number, window hash, line of its first occurrence) for each private-specific
-        window of a sample that occurs in ``text``."""
+        window of a sample that occurs in a token stream (:func:`_token_stream`)."""
         if not self._sorted_keys:
             return
-        hashes, line_of = _token_stream(text)
         for width, keys in self._sorted_keys.items():
             windows = _window_hashes(hashes, width)
             maybe = np.flatnonzero(self._filters[width][windows >> np.uint64(64 - _FILTER_BITS)])
@@ -381,6 +560,10 @@ class _Findings:
     """Whole-value matches by (sample, line): exact or scaled (the first kind found)."""
     shared: defaultdict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
     first_line: dict[int, int] = field(default_factory=dict)
+    whole: set[int] = field(default_factory=set)
+    """Sequences found verbatim (see ``PrivateIndex._verbatim``)."""
+    entity: dict[int, tuple[int, float]] = field(default_factory=dict)
+    """Entity hits: sequence number -> (line, share of its tokens)."""
 
 
 def _holds_text(splits: Splits) -> bool:
@@ -466,6 +649,20 @@ def _normalise(text: str) -> str:
     return _ZERO_FRACTION.sub(r"\1", _ESCAPE.sub(_unescape, text)).lower()
 
 
+def _tokens(text: str) -> list[str]:
+    """The tokens of ``text`` as :func:`_token_stream` hashes them, line ends left out."""
+    normal = _normalise(text)
+    return [t for t in (_ASCII_TOKEN if normal.isascii() else _TOKEN).findall(normal) if t != "\n"]
+
+
+def _leaves(value: Any) -> list[str]:
+    """The text fields of a structured input with at least ``_MIN_LEAF_TOKENS`` tokens (none
+    for an input that is itself a text: it is indexed whole)."""
+    if isinstance(value, str):
+        return []
+    return [leaf for leaf in _strings(value) if len(_tokens(leaf)) >= _MIN_LEAF_TOKENS]
+
+
 def _token_stream(text: str) -> tuple[_Hashes, npt.NDArray[np.int64]]:
     """Token hashes of ``text`` and the 1-based line (within ``text``) of each token."""
     normal = _normalise(text)
@@ -483,18 +680,6 @@ def _token_hashes(tokens: Sequence[str]) -> _Hashes:
         for token in dict.fromkeys(tokens)
     }
     return np.fromiter(map(table.__getitem__, tokens), dtype=np.uint64, count=len(tokens))
-
-
-def _window_hashes(hashes: _Hashes, width: int) -> _Hashes:
-    """Hash of every run of ``width`` consecutive tokens (Horner's rule, wrapping mod 2**64)."""
-    count = len(hashes) - width + 1
-    if count <= 0:
-        return np.empty(0, dtype=np.uint64)
-    out = hashes[:count].copy()
-    for k in range(1, width):
-        out *= _MULTIPLIER
-        out += hashes[k : k + count]
-    return out
 
 
 def _regular_files(root: Path) -> Iterator[Path]:

@@ -14,7 +14,9 @@ what is wrong and what to do (a :class:`~rsilab.errors.UserError`), before any j
 - **Environment.** A Ray task pinned to each alive node (hard node affinity, no retries)
   reports that node's :func:`~rsilab.executors._ray_node.environment` - the venv's prefix,
   Python, rsilab's source digest, Ray's version, the runtime venv's path and install stamp -
-  and whether bubblewrap runs a probe job there. Every digest must equal this process's own;
+  and whether bubblewrap runs a probe job there, all for the runtime the executor's jobs use
+  (a task's own: its path, stamp and the sha256 of its built files such as a base model, read
+  on each node). Every digest must equal this process's own;
   the venv and the runtime venv must therefore exist at the same paths on every node
   (install rsilab and run ``rsilab runtime install`` on each). Nothing is shipped by Ray's
   ``runtime_env``.
@@ -87,9 +89,10 @@ class Cluster:
         ray.shutdown()
 
 
-def connect(address: str | None, *, num_cpus: int | None = None) -> Cluster:
+def connect(address: str | None, *, num_cpus: int | None = None, runtime: str = "") -> Cluster:
     """Join the cluster at ``address`` (``HOST:PORT`` of its GCS), or start one here when
-    None with ``num_cpus`` CPUs (default: all), then check every node (see the module).
+    None with ``num_cpus`` CPUs (default: all), then check every node (see the module) for
+    the runtime the descriptor ``runtime`` names (:func:`._ray_node.describe`; "" the base).
 
     Raises:
         RayRefused: no token, an unauthenticated or unreachable cluster, a node whose
@@ -114,7 +117,7 @@ def connect(address: str | None, *, num_cpus: int | None = None) -> Cluster:
         _token_mode()
         _init(address=address)
     try:
-        nodes = check_nodes()
+        nodes = check_nodes(runtime)
     except BaseException:
         ray.shutdown()
         raise
@@ -208,7 +211,7 @@ def probe_without_token(address: str) -> str:
     return lines[-1] if lines else f"error: the probe exited {done.returncode}"
 
 
-def check_nodes() -> tuple[str, ...]:
+def check_nodes(runtime: str = "") -> tuple[str, ...]:
     """Run :func:`~rsilab.executors._ray_node.node_check` on every alive node; the ids of
     those checked. A node that died after it was listed (its check cannot be scheduled, and
     Ray then marks it dead) is left out.
@@ -224,9 +227,9 @@ def check_nodes() -> tuple[str, ...]:
 
     nodes = ray.nodes()  # type: ignore[no-untyped-call]
     alive = tuple(str(n["NodeID"]) for n in nodes if n.get("Alive"))
-    answers, ours = _ask(alive)
+    answers, ours = _ask(alive, runtime)
     if any(_differs(ours, a) == ["rsilab"] for a in answers.values()):
-        answers, ours = _ask(alive)
+        answers, ours = _ask(alive, runtime)
     for node, said in answers.items():
         _compare(node, ours, said)
     return tuple(answers)
@@ -247,7 +250,9 @@ def _marked_dead(node: str) -> bool:
     return False
 
 
-def _ask(alive: tuple[str, ...]) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def _ask(
+    alive: tuple[str, ...], runtime: str = ""
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
     """Every node's answer, and this process's environment read just after them."""
     import ray
     from ray.exceptions import TaskUnschedulableError
@@ -259,7 +264,7 @@ def _ask(alive: tuple[str, ...]) -> tuple[dict[str, dict[str, Any]], dict[str, s
             num_cpus=0,
             max_retries=0,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-        ).remote()
+        ).remote(runtime)
         for node in alive
     }
     answers = {}
@@ -277,7 +282,7 @@ def _ask(alive: tuple[str, ...]) -> tuple[dict[str, dict[str, Any]], dict[str, s
                 f"Ray node {node} could not be checked: {type(exc).__name__}: {_first_line(exc)}",
                 "check that rsilab is installed in the same venv path on every node",
             ) from exc
-    return answers, environment()
+    return answers, environment(runtime)
 
 
 def _differs(ours: dict[str, str], said: dict[str, Any]) -> list[str]:
@@ -292,8 +297,8 @@ def _compare(node: str, ours: dict[str, str], said: dict[str, Any]) -> None:
         shown = "; ".join(f"{k}: {theirs.get(k)!r} (here {ours.get(k)!r})" for k in differ)
         raise RayRefused(
             f"Ray node {node} runs another environment than this one: {shown}",
-            "install the same rsilab, venv path and runtime (`rsilab runtime install`) on "
-            "every node",
+            "install the same rsilab, venv path and runtime (`rsilab runtime install`, with "
+            "--task T for a task's own) on every node",
         )
     if said.get("sandbox"):
         raise RayRefused(

@@ -9,6 +9,13 @@ sandbox uid of its own, as for any sandbox made without a lab). A job gets a scr
 workspace there (a size-limited filesystem, as root), its inputs unpacked into it and its
 read-only mounts unpacked beside it, runs, and sends back what it changed. The scratch and
 the mounts' copies are deleted when the job ends, whatever happened.
+
+**Runtime.** A job runs in the runtime the head's executor was made for: the base runtime,
+or a task's own, named by a *descriptor* (:func:`describe`: the task's requirement lines and
+whether it has a build step), resolved on the node to the same keyed path. The node check
+reports that runtime's path, stamp key and the sha256 of each file its build step wrote (a
+base model), read from disk there, so the head refuses a node whose runtime or base model
+differs from its own, before any job runs.
 """
 
 from __future__ import annotations
@@ -34,30 +41,61 @@ from rsilab.executors._ray_bundle import (
 from rsilab.executors.base import JobSpec
 from rsilab.sandbox import BwrapSandbox, Mount, RunResult, current_runtime, hand_over
 from rsilab.sandbox.owners import owned_prefix
+from rsilab.sandbox.runtime import Runtime, task_runtime
+from rsilab.sandbox.runtime_built import built_files, file_sha256
 
 _lock = threading.Lock()
 _sandboxes: dict[str, BwrapSandbox] = {}
 
 
-def node_sandbox() -> BwrapSandbox:
-    """This worker process's prepared bubblewrap sandbox (made on first use).
+def describe(runtime: Runtime) -> str:
+    """The descriptor naming ``runtime`` on every node: "" for the base runtime, else JSON of
+    its task requirement lines and whether a build step made it."""
+    if not runtime.extra and not runtime.build_needed:
+        return ""
+    return json.dumps({"extra": list(runtime.extra), "build": runtime.build_needed})
+
+
+def runtime_of(descriptor: str) -> Runtime:
+    """The runtime a :func:`describe` descriptor names, on this node (installed or not)."""
+    if not descriptor:
+        return current_runtime()
+    data = json.loads(descriptor)
+    return task_runtime([str(x) for x in data["extra"]], build_needed=bool(data["build"]))
+
+
+def node_sandbox(descriptor: str = "") -> BwrapSandbox:
+    """This worker process's prepared bubblewrap sandbox for the runtime ``descriptor``
+    names (made on first use).
 
     Raises:
-        SandboxUnavailable: bubblewrap cannot run jobs on this node.
+        SandboxUnavailable: bubblewrap cannot run jobs on this node, or the runtime is not
+            installed here.
     """
     with _lock:
-        found = _sandboxes.get("bwrap")
+        found = _sandboxes.get(descriptor)
         if found is None:
-            found = BwrapSandbox()
+            found = BwrapSandbox(runtime_of(descriptor))
             found.prepare()
-            _sandboxes["bwrap"] = found
+            _sandboxes[descriptor] = found
         return found
 
 
-def environment() -> dict[str, str]:
+def _built_digests(runtime: Runtime) -> str:
+    """JSON: the sha256 of each file the runtime's build step wrote, as on disk now."""
+    digests = {}
+    for found in built_files(runtime):
+        try:
+            digests[found.name] = file_sha256(found.path)
+        except OSError as exc:
+            digests[found.name] = f"unreadable: {exc.strerror}"
+    return json.dumps(digests, sort_keys=True)
+
+
+def environment(descriptor: str = "") -> dict[str, str]:
     """What must be the same on every node: the interpreter, rsilab's code, Ray, the runtime
-    venv jobs see (its path and install stamp)."""
-    runtime = current_runtime()
+    venv jobs see (its path, install stamp and built files' sha256)."""
+    runtime = runtime_of(descriptor)
     stamp = runtime.stamp() or {}
     return {
         "python": sys.prefix,
@@ -67,6 +105,7 @@ def environment() -> dict[str, str]:
         "runtime": str(runtime.path),
         "runtime_key": str(stamp.get("key", "not installed")),
         "runtime_stdlib": str(stamp.get("stdlib", "")),
+        "runtime_built": _built_digests(runtime),
     }
 
 
@@ -88,20 +127,24 @@ def _package_digest() -> str:
     return hashed.hexdigest()
 
 
-def node_check() -> str:
-    """JSON: this node's :func:`environment`, and ``sandbox``: "" when bubblewrap runs a
-    probe job here, else why not."""
+def node_check(descriptor: str) -> str:
+    """JSON: this node's :func:`environment` for the runtime ``descriptor`` names, and
+    ``sandbox``: "" when bubblewrap runs a probe job here in that runtime, else why not."""
     problem = ""
     try:
-        node_sandbox()
+        node_sandbox(descriptor)
     except Exception as exc:  # reported to the head, which refuses the cluster
         problem = f"{type(exc).__name__}: {exc}"
-    return json.dumps({"environment": environment(), "sandbox": problem, "node": _node_id()})
+    env = environment(descriptor)
+    return json.dumps({"environment": env, "sandbox": problem, "node": _node_id()})
 
 
-def run_job(job_json: str, threads: int, inputs: bytes) -> tuple[str, bytes, bytes, bytes]:
-    """Run one job here; returns (the RunResult's other fields as JSON, stdout, stderr, the
-    tar of what it changed in its workspace, empty for a read-only workspace).
+def run_job(
+    job_json: str, threads: int, inputs: bytes, descriptor: str
+) -> tuple[str, bytes, bytes, bytes]:
+    """Run one job here, in the runtime ``descriptor`` names; returns (the RunResult's
+    other fields as JSON, stdout, stderr, the tar of what it changed in its workspace, empty
+    for a read-only workspace).
 
     Ray's ``ray.cancel`` (not forced) raises KeyboardInterrupt in this thread: the job is
     then cancelled through the sandbox, its tree killed, and its cancelled result returned.
@@ -111,7 +154,7 @@ def run_job(job_json: str, threads: int, inputs: bytes) -> tuple[str, bytes, byt
         SandboxError, ValueError: the sandbox refused or could not run the job.
     """
     job = JobSpec.model_validate_json(job_json)
-    sandbox = node_sandbox()
+    sandbox = node_sandbox(descriptor)
     mounts_dir = Path(tempfile.mkdtemp(prefix=owned_prefix("ray-mounts")))
     try:
         with sandbox.scratch(job.limits.disk_mb, "ray-job") as workspace:

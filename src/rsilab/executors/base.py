@@ -71,6 +71,9 @@ class JobSpec(Model):
     read_only_workspace: bool = Field(
         default=False, description="Show the workspace read-only (see RunSpec)."
     )
+    gpus: int = Field(
+        default=0, ge=0, description="GPUs the job needs; the executor assigns it its own."
+    )
 
     def run_spec(self, threads: int) -> RunSpec:
         """The sandbox's form of this job, with ``threads`` unless the job names its own."""
@@ -84,6 +87,7 @@ class JobSpec(Model):
             threads=self.threads or threads,
             hidden=tuple(self.hidden),
             read_only_workspace=self.read_only_workspace,
+            gpus=self.gpus,
         )
 
 

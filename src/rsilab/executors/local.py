@@ -20,9 +20,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from rsilab.executors._gpu import with_gpu_use
 from rsilab.executors.base import Executor, JobResult, JobSpec, JobState
 from rsilab.records import Resources, utc_now
-from rsilab.sandbox import DiskLimits
+from rsilab.sandbox import DiskLimits, host_gpus
 from rsilab.sandbox.base import KillReason, RunResult, Sandbox
 from rsilab.store.artifacts import ArtifactStore
 
@@ -53,6 +54,7 @@ class LocalExecutor(Executor):
         self._pool = ThreadPoolExecutor(max_workers=slots, thread_name_prefix="rsilab-job")
         self._lock = threading.Lock()
         self._cancels: dict[str, list[threading.Event]] = {}
+        self._gpus = host_gpus()  # each GPU job gets GPUs no running job holds
 
     @property
     def slots(self) -> int:
@@ -112,9 +114,10 @@ class LocalExecutor(Executor):
     def _run(self, job: JobSpec, cancel: threading.Event) -> JobResult:
         started_at = utc_now()
         spec = replace(job.run_spec(self.threads_per_job), cancel=cancel)
-        # Cancelled while queued: never start it.
-        result = _NEVER_STARTED if cancel.is_set() else self.sandbox.run(spec)
-        return self._result(job, spec.threads, started_at, result)
+        # Cancelled while queued or waiting for GPUs: never start it.
+        result, gpu = self._gpus.run(self.sandbox, spec)
+        done = self._result(job, spec.threads, started_at, result or _NEVER_STARTED)
+        return with_gpu_use(done, gpu)
 
     def _result(self, job: JobSpec, threads: int, started_at: str, result: RunResult) -> JobResult:
         stdout = self.artifacts.put_bytes(result.stdout)

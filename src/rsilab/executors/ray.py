@@ -40,10 +40,10 @@ from rsilab.executors._ray_bundle import (
     safe_unpack,
 )
 from rsilab.executors._ray_cluster import Cluster, connect
-from rsilab.executors._ray_node import run_job
+from rsilab.executors._ray_node import describe, run_job
 from rsilab.executors.base import Executor, JobInterrupted, JobResult, JobSpec, JobState
 from rsilab.records import Resources, utc_now
-from rsilab.sandbox import DiskLimits, SandboxUnavailable, hand_over
+from rsilab.sandbox import BwrapSandbox, DiskLimits, SandboxUnavailable, current_runtime, hand_over
 from rsilab.sandbox.base import KillReason, Sandbox, SandboxError
 from rsilab.store.artifacts import ArtifactStore
 
@@ -56,7 +56,8 @@ class RayExecutor(Executor):
 
     Args:
         sandbox: this machine's sandbox, prepared here; it makes the workspaces (which live
-            on this machine) and must be bubblewrap, as every node's is.
+            on this machine) and must be bubblewrap, as every node's is. Its runtime (the
+            base one, or a task's own) is the one every node is checked for and runs jobs in.
         artifacts: where logs go.
         address: ``HOST:PORT`` of the cluster's GCS; None starts a cluster on this machine
             (loopback, a fresh token) that lives as long as the executor.
@@ -92,7 +93,10 @@ class RayExecutor(Executor):
         self.artifacts = artifacts
         self.gpus_per_job = gpus_per_job
         self.resources = dict(resources or {})
-        self.cluster: Cluster = connect(address, num_cpus=num_cpus)
+        runtime = sandbox.runtime if isinstance(sandbox, BwrapSandbox) else current_runtime()
+        self.runtime = describe(runtime)
+        """The descriptor of the runtime jobs run in on every node (see ``_ray_node``)."""
+        self.cluster: Cluster = connect(address, num_cpus=num_cpus, runtime=self.runtime)
         self._slots = slots or max(1, int(self.cluster.cpus))
         self._pool = ThreadPoolExecutor(max_workers=self._slots, thread_name_prefix="rsilab-ray")
         self._lock = threading.Lock()
@@ -125,6 +129,11 @@ class RayExecutor(Executor):
             raise ValueError(
                 f"job {job.name}: the Ray executor sends mounts to nodes as read-only copies; "
                 "a writable mount cannot be written back"
+            )
+        if job.gpus:  # nodes do not assign GPUs yet: refused, never run without its own GPUs
+            raise ValueError(
+                f"job {job.name}: the Ray executor does not assign GPUs yet; run GPU tasks "
+                "with the local executor (--executor local)"
             )
         handle = _Handle()
         with self._lock:
@@ -189,7 +198,7 @@ class RayExecutor(Executor):
             resources=self.resources,
             max_retries=0,
             name=f"rsilab:{job.name}",
-        ).remote(job.model_dump_json(), threads, inputs)
+        ).remote(job.model_dump_json(), threads, inputs, self.runtime)
         if not handle.started(ref):  # cancelled while its inputs were packed
             with contextlib.suppress(Exception):
                 ray.cancel(ref, force=False)

@@ -4,7 +4,10 @@ An :class:`ExperimentOS` built without :class:`LabServices` still serves every r
 tools that run jobs or judge candidates answer ``unavailable`` and say how to get them. One
 ``LabServices`` holds one executor for the agents' jobs and the controller's, a background
 pool that judges candidates (agents poll ``candidate_status``), and the futures of jobs started
-without waiting (``job_status``, ``cancel_job``). Its sandbox is bound to the lab
+without waiting (``job_status``, ``cancel_job``). Its executor's jobs run in one runtime: the
+task's own when the task declares one (:meth:`LabServices.use_task` binds it before the
+executor is made; a second task needing another runtime is refused, never run in the wrong
+one), else the base runtime. Its sandbox is bound to the lab
 (:func:`lab_confinement`): jobs run as the lab's own sandbox uid, in workspaces made by
 :meth:`LabServices.workspace`, which refuses a folder holding the lab.
 """
@@ -29,9 +32,17 @@ from rsilab.executors.base import Executor
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.guards import WORKSPACE_RESERVED
 from rsilab.records import Campaign
-from rsilab.sandbox import Confinement, SandboxUser, check_placement, lab_user
+from rsilab.sandbox import (
+    BwrapSandbox,
+    Confinement,
+    ProcessSandbox,
+    SandboxUser,
+    check_placement,
+    lab_user,
+)
 from rsilab.sandbox.base import Limits
 from rsilab.sandbox.owners import owned_prefix
+from rsilab.sandbox.runtime import Runtime, current_runtime
 from rsilab.sandbox.select import default_sandbox
 from rsilab.store.artifacts import ArtifactStore, is_cache
 from rsilab.store.keys import key_dir
@@ -61,6 +72,7 @@ class LabServices:
         slots: int | None = None,
         allow_unsandboxed: bool = False,
         executor_choice: ExecutorChoice | None = None,
+        runtime: Runtime | None = None,
     ) -> None:
         self.lab = lab
         self.executor_choice = executor_choice or ExecutorChoice()
@@ -74,6 +86,8 @@ class LabServices:
         self._slots = slots
         self.allow_unsandboxed = allow_unsandboxed
         """A person opted in to plain-process jobs where bubblewrap cannot run."""
+        self._runtime = runtime
+        """The runtime jobs run in (None: the base one until :meth:`use_task` binds one)."""
         self._controllers: dict[tuple[str, str, str | None], HostController] = {}
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsilab-bg")
         self._futures: dict[str, Future[Any]] = {}
@@ -97,7 +111,9 @@ class LabServices:
             if self._executor is None:
                 slots = self._slots or min(2, available_cores())
                 sandbox = default_sandbox(
-                    allow_unsandboxed=self.allow_unsandboxed, confinement=self.confinement
+                    allow_unsandboxed=self.allow_unsandboxed,
+                    confinement=self.confinement,
+                    runtime=self._runtime,
                 )
                 if self.executor_choice.kind == "ray":  # fails closed: see rsilab.executors.ray
                     address = self.executor_choice.address
@@ -105,6 +121,39 @@ class LabServices:
                 else:
                     self._executor = LocalExecutor(sandbox, self.lab.artifacts, slots)
             return self._executor
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime this object's jobs run in (bound by :meth:`use_task`, else the base)."""
+        sandbox = getattr(self._executor, "sandbox", None)  # made, or passed in
+        if isinstance(sandbox, BwrapSandbox | ProcessSandbox):
+            return sandbox.runtime
+        return self._runtime or current_runtime()
+
+    def use_task(self, task: Task) -> Runtime:
+        """Bind the runtime ``task``'s jobs need (its own, installed; or the base one) before
+        the executor is made, and return it; idempotent for tasks of one runtime.
+
+        Raises:
+            RuntimeMissingError: the task's own runtime is not installed (the hint names
+                ``rsilab runtime install --task``).
+            UserError: the executor already runs jobs in another runtime (a task of the base
+                runtime is let through on an executor the caller passed in).
+        """
+        own = bool(task.runtime_requirements) or task.runtime_build is not None
+        wanted = task.installed_runtime() if own else current_runtime()
+        with self._lock:
+            if self._executor is None and self._owns_executor:
+                self._runtime = wanted if own else None
+                return wanted
+        held = self.runtime
+        if held.path == wanted.path or (not own and not self._owns_executor):
+            return held  # a base-runtime task on the caller's own executor: the caller's call
+        raise UserError(
+            f"task {task.name!r} needs the runtime at {wanted.path}, but this process "
+            f"already runs its jobs in the one at {held.path}",
+            "run each task whose runtime differs in a process of its own",
+        )
 
     def isolation(self) -> tuple[str, bool]:
         """The sandbox jobs run in, and whether it is a security boundary (making the
@@ -137,14 +186,17 @@ class LabServices:
 
     def task_of(self, campaign: Campaign) -> Task:
         """The task a campaign works on, loaded from where it recorded
-        (:func:`rsilab.tasks.load_ref`).
+        (:func:`rsilab.tasks.load_ref`), its runtime bound (:meth:`use_task`).
 
         Raises:
             ToolError: ``unavailable``: the task cannot be loaded here (its file is gone or
-                changed since the campaign started, or its name is not known).
+                changed since the campaign started, or its name is not known), or its
+                runtime is not installed or differs from the one this process's jobs run in.
         """
         try:
-            return load_ref(campaign.task, campaign_id=campaign.id)
+            task = load_ref(campaign.task, campaign_id=campaign.id)
+            self.use_task(task)
+            return task
         except UserError as exc:
             said = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
             raise ToolError("unavailable", said) from None
@@ -153,6 +205,7 @@ class LabServices:
         """The controller of ``task``'s lineage: one per task reference (name, source,
         digest), made on first use, so two tasks of one name from different files never
         share one."""
+        self.use_task(task)  # before the executor is made: its jobs run in the task's runtime
         executor = self.executor
         ref = task.ref()
         key = (ref.name, ref.source, ref.digest)

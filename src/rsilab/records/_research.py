@@ -278,6 +278,14 @@ class Resources(Model):
     tokens_in: int = Field(default=0, description="LLM prompt tokens.")
     tokens_out: int = Field(default=0, description="LLM completion tokens.")
     cost_usd: float = Field(default=0.0, description="Money spent, where a price is known.")
+    gpu_s: float | None = Field(
+        default=None, description="GPU-seconds (GPUs held x wall seconds); None: no GPU used."
+    )
+    gpu_memory_mb: float | None = Field(
+        default=None,
+        description="Peak GPU memory of the job's processes, MiB, sampled (a lower bound); "
+        "None: no GPU, or not measured (no nvidia-smi).",
+    )
 
 
 class Experiment(Record):

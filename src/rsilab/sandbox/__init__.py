@@ -2,6 +2,8 @@
 the runtime environment jobs see, and :func:`default_sandbox`, which picks one."""
 
 from rsilab.sandbox._bwrap_args import WORKSPACE
+from rsilab.sandbox._gpu import require_gpus
+from rsilab.sandbox._gpu_pool import host_gpus, run_holding_gpus
 from rsilab.sandbox._identity import SandboxUser, lab_user
 from rsilab.sandbox._images import DiskLimits
 from rsilab.sandbox._places import Confinement, WorkspaceRefused, check_placement, hand_over
@@ -41,6 +43,9 @@ __all__ = [
     "current_runtime",
     "default_sandbox",
     "hand_over",
+    "host_gpus",
     "install_runtime",
     "lab_user",
+    "require_gpus",
+    "run_holding_gpus",
 ]

@@ -5,7 +5,8 @@ Visible to a job: /usr (and the /bin, /lib, /lib64, /sbin links or folders), a g
 resolv.conf), the Python the runtime venv was made from (its own site-packages masked, and its
 standard library replaced by the runtime's stripped copy: compiled ``.pyc`` files without
 sources or docstrings, see :mod:`rsilab.sandbox.runtime`), the runtime venv, a fresh /proc of
-the job's pid namespace, a minimal /dev, size-limited tmpfs /tmp and /dev/shm, extra mounts
+the job's pid namespace, a minimal /dev (with only the job's assigned GPUs' device nodes,
+see :mod:`rsilab.sandbox._gpu`), size-limited tmpfs /tmp and /dev/shm, extra mounts
 (a read-only file may replace /etc/hosts), and the workspace at :data:`WORKSPACE` (the only
 writable host folder). Folders bwrap creates on the way to a bind get mode 0755, so an
 unprivileged uid can reach a path whose host parents it could not (e.g. a Python under /root).
@@ -17,6 +18,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath
 
+from rsilab.sandbox._gpu import device_args
 from rsilab.sandbox.base import RunSpec
 from rsilab.sandbox.runtime import STDLIB_DIR, stdlib_subdir
 
@@ -161,6 +163,9 @@ class Layout:
         """Per-job arguments: /proc, /dev, tmpfs sizes, workspace, mounts, hidden paths."""
         size = str(spec.limits.disk_mb * 1024 * 1024)
         args = ["--proc", "/proc", "--dev", "/dev"]
+        # Only the assigned GPUs' nodes (and the control nodes): CUDA_VISIBLE_DEVICES alone
+        # would leave every GPU open to the job.
+        args += device_args(spec.gpus, spec.gpu_devices)
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
         args += self.python_args

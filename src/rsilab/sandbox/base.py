@@ -129,6 +129,10 @@ class RunSpec:
             streaming a job's output to a terminal. Chunks over ``limits.output_bytes`` are
             not passed on. The result keeps its copy as usual. Not part of the job's
             description: an exception it raises ends the run (the tree is killed).
+        gpus: how many GPUs the job needs (the harness's ``gpus``); an executor assigns them.
+        gpu_devices: the GPUs assigned to it, as the numbers N of ``/dev/nvidiaN``; exactly
+            ``gpus`` of them. A sandbox that isolates shows the job only these devices'
+            nodes (see :mod:`rsilab.sandbox._gpu`); a job with too few is refused (ValueError).
     """
 
     argv: tuple[str, ...]
@@ -142,6 +146,8 @@ class RunSpec:
     cancel: threading.Event | None = None
     read_only_workspace: bool = False
     on_output: Callable[[int, bytes], None] | None = None
+    gpus: int = 0
+    gpu_devices: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from rsilab.sandbox._common import (
     rlimit_args,
     validate,
 )
+from rsilab.sandbox._gpu import visible_env
 from rsilab.sandbox._supervise import Watch, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox.base import KillReason, RunResult, RunSpec, Sandbox, SandboxError
@@ -94,7 +95,7 @@ class ProcessSandbox(Sandbox):
         return [self._prlimit, *limits, "--", *spec.argv]
 
     def _run(self, spec: RunSpec, workspace: Path, home: Path) -> RunResult:
-        env = job_env(spec, path=self._path(), home=str(home))
+        env = job_env(spec, path=self._path(), home=str(home)) | visible_env(spec)
         started = time.monotonic()
         try:
             proc = subprocess.Popen(

@@ -12,6 +12,17 @@ key hashes the requirements text and the interpreter, so a changed requirements 
 fresh venv. A stamp file written last marks a finished install; without it (or with a stamp
 for other requirements) the runtime counts as not installed.
 
+**Task runtimes.** A task may declare extra requirement lines (``Task.runtime_requirements``,
+each pinned with ``==``; never torch, which stays the shipped pin). Its runtime is a venv of
+its own holding the shipped requirements plus those lines, keyed by both (the key is in the
+path: ``runtime-<key>``, or ``$RSILAB_RUNTIME-<key>`` beside an explicit base runtime), so two
+tasks with different lists never share one and a task without extras uses the base runtime.
+torch is installed the same way as in the base runtime (the pinned CPU wheel from local disk).
+Every install writes :data:`OFFLINE_PTH` into the venv's site-packages: Python's ``site``
+runs it at start-up and sets :data:`OFFLINE_ENV` (``HF_HUB_OFFLINE=1``,
+``TRANSFORMERS_OFFLINE=1``) in every job's process, whatever environment the sandbox gave it,
+so no Hugging Face library tries the network or a hub cache.
+
 **Stripped stdlib.** The install also writes ``<runtime>/stdlib``: a copy of the base Python's
 standard library (without site-packages, test suites, idlelib, tkinter and turtledemo) compiled
 with optimization level 2 into legacy-location (sourceless) ``.pyc`` files, every ``.py``
@@ -29,12 +40,13 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
@@ -55,8 +67,18 @@ STDLIB_SKIP = frozenset({"__pycache__", "test", "tests", "idlelib", "tkinter", "
 the top: an empty one stays as the place the sandbox masks)."""
 
 
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+"""Set in every process the runtime's Python starts (see :data:`OFFLINE_PTH`)."""
+OFFLINE_PTH = "rsilab_offline.pth"
+"""A ``.pth`` file in the venv's site-packages; its one ``import`` line sets :data:`OFFLINE_ENV`."""
+
+
 class RuntimeInstallError(UserError):
     """Creating or filling the runtime venv failed; the message holds pip's last lines."""
+
+
+class RuntimeMissingError(UserError):
+    """A task's runtime is not installed; the hint names the command that installs it."""
 
 
 def requirements_text() -> str:
@@ -89,6 +111,44 @@ def _name(requirement: str) -> str:
     return requirement.lower()
 
 
+_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!]*")
+"""One pinned requirement: a project name, ``==``, a version (no markers, no extras)."""
+
+
+def check_task_requirements(extra: Sequence[str]) -> list[str]:
+    """``extra`` stripped, each line checked: a single ``name==version`` pin, not torch.
+
+    Raises:
+        RuntimeInstallError: a line is unpinned, names torch, or repeats a package.
+    """
+    lines = [line.strip() for line in extra]
+    seen: set[str] = set()
+    for line in lines:
+        if not _PIN.fullmatch(line):
+            raise RuntimeInstallError(
+                f"task requirement {line!r} is not pinned as name==version",
+                "pin every task requirement to one version, e.g. 'peft==0.21.2'",
+            )
+        if _name(line) == "torch":
+            raise RuntimeInstallError(
+                f"task requirement {line!r} names torch", "torch stays the runtime's own pin"
+            )
+        if _name(line) in seen:
+            raise RuntimeInstallError(f"task requirement {line!r} repeats a package", "")
+        seen.add(_name(line))
+    return lines
+
+
+def full_requirements_text(extra: Sequence[str] = ()) -> str:
+    """The shipped requirements, then (when given) the task's lines under a marker comment:
+    the text a task runtime is keyed by and filled from. Without extras, the shipped text."""
+    text = requirements_text()
+    if not extra:
+        return text
+    lines = check_task_requirements(extra)
+    return text.rstrip("\n") + "\n# task requirements\n" + "\n".join(lines) + "\n"
+
+
 def runtime_key(text: str | None = None) -> str:
     """12 hex digits naming one (requirements, interpreter) pair."""
     text = requirements_text() if text is None else text
@@ -97,9 +157,16 @@ def runtime_key(text: str | None = None) -> str:
     return hashlib.sha256(material.encode("utf-8")).hexdigest()[:12]
 
 
-def runtime_path() -> Path:
-    """Where the runtime lives: ``$RSILAB_RUNTIME``, else the user data dir by key."""
+def runtime_path(extra: Sequence[str] = ()) -> Path:
+    """Where the runtime lives: ``$RSILAB_RUNTIME``, else the user data dir by key. With a
+    task's ``extra`` lines: ``runtime-<key>`` of the full text, in the user data dir, or beside
+    an explicit base runtime as ``$RSILAB_RUNTIME-<key>``."""
     explicit = os.environ.get(ENV_VAR)
+    if extra:
+        key = runtime_key(full_requirements_text(extra))
+        if explicit:
+            return Path(f"{Path(explicit).absolute()}-{key}")
+        return Path(platformdirs.user_data_dir("rsilab")) / f"runtime-{key}"
     if explicit:
         return Path(explicit).absolute()
     return Path(platformdirs.user_data_dir("rsilab")) / f"runtime-{runtime_key()}"
@@ -107,9 +174,22 @@ def runtime_path() -> Path:
 
 @dataclass(frozen=True)
 class Runtime:
-    """One runtime venv on disk (which may not be installed yet)."""
+    """One runtime venv on disk (which may not be installed yet).
+
+    ``extra`` holds the task requirement lines it was made for (empty: the base runtime);
+    the stamp must carry the key of the shipped requirements plus those lines. With
+    ``build_needed``, a finished install must also have run the task's build step (its stamp
+    records what the step built).
+    """
 
     path: Path
+    extra: tuple[str, ...] = ()
+    build_needed: bool = False
+
+    @property
+    def key(self) -> str:
+        """The key a finished install of this runtime's requirements is stamped with."""
+        return runtime_key(full_requirements_text(self.extra))
 
     @property
     def bin_dir(self) -> Path:
@@ -136,7 +216,7 @@ class Runtime:
         stamp = self.stamp()
         return (
             stamp is not None
-            and stamp.get("key") == runtime_key()
+            and stamp.get("key") == self.key
             and self.python.exists()
             and Path(str(stamp.get("base_prefix", ""))).is_dir()
         )
@@ -149,6 +229,7 @@ class Runtime:
             self._venv_ready()
             and stamp.get("stdlib") == STDLIB_FORMAT
             and (self.stdlib / "os.pyc").is_file()
+            and (not self.build_needed or bool(stamp.get("built")))
         )
 
     def base_prefix(self) -> Path:
@@ -180,6 +261,38 @@ class Runtime:
 def current_runtime() -> Runtime:
     """The runtime at :func:`runtime_path` (installed or not)."""
     return Runtime(runtime_path())
+
+
+def task_runtime(extra: Sequence[str], *, build_needed: bool = False) -> Runtime:
+    """The runtime for a task declaring ``extra`` requirement lines (and, with
+    ``build_needed``, a build step), installed or not; the base runtime when there are none.
+
+    Raises:
+        RuntimeInstallError: a line is not a valid task requirement.
+    """
+    lines = tuple(check_task_requirements(extra))
+    return Runtime(runtime_path(lines), lines, build_needed)
+
+
+def install_command(task: str | None = None) -> str:
+    """The command line that installs the runtime (of ``task`` when given)."""
+    return "rsilab runtime install" + (f" --task {task}" if task else "")
+
+
+def require_task_runtime(task: str, extra: Sequence[str], *, build_needed: bool = False) -> Runtime:
+    """The installed runtime of task ``task`` (declaring ``extra``, and a build step with
+    ``build_needed``), for preflight.
+
+    Raises:
+        RuntimeMissingError: it is not installed; the message names the command to run.
+    """
+    runtime = task_runtime(extra, build_needed=build_needed)
+    if not runtime.is_installed():
+        raise RuntimeMissingError(
+            f"task {task!r} needs its own runtime, not installed at {runtime.path}",
+            f"run `{install_command(task)}`",
+        )
+    return runtime
 
 
 @contextlib.contextmanager
@@ -314,33 +427,55 @@ def build_stdlib(base_prefix: Path, target: Path, log: Callable[[str], None] = p
     partial.rename(target)
 
 
+def _write_offline(runtime: Runtime) -> None:
+    """Write :data:`OFFLINE_PTH` into every site-packages of the venv (see the docstring)."""
+    assignments = "; ".join(f"os.environ[{k!r}] = {v!r}" for k, v in OFFLINE_ENV.items())
+    for folder in runtime.site_packages():
+        (folder / OFFLINE_PTH).write_text(f"import os; {assignments}\n", "utf-8")
+
+
 def install_runtime(
-    path: Path | None = None, *, force: bool = False, log: Callable[[str], None] = print
+    path: Path | None = None,
+    *,
+    extra: Sequence[str] = (),
+    build: Callable[[Path, Callable[[str], None]], dict[str, str]] | None = None,
+    force: bool = False,
+    log: Callable[[str], None] = print,
 ) -> Runtime:
     """Create or complete the runtime venv; cheap when already installed (stamp check).
 
-    ``force`` deletes the folder first. The stamp is written last, so an interrupted install
-    is redone next time.
+    ``extra``: a task's requirement lines (see :func:`task_runtime`); the venv then lives at
+    ``runtime_path(extra)`` unless ``path`` is given. ``build``: the task's build step,
+    ``(runtime folder, log) -> facts``, run on the host after pip and before the stamp, whose
+    facts the stamp records under ``built`` (a base model's path and sha256, say). ``force``
+    deletes the folder first. The stamp is written last, so an interrupted install is redone
+    next time.
 
     Raises:
-        RuntimeInstallError: venv creation or pip failed (message holds the output's tail).
+        RuntimeInstallError: a task line is invalid, or venv creation or pip failed (the
+            message holds the output's tail).
     """
-    runtime = Runtime(path or runtime_path())
+    lines = tuple(check_task_requirements(extra))
+    runtime = Runtime(path or runtime_path(lines), lines, build is not None)
     with _locked(runtime.path):
         if force and runtime.path.exists():
             shutil.rmtree(runtime.path)
         if runtime.is_installed():
             log(f"runtime already installed at {runtime.path}")
             return runtime
-        text = requirements_text()
+        text = full_requirements_text(lines)
         if not runtime._venv_ready():
             _fill(runtime, text, log)
         base_prefix = _base_prefix(runtime)
         build_stdlib(Path(base_prefix), runtime.stdlib, log)
         _prune(runtime, log)
+        _write_offline(runtime)
+        built = build(runtime.path, log) if build is not None else {}
         _make_readable(runtime.path)
         stamp = {
             "key": runtime_key(text),
+            "task_requirements": list(lines),
+            "built": built,
             "requirements": text,
             "python": ".".join(map(str, sys.version_info[:3])),
             "base_prefix": base_prefix,

@@ -10,6 +10,7 @@ from rsilab.sandbox._places import Confinement
 from rsilab.sandbox.base import Sandbox, SandboxUnavailable
 from rsilab.sandbox.bwrap import BwrapSandbox
 from rsilab.sandbox.process import ProcessSandbox
+from rsilab.sandbox.runtime import Runtime
 
 ENV_VAR = "RSILAB_SANDBOX"
 CHOICES = ("bwrap", "process")
@@ -27,10 +28,14 @@ class Choice:
 
 
 def choose_sandbox(
-    *, allow_unsandboxed: bool = False, confinement: Confinement | None = None
+    *,
+    allow_unsandboxed: bool = False,
+    confinement: Confinement | None = None,
+    runtime: Runtime | None = None,
 ) -> Choice:
     """Pick and prepare a sandbox: ``$RSILAB_SANDBOX`` if set, else bubblewrap (bound to a
     lab's ``confinement`` when given: its sandbox uid, private folders and workspace images).
+    Its jobs see ``runtime`` (a task's own; default: the base runtime).
 
     Never a silent fallback: when bubblewrap cannot be used and ``$RSILAB_SANDBOX`` is unset,
     the plain-process sandbox (no security boundary) is chosen only when the caller passes
@@ -48,9 +53,9 @@ def choose_sandbox(
             f"{ENV_VAR}={forced!r} names no sandbox", f"use one of: {', '.join(CHOICES)}"
         )
     if forced == "process":
-        return Choice(_prepared(ProcessSandbox()), f"{ENV_VAR}=process")
+        return Choice(_prepared(ProcessSandbox(runtime)), f"{ENV_VAR}=process")
     try:
-        bwrap = _prepared(BwrapSandbox(confinement=confinement))
+        bwrap = _prepared(BwrapSandbox(runtime, confinement=confinement))
     except SandboxUnavailable as exc:
         if forced == "bwrap":
             raise SandboxUnavailable(
@@ -62,12 +67,17 @@ def choose_sandbox(
                 f"{exc.hint or 'install bubblewrap'}; or, knowing that plain processes are no "
                 "security boundary, opt in with --unsandboxed (or RSILAB_SANDBOX=process)",
             ) from exc
-        return Choice(_prepared(ProcessSandbox()), "bubblewrap is unavailable (opted in)", exc)
+        return Choice(
+            _prepared(ProcessSandbox(runtime)), "bubblewrap is unavailable (opted in)", exc
+        )
     return Choice(bwrap, f"{ENV_VAR}=bwrap" if forced else "bubblewrap works here")
 
 
 def default_sandbox(
-    *, allow_unsandboxed: bool = False, confinement: Confinement | None = None
+    *,
+    allow_unsandboxed: bool = False,
+    confinement: Confinement | None = None,
+    runtime: Runtime | None = None,
 ) -> Sandbox:
     """A prepared sandbox as :func:`choose_sandbox` picks it; an opted-in fallback to the
     process sandbox logs a warning naming what bwrap lacked.
@@ -75,7 +85,9 @@ def default_sandbox(
     Raises:
         SandboxUnavailable: as :func:`choose_sandbox`.
     """
-    choice = choose_sandbox(allow_unsandboxed=allow_unsandboxed, confinement=confinement)
+    choice = choose_sandbox(
+        allow_unsandboxed=allow_unsandboxed, confinement=confinement, runtime=runtime
+    )
     if choice.bwrap_problem is not None:
         log.warning(
             "bubblewrap sandbox unavailable (%s); jobs run as plain processes, which is NOT "

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rsilab.records import DataTier
-from rsilab.sandbox import hand_over
+from rsilab.sandbox import hand_over, run_holding_gpus
 from rsilab.sandbox.base import Limits, RunResult, Sandbox
 from rsilab.tasks._drivers import task_predict_spec
 from rsilab.tasks._harness import (
@@ -103,20 +103,21 @@ def _run(
         spec = train_spec(
             manifest, workspace, data=DATA_DIR, model_out=model, seed=seed, limits=limits
         )
-        _check(sandbox.run(spec), "train")
+        _check(run_holding_gpus(sandbox, spec), "train")  # GPUs of its own, if it asks
     outcome = Outcome(seconds=0.0, model=workspace / model if model else None)
     for bench in task.benchmarks:
         samples = splits[bench.name][tier]
         spec = task_predict_spec(
             task, workspace, samples, seed=seed, model=model, manifest=manifest, limits=limits
         )
-        result = sandbox.run(spec)
+        result = run_holding_gpus(sandbox, spec)
         _check(result, f"predict on {bench.name}/{tier.value}")
         try:
             outputs = parse_predictions(result.stdout, [s.id for s in samples])
         except HarnessOutputError as exc:
             raise ExperimentFailed(f"predict on {bench.name}: {exc}", result) from exc
-        scored = score_outputs(bench.scorer, samples, outputs)
+        # a batch scorer that runs code (python_tests) uses this experiment's sandbox
+        scored = score_outputs(bench.scorer, samples, outputs, sandbox=sandbox)
         outcome.samples[bench.name] = scored
         outcome.scores[bench.name] = sum(s.score for s in scored) / max(len(scored), 1)
     outcome.seconds = time.perf_counter() - started

@@ -8,6 +8,7 @@ A harness is a folder with ``harness.toml``::
     config = "config.json"         # optional: passed to train as --config
     model = "safetensors"          # safetensors | json | npz | none
     improve = "python improve.py"  # optional: for a system that is itself an improver
+    gpus = 1                       # optional (default 0): GPUs each train and predict job gets
 
 Entry points are run as commands in the job's workspace (the harness copy)::
 
@@ -21,6 +22,10 @@ reachable only as an MCP client (the stdio bridge that ``$RSILAB_MCP_COMMAND`` n
 controller never runs it; ``rsilab evolve`` does, in each round whose improver is this
 system (under ``self``, the accepted system improving itself next round), starting in a
 workspace that holds this harness, with ``$RSILAB_SEED`` set to the round's seed.
+
+A harness with ``gpus = N`` has each of its jobs given N GPUs of its own by the executor;
+the sandbox shows the job only those devices (see :mod:`rsilab.sandbox._gpu`), and a
+campaign refuses to start on a machine with fewer.
 
 ``DIR`` holds ``train.jsonl`` (the train tier of every benchmark, ``{id, input, target}`` a
 line) and, where the setting allows, ``dev.jsonl``; never a private tier. ``predict`` reads
@@ -85,6 +90,9 @@ class Manifest(Model):
     config: str | None = Field(default=None, description="Config file passed to train.")
     model: Literal["safetensors", "json", "npz", "none"] = Field(
         default="safetensors", description="Format of the model file train writes."
+    )
+    gpus: int = Field(
+        default=0, ge=0, le=64, description="GPUs each train and predict job gets (its own)."
     )
 
     @field_validator("train", "predict", "improve", mode="before")
@@ -194,7 +202,9 @@ def train_spec(
     argv = train_argv(
         manifest, data=data, model_out=model_out, seed=seed, model_in=model_in, config=config
     )
-    return RunSpec(argv, workspace, limits or Limits(), threads=threads, mounts=mounts)
+    return RunSpec(
+        argv, workspace, limits or Limits(), threads=threads, mounts=mounts, gpus=manifest.gpus
+    )
 
 
 def predict_spec(
@@ -211,7 +221,15 @@ def predict_spec(
     """A RunSpec for one predict job: the samples' inputs go on stdin."""
     argv = predict_argv(manifest, seed=seed, model=model)
     stdin = encode_inputs(samples)
-    return RunSpec(argv, workspace, limits or Limits(), stdin=stdin, threads=threads, mounts=mounts)
+    return RunSpec(
+        argv,
+        workspace,
+        limits or Limits(),
+        stdin=stdin,
+        threads=threads,
+        mounts=mounts,
+        gpus=manifest.gpus,
+    )
 
 
 def parse_predictions(stdout: bytes, ids: Sequence[str]) -> dict[str, JsonValue]:

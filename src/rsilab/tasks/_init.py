@@ -3,8 +3,10 @@
 Templates are package data under ``rsilab/tasks/templates/``: one folder per kind (``model``:
 a pure-Python logistic regression that trains in milliseconds, with three knobs whose
 defaults underfit; ``harness``: a predict-only text normalizer scored by exact match, with
-three config switches) and ``common`` (a test of the harness contract, for every kind). The
-only substitution is the task's name, ``{{name}}`` in ``task.toml``.
+three config switches; ``lm``: a language model of the user's own, post-trained by the
+built-in ``posttrain`` harness, see :mod:`rsilab.tasks._init_lm`) and ``common`` (a test of
+the harness contract, for every kind). The substitutions are the task's name, ``{{name}}``
+in ``task.toml`` (and the lm kind's README), and for ``lm`` its runtime's requirements.
 """
 
 from __future__ import annotations
@@ -15,23 +17,26 @@ from pathlib import Path
 from typing import Literal
 
 from rsilab.errors import UserError
+from rsilab.tasks._init_lm import check_model_folder, write_lm_harness
 from rsilab.tasks._spec import _NAME_PATTERN
 
 TEMPLATES = Path(__file__).parent / "templates"
 """Where the templates are: ``<kind>/`` and ``common/``."""
 
-Kind = Literal["model", "harness"]
-KINDS: tuple[Kind, ...] = ("model", "harness")
+Kind = Literal["model", "harness", "lm"]
+KINDS: tuple[Kind, ...] = ("model", "harness", "lm")
 
 
-def init_task(folder: Path, kind: Kind = "model") -> list[Path]:
+def init_task(folder: Path, kind: Kind = "model", model: Path | None = None) -> list[Path]:
     """Write the ``kind`` template into ``folder`` (made if absent); the files written.
 
-    The task is named after the folder.
+    The task is named after the folder. ``model`` (the ``lm`` kind only, and required
+    there) is a Hugging Face model folder, copied into the harness as its base model.
 
     Raises:
-        UserError: ``folder`` exists and is not an empty folder, or its name is not a valid
-            task name.
+        UserError: ``folder`` exists and is not an empty folder, its name is not a valid
+            task name, or ``model`` is missing for ``lm``, given for another kind, or not a
+            usable model folder.
     """
     name = folder.resolve().name
     if not re.match(_NAME_PATTERN, name):
@@ -41,11 +46,23 @@ def init_task(folder: Path, kind: Kind = "model") -> list[Path]:
         )
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise UserError(f"{folder} exists and is not empty: pick a new NAME for task init")
+    if (kind == "lm") != (model is not None):
+        raise UserError(
+            "--model PATH goes with --kind lm, and only there"
+            if model is not None
+            else "the lm kind needs --model PATH: a Hugging Face model folder (config.json, "
+            "tokenizer files, *.safetensors)",
+        )
+    if model is not None:
+        check_model_folder(model)  # before anything is written
     written: list[Path] = []
     for source in (TEMPLATES / kind, TEMPLATES / "common"):
         written += _copy(source, folder)
-    toml = folder / "task.toml"
-    toml.write_text(toml.read_text("utf-8").replace("{{name}}", name), "utf-8")
+    if model is not None:
+        written += write_lm_harness(folder, model)
+    for made in (folder / "task.toml", folder / "README.md"):
+        if made.exists():
+            made.write_text(made.read_text("utf-8").replace("{{name}}", name), "utf-8")
     return sorted(written)
 
 

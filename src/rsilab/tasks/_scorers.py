@@ -4,10 +4,14 @@ A scorer returns a :class:`Scored` per sample: the score, whether the output was
 note. An invalid output scores ``invalid_score`` of its scorer (0 for accuracy and speedup).
 Register more with :func:`register_scorer`; the task spec refuses names not registered.
 
-Every scorer is per sample: the controller's statistics (paired bootstrap, jackknife) assume a
-benchmark's score is the mean of per-sample scores. Corpus-level metrics (F1, AUC, R², corpus
-BLEU) are not expressible here. A parametrized scorer is a *family* whose parameter is part of
-the name (``pass@5``), so a benchmark's ``scorer`` alone says how it is scored.
+Every scorer scores per sample: the controller's statistics (paired bootstrap, jackknife)
+assume a benchmark's score is the mean of per-sample scores. A *batch* scorer
+(:func:`register_batch_scorer`) still gives one score per sample, but is called once with all
+the samples of one scoring call (one tier of one benchmark), so that it can do their work in
+one go: ``python_tests`` runs every program of a tier in one sandbox job. Corpus-level metrics
+(F1, AUC, R², corpus BLEU) are not expressible here. A parametrized scorer is a *family* whose
+parameter is part of the name (``pass@5``), so a benchmark's ``scorer`` alone says how it is
+scored.
 """
 
 from __future__ import annotations
@@ -16,11 +20,18 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import JsonValue
 
+from rsilab.errors import UserError
+from rsilab.sandbox.base import Sandbox
 from rsilab.tasks._samples import Sample
+
+
+class ScorerUnavailable(UserError):
+    """A scorer cannot score at all here (its sandbox is missing or refused): raised, never
+    turned into low scores, so that no output is judged by weaker means than its scorer's."""
 
 
 @dataclass(frozen=True)
@@ -34,6 +45,10 @@ class Scored:
 
 
 ScoreFn = Callable[[Sample, JsonValue], Scored]
+BatchScoreFn = Callable[[Sequence[tuple[Sample, JsonValue]], Sandbox | None], list[Scored]]
+"""``fn(pairs, sandbox) -> scores``: one :class:`Scored` per (sample, output) pair, in order.
+``sandbox`` is the caller's (None: the scorer picks its own). It raises only when it cannot
+score at all (:class:`ScorerUnavailable`); a bad output is an invalid Scored, as usual."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,12 @@ class ScorerInfo:
     """For a scorer loaded from a task's own file: sha256 of that file and of the task-folder
     modules it imports, so a changed file is a changed evaluator (empty for built-ins, whose
     source :func:`inspect.getsource` reads)."""
+    batch: BatchScoreFn | None = None
+    """For a batch scorer: the function :func:`score_outputs` calls once per call (``fn`` then
+    scores one sample through it)."""
+    sources: tuple[str, ...] = field(default=(), repr=False)
+    """Source texts of code the scorer runs besides its own function (a driver it runs in a
+    sandbox): part of the evaluator's hash (:func:`rsilab.controller.guards.evaluator_sha256`)."""
 
 
 _SCORERS: dict[str, ScorerInfo] = {}
@@ -80,6 +101,49 @@ def register_scorer(
     return decorate
 
 
+def register_batch_scorer(
+    name: str,
+    *,
+    higher_is_better: bool = True,
+    invalid_score: float = 0.0,
+    description: str = "",
+    sources: tuple[str, ...] = (),
+) -> Callable[[BatchScoreFn], BatchScoreFn]:
+    """Decorator: register ``fn(pairs, sandbox) -> list[Scored]`` (:data:`BatchScoreFn`) as
+    the batch scorer ``name``; :func:`score_outputs` calls it once for all its samples.
+
+    Raises:
+        ValueError: ``name`` is taken.
+    """
+
+    def decorate(fn: BatchScoreFn) -> BatchScoreFn:
+        if name in _SCORERS:
+            raise ValueError(f"scorer {name!r} is already registered")
+        doc = description or next(iter((fn.__doc__ or "").strip().splitlines()), "")
+        _SCORERS[name] = batch_info(name, fn, higher_is_better, invalid_score, doc, sources)
+        return fn
+
+    return decorate
+
+
+def batch_info(
+    name: str,
+    fn: BatchScoreFn,
+    higher_is_better: bool,
+    invalid_score: float,
+    description: str,
+    sources: tuple[str, ...] = (),
+) -> ScorerInfo:
+    """The :class:`ScorerInfo` of a batch scorer (for a family's ``make``)."""
+
+    def one(sample: Sample, output: JsonValue) -> Scored:
+        return fn([(sample, output)], None)[0]
+
+    return ScorerInfo(
+        name, one, higher_is_better, invalid_score, description, batch=fn, sources=sources
+    )
+
+
 def scorer_names() -> list[str]:
     """Every registered scorer name, sorted, but those of a task's own scorer file (named by
     the file's path, ``/abs/scoring.py:fn``: private to that task)."""
@@ -101,6 +165,17 @@ class ScorerFamily:
 _FAMILIES: dict[str, ScorerFamily] = {}
 
 
+def register_family(family: ScorerFamily) -> None:
+    """Add a scorer family (its prefix must be new).
+
+    Raises:
+        ValueError: a family with this prefix exists.
+    """
+    if family.prefix in _FAMILIES:
+        raise ValueError(f"scorer family {family.prefix!r} is already registered")
+    _FAMILIES[family.prefix] = family
+
+
 def scorer_families() -> list[ScorerFamily]:
     """Every scorer family, by prefix."""
     return [_FAMILIES[p] for p in sorted(_FAMILIES)]
@@ -120,10 +195,23 @@ def get_scorer(name: str) -> ScorerInfo:
 
 
 def score_outputs(
-    scorer: str, samples: Sequence[Sample], outputs: Mapping[str, JsonValue]
+    scorer: str,
+    samples: Sequence[Sample],
+    outputs: Mapping[str, JsonValue],
+    *,
+    sandbox: Sandbox | None = None,
 ) -> list[Scored]:
-    """Score every sample; a sample without an output is invalid. Never raises on bad outputs."""
+    """Score every sample; a sample without an output is invalid. Never raises on bad outputs.
+
+    A batch scorer is called once, with every sample that has an output, and ``sandbox``
+    (the caller's, if it has one; the scorer decides whether it is good enough to use).
+
+    Raises:
+        ScorerUnavailable: a batch scorer cannot score here at all (no usable sandbox).
+    """
     info = get_scorer(scorer)
+    if info.batch is not None:
+        return _score_batch(info, info.batch, samples, outputs, sandbox)
     results: list[Scored] = []
     for sample in samples:
         if sample.id not in outputs:
@@ -135,6 +223,24 @@ def score_outputs(
             note = f"scorer failed: {type(exc).__name__}: {exc}"
             results.append(Scored(sample.id, info.invalid_score, False, note))
     return results
+
+
+def _score_batch(
+    info: ScorerInfo,
+    batch: BatchScoreFn,
+    samples: Sequence[Sample],
+    outputs: Mapping[str, JsonValue],
+    sandbox: Sandbox | None,
+) -> list[Scored]:
+    present = [(s, outputs[s.id]) for s in samples if s.id in outputs]
+    made = batch(present, sandbox) if present else []
+    if len(made) != len(present):
+        raise AssertionError(f"batch scorer {info.name}: {len(made)} scores for {len(present)}")
+    scored = iter(made)
+    return [
+        next(scored) if s.id in outputs else Scored(s.id, info.invalid_score, False, "no output")
+        for s in samples
+    ]
 
 
 @register_scorer("accuracy", description="1 when the output equals the target, else 0.")
@@ -293,15 +399,17 @@ def _make_pass_at(k: int) -> ScorerInfo:
     return ScorerInfo(f"pass@{k}", score, True, 0.0, doc)
 
 
-_FAMILIES["pass@"] = ScorerFamily(
-    pattern="pass@K",
-    prefix="pass@",
-    make=_make_pass_at,
-    higher_is_better=True,
-    invalid_score=0.0,
-    description=(
-        "Per problem, the unbiased pass@K, 1 - C(n-c, K) / C(n, K), from n >= K generations of "
-        'which c passed; the output is a list of booleans (one per generation) or {"n", "c"}. '
-        "Fewer than K generations is invalid."
-    ),
+register_family(
+    ScorerFamily(
+        pattern="pass@K",
+        prefix="pass@",
+        make=_make_pass_at,
+        higher_is_better=True,
+        invalid_score=0.0,
+        description=(
+            "Per problem, the unbiased pass@K, 1 - C(n-c, K) / C(n, K), from n >= K generations of "
+            'which c passed; the output is a list of booleans (one per generation) or {"n", "c"}. '
+            "Fewer than K generations is invalid."
+        ),
+    )
 )

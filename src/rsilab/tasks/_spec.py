@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 
@@ -18,6 +18,7 @@ from pydantic import Field, JsonValue, field_validator, model_validator
 
 from rsilab import stats
 from rsilab.records import Model, TaskRef
+from rsilab.sandbox.runtime import Runtime, require_task_runtime, task_runtime
 from rsilab.tasks._budget import Budget
 from rsilab.tasks._origin import anchored, anchored_source
 from rsilab.tasks._samples import SampleSource
@@ -195,6 +196,18 @@ class Task(Model):
     seconds_per_experiment: float | None = Field(
         default=None, description="Last measured train+predict seconds on dev (informative)."
     )
+    runtime_requirements: list[str] = Field(
+        default_factory=list,
+        description="Extra pinned requirement lines (name==version) its jobs need: installed "
+        "into a runtime of its own by `rsilab runtime install --task NAME`.",
+    )
+    runtime_build: Callable[[Path, Callable[[str], None]], dict[str, str]] | None = Field(
+        default=None,
+        exclude=True,
+        description="Run once by `rsilab runtime install --task NAME` on the host, before the "
+        "runtime is stamped: (runtime folder, log) -> what the stamp records (e.g. a base "
+        "model it wrote there and its sha256).",
+    )
     source: str = Field(default="", description="Where it was loaded from: builtin, a path.")
 
     @model_validator(mode="after")
@@ -231,9 +244,28 @@ class Task(Model):
 
     def digest(self) -> str:
         """sha256 of the spec's JSON (callables by name; paths as given)."""
-        data = self.model_dump(mode="json", exclude={"source", "seconds_per_experiment"})
+        left_out = {"source", "seconds_per_experiment"}
+        if not self.runtime_requirements:  # older specs had no such field: same digest
+            left_out.add("runtime_requirements")
+        data = self.model_dump(mode="json", exclude=left_out)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def runtime(self) -> Runtime:
+        """The runtime its jobs run in, installed or not: a venv of its own when it declares
+        ``runtime_requirements`` (see :func:`rsilab.sandbox.runtime.task_runtime`), else the
+        base runtime."""
+        return task_runtime(self.runtime_requirements, build_needed=self.runtime_build is not None)
+
+    def installed_runtime(self) -> Runtime:
+        """:meth:`runtime`, checked to be installed (with its build step's files recorded).
+
+        Raises:
+            RuntimeMissingError: it is not; the hint names ``rsilab runtime install --task``.
+        """
+        return require_task_runtime(
+            self.name, self.runtime_requirements, build_needed=self.runtime_build is not None
+        )
 
     def ref(self) -> TaskRef:
         """A reference for records that :func:`rsilab.tasks.load_ref` loads again from any

@@ -4,9 +4,12 @@ Every kind of run (the built-in policy, LLM agents, a research team of either, a
 evolution, a search benchmark's peer) goes through :func:`run_policy`; what differs between
 them is a :class:`CampaignPolicy`. The sequence, for all of them:
 
-1. **preflight**, before anything is written: the sandbox jobs will run in (bubblewrap, or
-   plain processes only on the policy's explicit opt-in), a disk limit the kernel enforces
-   (or a polled one on an opt-in), the task's harness manifest, and
+1. **preflight**, before anything is written: the task's own runtime when it declares one
+   (installed, its built files such as a base model checked against the install's stamp, put
+   into the artifact store and recorded in the campaign's settings; see ``_runtime``), the
+   sandbox jobs will run in (bubblewrap, or plain processes only on the policy's explicit
+   opt-in), a disk limit the kernel enforces (or a polled one on an opt-in), the task's
+   harness manifest, and
    :meth:`CampaignPolicy.preflight` (an LLM endpoint's reachability); a failure raises a
    UserError saying what to do, and no record is written;
 2. :meth:`CampaignPolicy.prepare` (records the policy needs in the lab, e.g. orientations);
@@ -54,10 +57,12 @@ from rsilab.orchestrator.campaign._lease import (
     takeover_reason,
 )
 from rsilab.orchestrator.campaign._recovery import recover_campaign
+from rsilab.orchestrator.campaign._runtime import check_same_runtime, runtime_settings
 from rsilab.orchestrator.campaign.result import CampaignResult, campaign_result
 from rsilab.orchestrator.campaign.stop import StopRequest
 from rsilab.orchestrator.writer import ACTOR, write
 from rsilab.records import Campaign, CampaignState, EndReason, Experiment, ExperimentState
+from rsilab.sandbox import require_gpus
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, ManifestError, Task, load_manifest
 
@@ -205,6 +210,7 @@ def run_policy(
         if campaign is None:
             assert campaign_id is not None
             return campaign_result(lab, campaign_id, FINISHED_MESSAGE)
+        check_same_runtime(campaign, where)
         policy.admit(campaign)
         with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
             opening = _Opening(lab, task, campaign, services, budget, stop, lease)
@@ -222,6 +228,7 @@ def _preflight(
 ) -> dict[str, Any]:
     """Check, before anything is written, what the run needs; the settings that record
     where its jobs run. UserError (SandboxUnavailable among them) says what to do."""
+    runtime = runtime_settings(lab, task, services)  # binds the task's runtime: first
     sandbox, boundary = services.isolation()
     disk = services.executor.disk_limits()
     if boundary and not disk.enforced and not policy.unbounded_disk:
@@ -237,6 +244,7 @@ def _preflight(
         "sandbox": sandbox,
         "unsandboxed": not boundary,
         "disk_limit": "kernel" if disk.enforced else "polled",
+        **runtime,
     }
 
 
@@ -259,9 +267,9 @@ def _evaluation_inputs_unchanged(lab: Lab, task: Task, services: LabServices) ->
 
 def check_harness(task: Task) -> None:
     """UserError, before anything is written, when ``task``'s harness cannot be run (its
-    folder or manifest is missing or wrong)."""
+    folder or manifest is missing or wrong, or it needs more GPUs than this machine has)."""
     try:
-        load_manifest(task.harness)
+        require_gpus(load_manifest(task.harness).gpus, task.name)  # fails before any write
     except ManifestError as exc:
         raise UserError(
             f"task {task.name!r}: its harness cannot be run: {exc}",

@@ -241,7 +241,7 @@ def synced(store: Store, exp: Experiment) -> Experiment:
     finished = [j for j in jobs if j.is_finished()]
     used = total([j.resources for j in finished])
     resources = exp.resources.model_copy(
-        update={"cpu_s": used.cpu_s, "wall_s": used.wall_s, "peak_rss_mb": used.peak_rss_mb}
+        update=used.model_dump(include={"cpu_s", "wall_s", "peak_rss_mb", "gpu_s", "gpu_memory_mb"})
     )
     logs = list(exp.log_artifacts)
     for job in finished:
@@ -294,11 +294,16 @@ def sync_experiment(store: Store, experiment_id: str, caller: Caller) -> Experim
 
 
 def total(resources: Sequence[Resources]) -> Resources:
-    """Resources summed (peak memory: the largest)."""
+    """Resources summed (peak memories: the largest); the GPU fields stay None unless some
+    job measured them."""
+    gpu_s = [r.gpu_s for r in resources if r.gpu_s is not None]
+    gpu_mb = [r.gpu_memory_mb for r in resources if r.gpu_memory_mb is not None]
     return Resources(
         cpu_s=sum(r.cpu_s for r in resources),
         wall_s=sum(r.wall_s for r in resources),
         peak_rss_mb=max((r.peak_rss_mb for r in resources), default=0.0),
+        gpu_s=sum(gpu_s) if gpu_s else None,
+        gpu_memory_mb=max(gpu_mb) if gpu_mb else None,
     )
 
 

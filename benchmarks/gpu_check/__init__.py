@@ -1,0 +1,1 @@
+"""The GPU end-to-end check: see check.py and docs/gpu.md."""

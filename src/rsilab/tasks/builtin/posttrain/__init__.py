@@ -1,0 +1,88 @@
+"""The ``posttrain`` task: post-train a small language model (SFT, LoRA, prompts, decoding).
+
+**Base model.** A 1.2M-parameter Llama (d 160, 3 layers, byte-level BPE of 1024 tokens)
+trained on a corpus about an invented world (``_corpus``: facts about 300 people, arithmetic
+sentences, function specs with example calls, tiny Python functions, quiz sheets for the
+non-target kinds), built deterministically on the host by ``rsilab runtime install --task
+posttrain`` into the task's runtime (``_base``), its sha256 recorded in the runtime's stamp.
+Jobs read it there; the harness never rebuilds it.
+
+**Benchmarks** (``_bench``; items of a tier name only entities or functions of its bucket,
+see ``_world``): ``arith`` (target: word problems, the first integer of the output must be
+the answer), ``fncall`` (a JSON call matched against the function's schema), ``facts`` (short
+answers), ``choice`` (four options about the same facts), ``code`` (tiny Python functions run
+against unit tests in the sandbox, ``python_tests``). Scored by generation with capped new
+tokens.
+
+**Harness.** ``train.py`` fine-tunes (full, or LoRA with peft) on the train tier with
+per-kind mixture weights; ``predict.py`` prompts with few-shot examples and decodes greedily
+or by sampling (self-consistency vote, or k programs for pass@k). The starting config
+(``epochs`` 0) is the base model with few-shot prompts. The harness is generic over kinds and
+also takes a local Hugging Face model folder (``base_model``): ``rsilab task init --kind lm``
+copies it as the template for a user's own model.
+"""
+
+from __future__ import annotations
+
+from rsilab.tasks import Benchmark, GeneratedSplits, Knob, Setting, Task, leaked_final_tier, task
+from rsilab.tasks.builtin.posttrain import _bench, _scorer
+from rsilab.tasks.builtin.posttrain._base import install_base
+
+HERE = __import__("pathlib").Path(__file__).parent
+KINDS = ("arith", "fncall", "facts", "choice", "code")
+"""The benchmarks, which are also the kinds of their items (``input["kind"]``)."""
+RUNTIME_REQUIREMENTS = ["transformers==5.24.0", "tokenizers==0.23.3", "peft==0.21.2"]
+"""What the harness imports beyond the base runtime (torch, numpy, safetensors)."""
+
+SEARCH_SPACE = [
+    Knob(name="epochs", type="int", low=0, high=20, default=0),
+    Knob(name="lr", type="float", low=1e-5, high=1e-2, log=True, default=1e-3),
+    Knob(name="lora_rank", type="choice", choices=[0, 4, 8, 16], default=0),
+    Knob(name="batch_size", type="choice", choices=[8, 16, 32], default=16),
+    *(Knob(name=f"mix_{k}", type="float", low=0.0, high=3.0, default=1.0) for k in KINDS),
+    Knob(name="template", type="choice", choices=["qa", "plain"], default="qa"),
+    Knob(name="few_shot", type="int", low=0, high=4, default=2),
+    Knob(name="decoding", type="choice", choices=["greedy", "sample"], default="greedy"),
+    Knob(name="temperature", type="float", low=0.1, high=1.5, default=0.7),
+    Knob(name="samples", type="int", low=1, high=8, default=1),
+    Knob(name="max_new_tokens", type="int", low=4, high=64, default=48),
+]
+"""The recipe and harness knobs (harness/config.json holds their starting values, and the
+per-kind token caps ``max_new_tokens_<kind>`` and ``aggregate_<kind>``, which stay fixed)."""
+
+
+def _bench_of(name: str, scorer: str, target: bool, what: str) -> Benchmark:
+    return Benchmark(
+        name=name,
+        description=what,
+        scorer=scorer,
+        target=target,
+        samples=GeneratedSplits(name=f"posttrain.{name}", generate=getattr(_bench, name)),
+    )
+
+
+@task
+def posttrain() -> Task:
+    """SFT of a small Llama; target: arithmetic word problems; four non-targets."""
+    assert _scorer.SCORERS  # registered on import; the benchmarks below name them
+    return Task(
+        name="posttrain",
+        description="Post-train a 1.2M-parameter Llama, built offline from a shipped corpus, "
+        "with SFT (full or LoRA), data mixtures, prompts and decoding.",
+        goal="Raise exact-match accuracy on arithmetic word problems without losing the "
+        "function-calling, factual, multiple-choice and coding benchmarks.",
+        setting=Setting.BENCHMARK_GUIDED,
+        harness=HERE / "harness",
+        benchmarks=[
+            _bench_of("arith", "number_match", True, "arithmetic word problems, exact number"),
+            _bench_of("fncall", "json_call", False, "a JSON function call fitting the schema"),
+            _bench_of("facts", "short_answer", False, "short answers about corpus facts"),
+            _bench_of("choice", "choice_letter", False, "four-option questions on the facts"),
+            _bench_of("code", "python_tests", False, "tiny Python functions, unit tested"),
+        ],
+        budget="experiments=12,wall=60m,tokens=2M",
+        search_space=SEARCH_SPACE,
+        traps=[leaked_final_tier()],
+        runtime_requirements=RUNTIME_REQUIREMENTS,
+        runtime_build=install_base,
+    )

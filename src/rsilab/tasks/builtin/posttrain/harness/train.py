@@ -1,0 +1,125 @@
+"""SFT of the base model on DATA/train.jsonl: full fine-tuning or LoRA, per the config.
+
+The model to start from: --model-in, else the config's base_model (a model file, or a
+Hugging Face model folder), else the base model the task's runtime holds. Loss is on the
+answer tokens (and the end token) only. Each kind's items are used ``mix_<kind>`` times
+(default 1; 0 leaves a kind out; 1.5 repeats half of them). With epochs 0 the model is
+written unchanged, with this config and the few-shot examples predict will use.
+"""
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+import torch
+from common import (
+    answer_text,
+    base_model_path,
+    device,
+    dtype_of,
+    kind_of,
+    kinds_in,
+    load_model,
+    prompt,
+    read_jsonl,
+    save_model,
+    template_of,
+    threads,
+)
+
+
+def mixture(rows: list[dict], config: dict, rng: random.Random) -> list[dict]:
+    """The training items after the per-kind mixture weights."""
+    chosen = []
+    for kind in kinds_in(rows):
+        items = [r for r in rows if kind_of(r["input"]) == kind]
+        weight = float(config.get(f"mix_{kind}", 1.0))
+        if weight < 0:
+            raise SystemExit(f"config mix_{kind} is {weight}; use a weight of 0 or more")
+        whole, part = int(weight), weight - int(weight)
+        chosen += items * whole + rng.sample(items, round(part * len(items)))
+    rng.shuffle(chosen)
+    return chosen
+
+
+def encode(row: dict, tok, config: dict) -> tuple[list[int], list[int]]:
+    """(ids, labels): the zero-shot prompt masked out, the answer and the end token learned."""
+    ask = prompt(row["input"], [], config)
+    answer = template_of(config)[1].format(answer=answer_text(row["target"]))
+    head = tok.encode(ask, add_special_tokens=False)
+    tail = [*tok.encode(answer, add_special_tokens=False), tok.eos_token_id]
+    return head + tail, [-100] * len(head) + tail
+
+
+def batches(encoded: list, size: int, pad: int):
+    for start in range(0, len(encoded), size):
+        chunk = encoded[start : start + size]
+        width = max(len(ids) for ids, _ in chunk)
+        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        labels = torch.full((len(chunk), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, (row_ids, row_labels) in enumerate(chunk):
+            ids[i, : len(row_ids)] = torch.tensor(row_ids)
+            labels[i, : len(row_labels)] = torch.tensor(row_labels)
+            mask[i, : len(row_ids)] = 1
+        yield ids.to(device()), labels.to(device()), mask.to(device())
+
+
+def with_lora(model, rank: int):
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear")
+    return get_peft_model(model, lora)
+
+
+def sft(model, rows: list[dict], tok, config: dict, seed: int):
+    """Fine-tune ``model`` on ``rows`` (linear decay of the learning rate to 0)."""
+    rank = int(config.get("lora_rank", 0))
+    if rank > 0:
+        model = with_lora(model, rank)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=float(config["lr"]), weight_decay=0.0)
+    encoded = [encode(r, tok, config) for r in rows]
+    epochs, size = int(config["epochs"]), int(config["batch_size"])
+    total = max(1, epochs * -(-len(encoded) // size))
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / total))
+    model.train()
+    rng = random.Random(seed)
+    for _ in range(epochs):
+        rng.shuffle(encoded)
+        for ids, labels, mask in batches(encoded, size, tok.pad_token_id):
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            schedule.step()
+    model.eval()
+    return model.merge_and_unload() if rank > 0 else model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--model-in")
+    parser.add_argument("--model-out", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--config", default="config.json")
+    args = parser.parse_args()
+    config = json.loads(Path(args.config).read_text())
+    threads()
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+    model, tok, meta = load_model(args.model_in or base_model_path(config), dtype_of(config))
+    rows = read_jsonl(Path(args.data) / "train.jsonl")
+    if int(config["epochs"]) > 0:
+        model = sft(model, mixture(rows, config, rng), tok, config, args.seed)
+    shots = {}
+    for kind in kinds_in(rows):
+        mine = [r for r in rows if kind_of(r["input"]) == kind]
+        shots[kind] = rng.sample(mine, min(int(config["few_shot"]), len(mine)))
+    save_model(args.model_out, model, tok, {**meta, "harness": config, "shots": shots})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""``rsilab run`` refuses a task whose harness needs GPUs on this machine, which has none."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rsilab.records import Campaign
+from rsilab.store import Lab
+from tests.cli.helpers import explain, rsilab
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_a_gpu_task_is_refused_here_in_one_line(tmp_path: Path, gpus: int) -> None:
+    assert shutil.which("nvidia-smi") is None  # the fact this test stands on: no GPU here
+    task = tmp_path / "gputask"
+    assert rsilab("task", "init", task).exit_code == 0
+    manifest = task / "harness" / "harness.toml"
+    manifest.write_text(manifest.read_text() + f"gpus = {gpus}\n")
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    with Lab.open(lab) as opened:
+        head = opened.store.head()
+
+    ran = rsilab("run", task, "--budget", "experiments=1", "--lab", lab)
+
+    assert ran.exit_code == 2, explain(ran)
+    error = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert error == [
+        f"error: task 'gputask' needs {gpus} GPU(s) (gpus = {gpus} in harness.toml) but this "
+        "machine has 0: nvidia-smi missing, 0 nvidia device node(s) under /dev"
+    ]
+    assert "set gpus = 0" in ran.stderr
+    with Lab.open(lab) as opened:  # refused before anything was written
+        assert opened.store.head() == head
+        assert opened.store.query_as(Campaign) == []
+
+
+def test_a_gpu_harness_passes_task_check(tmp_path: Path) -> None:
+    # gpus is part of the manifest: a checked task may declare it (it runs where GPUs are)
+    task = tmp_path / "gputask"
+    assert rsilab("task", "init", task).exit_code == 0
+    manifest = task / "harness" / "harness.toml"
+    manifest.write_text(manifest.read_text() + "gpus = 1\n")
+    checked = rsilab("task", "check", "--no-probe", task, "--lab", tmp_path / "nolab")
+    assert checked.exit_code == 0, explain(checked)
+
+
+def test_check_run_says_the_gpus_are_missing(tmp_path: Path) -> None:
+    task = tmp_path / "gputask"
+    assert rsilab("task", "init", task).exit_code == 0
+    manifest = task / "harness" / "harness.toml"
+    manifest.write_text(manifest.read_text() + "gpus = 1\n")
+    checked = rsilab("task", "check", "--run", "--no-probe", task, "--lab", tmp_path / "nolab")
+    assert checked.exit_code == 2, explain(checked)
+    assert "run: could not start: the job needs 1 GPU(s); this machine has 0" in checked.stdout

@@ -1,0 +1,111 @@
+"""``rsilab task init NAME --kind lm --model PATH``: a user's own model folder, post-trained by
+the posttrain harness. The model is a tiny one built here (tests/tasks/lm_model.py)."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rsilab.sandbox import BwrapSandbox, ProcessSandbox, Sandbox
+from rsilab.tasks import check_run, load_task
+from tests.cli.helpers import explain, rsilab
+from tests.sandbox.helpers import bwrap_problem
+from tests.tasks.lm_model import make_model_folder
+
+POSTTRAIN_HARNESS = Path(__file__).parents[2] / "src/rsilab/tasks/builtin/posttrain/harness"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_model_folder(tmp_path_factory.mktemp("user") / "my-model")
+
+
+def _init(tmp_path: Path, model: Path) -> Path:
+    made = rsilab("task", "init", tmp_path / "mylm", "--kind", "lm", "--model", model)
+    assert made.exit_code == 0, explain(made)
+    return tmp_path / "mylm"
+
+
+def test_init_lm_writes_the_posttrain_harness_around_the_model(tmp_path: Path, model: Path) -> None:
+    task = _init(tmp_path, model)
+    for name in ("train.py", "predict.py", "common.py", "harness.toml"):
+        assert filecmp.cmp(task / "harness" / name, POSTTRAIN_HARNESS / name, shallow=False)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        assert filecmp.cmp(task / "harness/base_model" / name, model / name, shallow=False)
+    config = json.loads((task / "harness/config.json").read_text())
+    assert config["base_model"] == "base_model"
+    spec = load_task(str(task / "task.toml"))
+    assert spec.name == "mylm"
+    assert spec.runtime_requirements == [
+        "transformers==5.24.0",
+        "tokenizers==0.23.3",
+        "peft==0.21.2",
+    ]
+    assert [b.name for b in spec.benchmarks] == ["arith", "reverse", "choice"]
+    readme = (task / "README.md").read_text()
+    assert "{{" not in readme and "# mylm:" in readme
+    for path in sorted(task.rglob("*")):
+        inside = path.relative_to(task).as_posix()
+        if path.is_file() and inside != "README.md" and not inside.startswith("harness/base_"):
+            assert f"`{inside}`" in readme, f"README.md has no line on {inside}"
+    checked = rsilab("task", "check", "--no-probe", task, "--lab", tmp_path / "nolab")
+    assert checked.exit_code == 0, explain(checked)
+
+
+def test_init_lm_refuses_what_it_cannot_use(tmp_path: Path, model: Path) -> None:
+    bare = rsilab("task", "init", tmp_path / "a", "--kind", "lm")
+    assert bare.exit_code != 0 and "the lm kind needs --model PATH" in bare.stderr
+    other = rsilab("task", "init", tmp_path / "b", "--model", model)
+    assert other.exit_code != 0 and "--model PATH goes with --kind lm" in other.stderr
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "config.json").write_text('{"model_type": "llama"}')
+    (pickled / "tokenizer.json").write_text("{}")
+    (pickled / "pytorch_model.bin").write_bytes(b"\x80\x02")
+    refused = rsilab("task", "init", tmp_path / "c", "--kind", "lm", "--model", pickled)
+    assert refused.exit_code != 0 and "only pickled *.bin weights" in refused.stderr
+    assert not (tmp_path / "c").exists(), "refused before anything was written"
+
+
+def _sandbox_for(task_toml: Path) -> Sandbox:
+    """bubblewrap with the task's runtime where both are there; else a plain process in the
+    task's runtime or, without one, this venv (which holds the same libraries)."""
+    runtime = load_task(str(task_toml)).runtime()
+    if bwrap_problem() is None and runtime.is_installed():
+        return BwrapSandbox(runtime=runtime)
+    return ProcessSandbox(runtime=runtime)
+
+
+def test_the_task_trains_and_predicts_with_the_users_model(tmp_path: Path, model: Path) -> None:
+    # What `rsilab task check --run` does, with the task's runtime (the command itself runs
+    # a task.toml's jobs in the base runtime until the runtime wiring reaches task.toml tasks).
+    task_dir = _init(tmp_path, model)
+    config_path = task_dir / "harness/config.json"
+    config = json.loads(config_path.read_text())
+    config.update(epochs=1, lr=0.01, few_shot=1, max_new_tokens=4)
+    config_path.write_text(json.dumps(config))
+    task = load_task(str(task_dir / "task.toml"))
+    sandbox = _sandbox_for(task_dir / "task.toml")
+    with sandbox:
+        problems, outcome = check_run(task, sandbox, bytes(32))
+    assert problems == [], [str(p) for p in problems]
+    assert outcome is not None and set(outcome.scores) == {"arith", "reverse", "choice"}
+    assert all(len(outcome.samples[name]) > 0 for name in outcome.scores)
+
+
+def test_the_generated_contract_test_passes(tmp_path: Path, model: Path) -> None:
+    _init(tmp_path, model)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "mylm/tests"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=280,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout

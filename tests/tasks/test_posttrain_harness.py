@@ -1,0 +1,121 @@
+"""posttrain's harness end to end on the tiny base: SFT (full and LoRA) and prediction run
+through the sandbox and the harness contract, every benchmark gets a score, and a Hugging
+Face model folder works as the model to start from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from rsilab.sandbox.process import ProcessSandbox
+from rsilab.sandbox.runtime import task_runtime
+from rsilab.tasks import get_task, run_experiment
+from rsilab.tasks.builtin.posttrain import KINDS
+from rsilab.tasks.builtin.posttrain._base import build_base
+
+SECRET = bytes(range(32))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("base") / "tiny.safetensors"
+    build_base(out, "tiny", log=lambda _: None)
+    return out
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[ProcessSandbox]:
+    """The task's runtime when installed; else this venv, which holds the same libraries."""
+    task = get_task("posttrain")
+    box = ProcessSandbox(runtime=task_runtime(task.runtime_requirements, build_needed=True))
+    box.prepare()
+    yield box
+    box.close()
+
+
+def _workspace(root: Path, tiny: Path, **config: object) -> Path:
+    workspace = root / "ws"
+    shutil.copytree(get_task("posttrain").harness, workspace)
+    shutil.copy(tiny, workspace / "base.safetensors")
+    settings = json.loads((workspace / "config.json").read_text())
+    settings.update(base_model="base.safetensors", few_shot=1, max_new_tokens=4)
+    settings.update({f"mix_{k}": 0.2 for k in KINDS}, **config)
+    (workspace / "config.json").write_text(json.dumps(settings))
+    return workspace
+
+
+def test_lora_sft_and_predict_score_every_benchmark(
+    tmp_path: Path, tiny: Path, sandbox: ProcessSandbox
+) -> None:
+    """LoRA here; full fine-tuning in the model-folder test below."""
+    task = get_task("posttrain")
+    lora_rank = 4
+    workspace = _workspace(tmp_path, tiny, epochs=1, lr=0.01, lora_rank=lora_rank)
+    outcome = run_experiment(task, sandbox, SECRET, seed=1, workspace=workspace)
+    assert set(outcome.scores) == set(KINDS)
+    assert all(0.0 <= s <= 1.0 for s in outcome.scores.values())
+    assert len(outcome.samples["arith"]) == 100
+    with safe_open(str(outcome.model), framework="pt") as handle:
+        meta = json.loads(handle.metadata()["lm"])
+    assert meta["harness"]["lora_rank"] == lora_rank
+    assert len(meta["shots"]["facts"]) == 1
+    trained, base = load_file(str(outcome.model)), load_file(str(tiny))
+    assert set(trained) == set(base), "LoRA is merged back: the same tensors as the base"
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert not torch.equal(trained[name], base[name]), "one epoch of SFT moves the weights"
+
+
+def _folder(tiny: Path, out: Path) -> None:
+    """The tiny base as a Hugging Face model folder, as a user's own model would be."""
+    from tokenizers import Tokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    with safe_open(str(tiny), framework="pt") as handle:
+        meta = json.loads(handle.metadata()["lm"])
+    settings = dict(meta["config"])
+    config = AutoConfig.for_model(settings.pop("model_type"), **settings)
+    model = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
+    model.load_state_dict(load_file(str(tiny)), strict=False)
+    model.tie_weights()
+    model.save_pretrained(out)
+    tok = Tokenizer.from_str(meta["tokenizer"])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, **meta["special"])  # type: ignore[no-untyped-call]
+    fast.save_pretrained(out)
+
+
+def test_a_model_folder_is_a_base_and_kinds_come_from_the_data(
+    tmp_path: Path, tiny: Path, sandbox: ProcessSandbox
+) -> None:
+    task = get_task("posttrain")
+    workspace = _workspace(tmp_path, tiny, epochs=1, lr=0.01, base_model="hf",
+                           decoding="sample", samples=2, mix_code=0.0)  # fmt: skip
+    _folder(tiny, workspace / "hf")
+    assert (workspace / "hf" / "config.json").is_file()
+    assert list((workspace / "hf").glob("*.safetensors"))
+    outcome = run_experiment(task, sandbox, SECRET, seed=2, workspace=workspace)
+    assert set(outcome.scores) == set(KINDS)
+    with safe_open(str(outcome.model), framework="pt") as handle:
+        meta = json.loads(handle.metadata()["lm"])
+    assert sorted(meta["shots"]) == sorted(KINDS), "every kind of the train data has shots"
+    assert meta["special"] == {"eos_token": "<|eos|>", "pad_token": "<|pad|>"}
+    items = [{"id": "c", "input": {"kind": "code", "question": "Write a function add_2(x)."}},
+             {"id": "a", "input": {"kind": "arith", "question": "What is 2 plus 3?"}},
+             {"id": "n", "input": "no kind at all"}]  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "predict.py", "--model", str(outcome.model), "--seed", "0"],
+        cwd=workspace, input="".join(json.dumps(i) + "\n" for i in items),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    outputs = {o["id"]: o["output"] for o in map(json.loads, ran.stdout.splitlines())}
+    assert isinstance(outputs["c"], list) and len(outputs["c"]) == 2, "k programs for pass@k"
+    assert isinstance(outputs["a"], str), "answers are voted down to one text"
+    assert isinstance(outputs["n"], str), "an input without a kind is of the default kind"
