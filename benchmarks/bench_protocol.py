@@ -37,6 +37,10 @@ from benchmarks.search.results import log_for
 from rsilab.tasks import get_task
 
 REGISTRATION = Path(__file__).parent / "registration" / "search-protocol.toml"
+REGISTRATIONS = (REGISTRATION, Path(__file__).parent / "registration" / "kernel-protocol.toml")
+"""Every registration, in the order they were made: the first (synthetic, digits, textcls) and
+the second, made once the built-in policy searched code variants (kernel). Each freezes its
+own commit; a task's runs refuse to start when ``src/`` differs from its registration's."""
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -309,19 +313,20 @@ def run_protocol(quick: bool) -> list[dict[str, Any]]:
     (it runs nothing). Tuning: the policy's defaults were tuned
     on the generated families of `tests/orchestrator/builtin/tuning_tasks.py` only.
     """
-    reg = load_registration()
-    if not quick and not kept_results.RUN_NOTHING_NEW:  # a table from kept runs runs nothing
-        check_frozen(reg)
+    registrations = [load_registration(path) for path in REGISTRATIONS]
     rows: list[dict[str, Any]] = []
     comparisons: list[Comparison] = []
-    optimum = feasible_optimum() if any(t.truth for t in reg.tasks) else None
-    for plan in reg.tasks:
+    planned = [(reg, plan) for reg in registrations for plan in reg.tasks]
+    optimum = feasible_optimum() if any(plan.truth for _, plan in planned) else None
+    for reg, plan in planned:
         log = log_for(plan.name, "protocol")
         policies = tuple(plan.policies)
-        if quick:
-            kept = log.load(plan.budget, _split(plan.name))
-            runs = [kept[(p, s)] for p in policies for s in plan.seeds if (p, s) in kept]
-        else:
+        kept = log.load(plan.budget, _split(plan.name))
+        runs = [kept[(p, s)] for p in policies for s in plan.seeds if (p, s) in kept]
+        if not quick and not kept_results.RUN_NOTHING_NEW and len(runs) < len(policies) * len(
+            plan.seeds
+        ):  # runs are left to do: only the registration's frozen code may make them
+            check_frozen(reg)
             runs, _ = run_task(
                 plan.name, Plan(seeds=max(plan.seeds), budget=plan.budget), policies, log=log
             )
@@ -331,7 +336,7 @@ def run_protocol(quick: bool) -> list[dict[str, Any]]:
         found_rows, found = rows_for(plan, runs, reg, optimum)
         rows += found_rows
         comparisons += found
-    secondary = [c for c in comparisons if c.policy != reg.peer]
+    secondary = [c for c in comparisons if c.policy != registrations[0].peer]
     adjusted = dict(
         zip(((c.task, c.policy) for c in secondary), holm([c.p for c in secondary]), strict=True)
     )

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from benchmarks.bench_protocol import (
+    REGISTRATIONS,
     ProtocolError,
     Registration,
     at_equal_compute,
@@ -46,6 +47,16 @@ def test_the_registration_names_the_primary_peer_and_every_task() -> None:
         assert plan.policies[:2] == ["rsilab", "optuna-tpe-raced"]
         assert plan.seeds == list(range(1, len(plan.seeds) + 1))
     assert len(reg.frozen_commit) == 40  # a full commit hash, not a placeholder
+
+
+def test_every_registration_freezes_a_commit_and_names_the_same_primary_pair() -> None:
+    found = [load_registration(path) for path in REGISTRATIONS]
+    assert len(found) == 2
+    for reg in found:
+        assert (reg.policy, reg.peer) == ("rsilab", "optuna-tpe-raced")
+        assert len(reg.frozen_commit) == 40 and int(reg.frozen_commit, 16) >= 0
+    names = [t.name for reg in found for t in reg.tasks]
+    assert names == ["synthetic", "digits", "textcls", "kernel"]  # each task registered once
 
 
 def test_a_malformed_registration_is_one_clear_error(tmp_path: Path) -> None:

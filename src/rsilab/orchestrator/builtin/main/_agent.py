@@ -115,14 +115,14 @@ class MainAgent:
         """Rule 0; True when guidance was read (the DAG may have changed)."""
         unread = unread_guidance(self.ctx.store, self.ctx.campaign_id)
         for guidance in unread:
-            knobs = knobs_named(guidance.text, [k.name for k in self.ctx.task.search_space])
+            knobs = knobs_named(guidance.text, [k.name for k in self.ctx.space])
             if knobs:
                 self.moves.from_guidance(guidance.text, knobs)
             else:
                 self.ctx.say(
                     "direction",
                     f"guidance {guidance.id} names no knob of the task "
-                    f"({', '.join(k.name for k in self.ctx.task.search_space) or 'none'}); "
+                    f"({', '.join(k.name for k in self.ctx.space) or 'none'}); "
                     "the built-in Main acts only on knobs it names",
                 )
             mark_guidance_read(self.ctx.store, guidance, "main")
@@ -269,7 +269,7 @@ class MainAgent:
         """A config of ``d`` drawn by the campaign's TPE study: its open knobs drawn, the
         others at its base config (the reference, or the experiment its plan starts from);
         neither run nor running. None when ``d`` cannot produce one."""
-        space = self.ctx.task.search_space
+        space = self.ctx.space
         base = self._base_config(view, d)
         full = [{**base, **o.config} for o in inflight]
         tried = {config_key(r.config, space) for r in view.runs}
