@@ -51,12 +51,19 @@ def test_the_registration_names_the_primary_peer_and_every_task() -> None:
 
 def test_every_registration_freezes_a_commit_and_names_the_same_primary_pair() -> None:
     found = [load_registration(path) for path in REGISTRATIONS]
-    assert len(found) == 2
+    assert len(found) == 3
     for reg in found:
         assert (reg.policy, reg.peer) == ("rsilab", "optuna-tpe-raced")
         assert len(reg.frozen_commit) == 40 and int(reg.frozen_commit, 16) >= 0
-    names = [t.name for reg in found for t in reg.tasks]
-    assert names == ["synthetic", "digits", "textcls", "kernel"]  # each task registered once
+    assert len({reg.frozen_commit for reg in found}) == 3
+    tables = [(t.name, t.results) for reg in found for t in reg.tasks]
+    assert tables == [
+        ("synthetic", "protocol"),
+        ("digits", "protocol"),
+        ("textcls", "protocol"),
+        ("kernel", "protocol"),
+        ("kernel", "protocol-2"),  # a later registration keeps its runs apart
+    ]
 
 
 def test_a_malformed_registration_is_one_clear_error(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from rsilab.orchestrator.builtin._state import CampaignView
 from rsilab.orchestrator.builtin.runner import run_campaign
-from rsilab.records import DataTier, Evaluation, Experiment
+from rsilab.records import Candidate, DataTier, Evaluation, Experiment
 from rsilab.store import Lab
 from rsilab.tasks import Budget, get_task
 from tests.orchestrator.builtin.tiny_tasks import (
@@ -81,3 +81,19 @@ def test_the_kernel_task_is_searched_through_its_variants(lab: Lab) -> None:
     assert len(tried) >= 3, tried
     folder = lab.path / "workspaces" / result.campaign_id
     assert not list(folder.glob("*/config.json"))  # kernel's harness has no config file
+
+
+def test_a_space_exhausted_early_races_its_best_with_the_budget_left(
+    lab: Lab, tmp_path: Path
+) -> None:
+    # three choices in all (the head's code and two variants), ten experiments: once each is
+    # tried the race takes the rest, and the best variant (exact: no error) is proposed
+    task = regression_task(tmp_path / "task", variants=True, knobs=False)
+    result = run_campaign(lab, task, budget=Budget(experiments=10))
+    assert result.state == "finished" and result.experiments == 10
+    runs = CampaignView.load(lab.store, result.campaign_id).runs
+    assert {str(r.config["code_variant"]) for r in runs} == {"head", "exact", "negated"}
+    candidates = lab.store.query_as(Candidate, campaign_id=result.campaign_id)
+    assert len(candidates) == 1
+    proposed = next(r for r in runs if r.experiment_id == candidates[0].experiment_id)
+    assert proposed.config["code_variant"] == "exact"

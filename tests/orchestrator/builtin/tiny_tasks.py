@@ -28,6 +28,7 @@ from rsilab.tasks import (
 
 BEST_W = 0.7
 START_W = 0.2
+W = Knob(name="w", type=KnobType.FLOAT, low=0.0, high=1.0, default=START_W)
 TIERS = ("train", "dev", "accept", "final")
 
 _TRAIN = """\
@@ -75,6 +76,7 @@ def regression_task(
     trains: bool = True,
     mixed: bool = False,
     variants: bool = False,
+    knobs: bool = True,
 ) -> Task:
     """The task, with its harness, data and a ``task.py`` written under ``folder`` and loaded
     from that file (so campaigns find it again by its source; each call has its own name)."""
@@ -88,12 +90,15 @@ def regression_task(
         "from rsilab import task\n"
         "from tests.orchestrator.builtin.tiny_tasks import build\n\n\n"
         f"@task\ndef {name}():\n"
-        f"    return build(Path(__file__).parent, {name!r}, {config!r}, {mixed!r}, {variants!r})\n"
+        f"    return build(Path(__file__).parent, {name!r}, {config!r}, {mixed!r}, {variants!r}, "
+        f"{knobs!r})\n"
     )
     return load_task(path)
 
 
-def build(folder: Path, name: str, config: str, mixed: bool, variants: bool = False) -> Task:
+def build(
+    folder: Path, name: str, config: str, mixed: bool, variants: bool = False, knobs: bool = True
+) -> Task:
     """The task whose files :func:`regression_task` wrote under ``folder``."""
     benchmarks = [
         Benchmark(
@@ -119,7 +124,7 @@ def build(folder: Path, name: str, config: str, mixed: bool, variants: bool = Fa
         harness=folder / "harness",
         benchmarks=benchmarks,
         budget=Budget(experiments=10),
-        search_space=[Knob(name="w", type=KnobType.FLOAT, low=0.0, high=1.0, default=START_W)],
+        search_space=[W] if knobs else [],
         code_variants=VARIANTS if variants else [],
     )
 

@@ -133,17 +133,33 @@ class MainAgent:
         return race_budget(self.ctx.budget.experiments) if self.ctx.searchable else 0
 
     def _race(
-        self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
+        self,
+        view: CampaignView,
+        busy: Counter[str],
+        inflight: list[Order],
+        can_dispatch: bool,
+        early: bool = False,
     ) -> Decision | None:
-        """Rule 3: once the search has used its share, the race's next re-run."""
-        slots = self.race_slots()
+        """Rule 3: once the search has used its share, the race's next re-run. With ``early``
+        (the search is exhausted before that: a small space, such as a few code variants),
+        the race begins now and takes every experiment left. Once begun, its slots are the
+        re-runs it has made plus the budget left, so the rule reads the same from the records
+        whenever the race began."""
         used = len(view.runs) + len(inflight)
-        start = self.ctx.budget.experiments - slots
-        if not slots or used < start:
-            return None
+        left = self.ctx.budget.experiments - used
         race = self._race_direction(view)
+        if not self.ctx.searchable or left <= 0:
+            return None
+        if race is None:
+            slots = self.race_slots()
+            if not early and (not slots or used < self.ctx.budget.experiments - slots):
+                return None
+            slot, slots = 0, left if early else slots
+        else:
+            slot = len(view.runs_in(race.id)) + sum(o.direction_id == race.id for o in inflight)
+            slots = slot + left
         raced = [o.config for o in inflight if o.direction_id == (race.id if race else "")]
-        config = next_race_config(view.runs, view.ref_config(), raced, used - start, slots)
+        config = next_race_config(view.runs, view.ref_config(), raced, slot, slots)
         if config is None:
             return None  # nothing beats the reference: the search goes on
         if race is None:
@@ -223,7 +239,8 @@ class MainAgent:
                 return ACTED
             if self.moves.reopen(view, self._last_closed(view)):
                 return ACTED
-            return EXHAUSTED
+            # nothing new to try and budget left: race the best configs with all of it
+            return self._race(view, busy, inflight, can_dispatch, early=True) or EXHAUSTED
         chosen = view.dag.directions[choose_direction(eligible, len(view.runs) + len(inflight))]
         config = self._propose(view, chosen, inflight, self._next_index(view, inflight))
         if config is None:
