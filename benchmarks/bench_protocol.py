@@ -37,6 +37,14 @@ from benchmarks.search.results import log_for
 from rsilab.tasks import get_task
 
 REGISTRATION = Path(__file__).parent / "registration" / "search-protocol.toml"
+REGISTRATIONS = tuple(
+    Path(__file__).parent / "registration" / name
+    for name in ("search-protocol.toml", "kernel-protocol.toml", "kernel-protocol-2.toml")
+)
+"""Every registration, in the order they were made: the first (synthetic, digits, textcls),
+the second, made once the built-in policy searched code variants (kernel), and the third (kernel
+again, once the policy raced early when its search was exhausted). Each freezes its own commit;
+a task's runs refuse to start when ``src/`` differs from its registration's."""
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -51,6 +59,14 @@ class TaskPlan:
     budget: int
     policies: list[str]
     truth: bool = False
+    results: str = "protocol"
+    """The table its runs are kept in (``<task>-<results>.jsonl``): a later registration of a
+    task names its own, so the earlier registration's runs stay as they were."""
+
+    @property
+    def label(self) -> str:
+        """The task as the table names it (with its table when that is not the first)."""
+        return self.name if self.results == "protocol" else f"{self.name} ({self.results})"
 
 
 @dataclass(frozen=True)
@@ -204,7 +220,7 @@ def rows_for(
     for policy in plan.policies:
         group = by_policy.get(policy, [])
         row: dict[str, Any] = {
-            "task": plan.name,
+            "task": plan.label,
             "policy": policy,
             "runs": f"{len(group)}/{len(plan.seeds)} x {plan.budget} exps",
         }
@@ -219,7 +235,7 @@ def rows_for(
             row["rsilab - policy at equal compute [95% CI]"] = "-"
             row["p (two-sided)"] = "-"
         else:
-            found = compare(plan.name, by_policy, reg.policy, policy, sign)
+            found = compare(plan.label, by_policy, reg.policy, policy, sign)
             if found is None:
                 row["rsilab - policy at equal compute [95% CI]"] = "no paired seeds yet"
             else:
@@ -309,29 +325,33 @@ def run_protocol(quick: bool) -> list[dict[str, Any]]:
     (it runs nothing). Tuning: the policy's defaults were tuned
     on the generated families of `tests/orchestrator/builtin/tuning_tasks.py` only.
     """
-    reg = load_registration()
-    if not quick and not kept_results.RUN_NOTHING_NEW:  # a table from kept runs runs nothing
-        check_frozen(reg)
+    registrations = [load_registration(path) for path in REGISTRATIONS]
     rows: list[dict[str, Any]] = []
     comparisons: list[Comparison] = []
-    optimum = feasible_optimum() if any(t.truth for t in reg.tasks) else None
-    for plan in reg.tasks:
-        log = log_for(plan.name, "protocol")
+    planned = [(reg, plan) for reg in registrations for plan in reg.tasks]
+    optimum = feasible_optimum() if any(plan.truth for _, plan in planned) else None
+    for reg, plan in planned:
+        log = log_for(plan.name, plan.results)
         policies = tuple(plan.policies)
-        if quick:
-            kept = log.load(plan.budget, _split(plan.name))
-            runs = [kept[(p, s)] for p in policies for s in plan.seeds if (p, s) in kept]
-        else:
+        kept = log.load(plan.budget, _split(plan.name))
+        runs = [kept[(p, s)] for p in policies for s in plan.seeds if (p, s) in kept]
+        if (
+            not quick
+            and not kept_results.RUN_NOTHING_NEW
+            and len(runs) < len(policies) * len(plan.seeds)
+        ):  # runs are left to do: only the registration's frozen code may make them
+            check_frozen(reg)
             runs, _ = run_task(
                 plan.name, Plan(seeds=max(plan.seeds), budget=plan.budget), policies, log=log
             )
             runs = [r for r in runs if r.seed in plan.seeds]
         target = get_task(plan.name).targets[0].name
-        plot(plan, runs, target, FIGURES / f"protocol_{plan.name}.png")
+        figure = plan.name if plan.results == "protocol" else f"{plan.name}-{plan.results}"
+        plot(plan, runs, target, FIGURES / f"protocol_{figure}.png")
         found_rows, found = rows_for(plan, runs, reg, optimum)
         rows += found_rows
         comparisons += found
-    secondary = [c for c in comparisons if c.policy != reg.peer]
+    secondary = [c for c in comparisons if c.policy != registrations[0].peer]
     adjusted = dict(
         zip(((c.task, c.policy) for c in secondary), holm([c.p for c in secondary]), strict=True)
     )

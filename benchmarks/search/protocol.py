@@ -65,7 +65,19 @@ from rsilab.records import (
 )
 from rsilab.sandbox.select import default_sandbox
 from rsilab.store.lab import Lab
-from rsilab.tasks import SECRET_FILE, Budget, Task, lab_secret
+from rsilab.tasks import (
+    HEAD,
+    SECRET_FILE,
+    VARIANT_KNOB,
+    Budget,
+    CodeVariant,
+    Knob,
+    Manifest,
+    Task,
+    apply_variant,
+    lab_secret,
+    load_manifest,
+)
 
 ACTOR = "bench-search"
 BUILTIN = "rsilab"
@@ -443,15 +455,14 @@ class _Experimenter:
 
     def run(self, config: Config, worker: str) -> tuple[str, dict[str, float]]:
         """(experiment id, dev score of each benchmark; empty when a job failed) of
-        ``config`` written over the head's config.json in ``worker``'s workspace."""
+        ``config`` (knobs written over the head's config file, the code variant applied) in
+        ``worker``'s workspace."""
         with self._lock:
             self._n += 1
             n = self._n
         door = self.door
         door.worker(worker, "prepare_workspace", overwrite=True)
-        current = json.loads(door.worker(worker, "read_file", path="config.json")["text"])
-        full: dict[str, JsonValue] = {**current, **config}
-        door.worker(worker, "write_file", path="config.json", content=json.dumps(full))
+        full = self._write_system(worker, config)
         exp = str(
             door.worker(
                 worker,
@@ -463,15 +474,14 @@ class _Experimenter:
         )
         job_seed = self.seed * 1000 + n
         scores: dict[str, float] = {}
-        trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=job_seed)
+        model: dict[str, Any] = {}
+        trained: dict[str, Any] = {"status": "succeeded"}
+        if self.manifest.trains:  # else predict alone is the system
+            trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=job_seed)
+            model = {"model": trained.get("model")}
         if trained["status"] == "succeeded":
             evaluated = door.worker(
-                worker,
-                "run_job",
-                experiment_id=exp,
-                kind="dev_eval",
-                seed=job_seed,
-                model=trained["model"],
+                worker, "run_job", experiment_id=exp, kind="dev_eval", seed=job_seed, **model
             )
             if evaluated["status"] == "succeeded":
                 found = evaluated.get("dev", {}).get("scores", {})
@@ -486,14 +496,41 @@ class _Experimenter:
         )
         return exp, scores
 
+    @property
+    def manifest(self) -> Manifest:
+        return load_manifest(self.tl.task.harness)
+
+    def _write_system(self, worker: str, config: Config) -> dict[str, JsonValue]:
+        """Make ``worker``'s workspace (prepared from the head) the system ``config`` names,
+        as the built-in Workers do: its code variant applied, its knobs written over the config
+        file; what the config file then holds (the experiment's recorded config)."""
+        door, name = self.door, self.manifest.config
+        variant = self.variants.get(str(config.get(VARIANT_KNOB, HEAD)))
+        if variant is not None:
+
+            def read(path: str) -> str:
+                return str(door.worker(worker, "read_file", path=path)["text"])
+
+            for path, text in apply_variant(variant, read).items():
+                door.worker(worker, "write_file", path=path, content=text)
+        knobs = {k: v for k, v in config.items() if k != VARIANT_KNOB}
+        if name is None:
+            return {}
+        current = json.loads(door.worker(worker, "read_file", path=name)["text"])
+        full: dict[str, JsonValue] = {**current, **knobs}
+        door.worker(worker, "write_file", path=name, content=json.dumps(full))
+        return full
+
+    @property
+    def variants(self) -> dict[str, CodeVariant]:
+        return {v.name: v for v in self.tl.task.code_variants}
+
     def propose(self, experiment_id: str, config: Config) -> dict[str, Any]:
-        """Propose ``config`` (over the head's config.json) as the system of ``experiment_id``;
-        the controller's verdict (judged before this returns)."""
+        """Propose ``config`` (over the head's config file, its code variant applied) as the
+        system of ``experiment_id``; the controller's verdict (judged before this returns)."""
         door, worker = self.door, "proposer"
         prepared = door.worker(worker, "prepare_workspace", overwrite=True)
-        current = json.loads(door.worker(worker, "read_file", path="config.json")["text"])
-        content = json.dumps({**current, **config})
-        door.worker(worker, "write_file", path="config.json", content=content)
+        self._write_system(worker, config)
         proposed = door.worker(
             worker,
             "propose_candidate",
@@ -501,6 +538,14 @@ class _Experimenter:
             base_version_id=prepared["base_version_id"],
         )
         return door.worker(worker, "candidate_status", candidate_id=proposed["candidate_id"])
+
+
+def searched_space(task: Task) -> list[Knob]:
+    """What an ask/tell peer searches, as the built-in policy does: the task's knobs (none
+    without a config file) and its code variants as one choice knob."""
+    knobs = list(task.search_space) if load_manifest(task.harness).config is not None else []
+    variant = task.variant_knob()
+    return knobs if variant is None else [*knobs, variant]
 
 
 def run_policy(tl: TaskLab, name: str, seed: int, budget: int, workers: int = 1) -> RunResult:
@@ -553,7 +598,7 @@ class _PeerPolicy(lifecycle.CampaignPolicy):
             if not b.target
         ]
         policy = make_policy(
-            name, tl.task.search_space, self.seed, self.budget, self.workers, non_targets
+            name, searched_space(tl.task), self.seed, self.budget, self.workers, non_targets
         )
         results = _drive(policy, runner, self.budget, self.workers, Feasibility(tl.task))
         choose = getattr(policy, "choice", None)

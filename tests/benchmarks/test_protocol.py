@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from benchmarks.bench_protocol import (
+    REGISTRATIONS,
     ProtocolError,
     Registration,
     at_equal_compute,
@@ -46,6 +47,23 @@ def test_the_registration_names_the_primary_peer_and_every_task() -> None:
         assert plan.policies[:2] == ["rsilab", "optuna-tpe-raced"]
         assert plan.seeds == list(range(1, len(plan.seeds) + 1))
     assert len(reg.frozen_commit) == 40  # a full commit hash, not a placeholder
+
+
+def test_every_registration_freezes_a_commit_and_names_the_same_primary_pair() -> None:
+    found = [load_registration(path) for path in REGISTRATIONS]
+    assert len(found) == 3
+    for reg in found:
+        assert (reg.policy, reg.peer) == ("rsilab", "optuna-tpe-raced")
+        assert len(reg.frozen_commit) == 40 and int(reg.frozen_commit, 16) >= 0
+    assert len({reg.frozen_commit for reg in found}) == 3
+    tables = [(t.name, t.results) for reg in found for t in reg.tasks]
+    assert tables == [
+        ("synthetic", "protocol"),
+        ("digits", "protocol"),
+        ("textcls", "protocol"),
+        ("kernel", "protocol"),
+        ("kernel", "protocol-2"),  # a later registration keeps its runs apart
+    ]
 
 
 def test_a_malformed_registration_is_one_clear_error(tmp_path: Path) -> None:

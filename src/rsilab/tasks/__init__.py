@@ -76,17 +76,29 @@ from rsilab.tasks._splits import (
 )
 from rsilab.tasks._toml import TaskLoadError, load_python, load_task, load_toml
 from rsilab.tasks._traps import leaked_final_tier, plant_traps
+from rsilab.tasks._variants import (
+    HEAD,
+    VARIANT_KNOB,
+    CodeEdit,
+    CodeVariant,
+    VariantError,
+    apply_variant,
+)
 
 __all__ = [
     "DATA_DIR",
+    "HEAD",
     "MANIFEST",
     "MODEL_SUFFIX",
     "PROGRAM_LIMITS",
     "SECRET_FILE",
     "TASK_KINDS",
     "TIERS",
+    "VARIANT_KNOB",
     "Benchmark",
     "Budget",
+    "CodeEdit",
+    "CodeVariant",
     "Driver",
     "ExperimentFailed",
     "FileSplits",
@@ -116,6 +128,8 @@ __all__ = [
     "TaskLoadError",
     "Trap",
     "TrapKind",
+    "VariantError",
+    "apply_variant",
     "check_run",
     "check_task",
     "check_toml",

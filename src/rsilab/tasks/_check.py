@@ -25,6 +25,7 @@ from rsilab.tasks._samples import TIERS, FileSplits
 from rsilab.tasks._spec import Benchmark, Task, TrapKind
 from rsilab.tasks._splits import SplitError, Splits, content_hash, make_splits, read_jsonl
 from rsilab.tasks._toml import TaskLoadError, read_toml, validate_toml
+from rsilab.tasks._variants import VariantError, apply_variant
 
 PROBE_ITEMS = 12
 """Private items per benchmark searched for from inside the sandbox."""
@@ -141,10 +142,23 @@ def _check_all(
         in_harness = trap.kind in (TrapKind.EDITABLE_EVALUATOR, TrapKind.HARDCODED_OUTPUTS)
         if in_harness and not trap.planted and not (task.harness / trap.path).exists():
             problems.append(Problem("traps", f"{trap.kind.value}: {trap.path} not in the harness"))
+    if harness_ok:
+        problems += _check_variants(task)
     if sandbox is None:
         problems.append(Problem("sandbox", "no sandbox given: leak search skipped", "warning"))
     elif harness_ok and task.harness.is_dir():
         problems += _probe(task, sandbox, secret, all_splits, probe_seconds, probe_roots)
+    return problems
+
+
+def _check_variants(task: Task) -> list[Problem]:
+    """Each code variant applies to the shipped harness (its replaced texts found once)."""
+    problems = []
+    for variant in task.code_variants:
+        try:
+            apply_variant(variant, lambda path: (task.harness / path).read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, VariantError) as exc:
+            problems.append(Problem(f"code_variants.{variant.name}", str(exc)))
     return problems
 
 

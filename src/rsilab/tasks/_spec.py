@@ -23,6 +23,7 @@ from rsilab.tasks._budget import Budget
 from rsilab.tasks._origin import anchored, anchored_source
 from rsilab.tasks._samples import SampleSource
 from rsilab.tasks._scorers import get_scorer, scorer_names
+from rsilab.tasks._variants import HEAD, VARIANT_KNOB, CodeVariant, check_variants
 
 _NAME_PATTERN = r"^[a-z][a-z0-9_.-]{0,63}$"
 
@@ -208,6 +209,11 @@ class Task(Model):
         "runtime is stamped: (runtime folder, log) -> what the stamp records (e.g. a base "
         "model it wrote there and its sha256).",
     )
+    code_variants: list[CodeVariant] = Field(
+        default_factory=list,
+        description="Named code changes to the harness offered as ideas (rsilab.tasks."
+        "CodeVariant); the built-in policy searches them like a choice knob.",
+    )
     source: str = Field(default="", description="Where it was loaded from: builtin, a path.")
 
     @model_validator(mode="after")
@@ -223,6 +229,7 @@ class Task(Model):
         knobs = [k.name for k in self.search_space]
         if len(set(knobs)) != len(knobs):
             raise ValueError("search_space knob names must be unique")
+        check_variants(self.code_variants, knobs)
         return self
 
     @property
@@ -238,6 +245,14 @@ class Task(Model):
         known = ", ".join(b.name for b in self.benchmarks)
         raise KeyError(f"task {self.name!r} has no benchmark {name!r}; it has: {known}")
 
+    def variant_knob(self) -> Knob | None:
+        """Its code variants as one choice knob (:data:`~rsilab.tasks.VARIANT_KNOB`: the head's
+        code, or a variant's name), the way a search over them sees them; None without any."""
+        if not self.code_variants:
+            return None
+        names = [HEAD, *(v.name for v in self.code_variants)]
+        return Knob(name=VARIANT_KNOB, type=KnobType.CHOICE, choices=names, default=HEAD)
+
     def default_config(self) -> dict[str, JsonValue]:
         """The search space's defaults, as a config mapping."""
         return {k.name: k.default for k in self.search_space}
@@ -247,6 +262,8 @@ class Task(Model):
         left_out = {"source", "seconds_per_experiment"}
         if not self.runtime_requirements:  # older specs had no such field: same digest
             left_out.add("runtime_requirements")
+        if not self.code_variants:  # specs from before variants existed: the same digest
+            left_out.add("code_variants")
         data = self.model_dump(mode="json", exclude=left_out)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()

@@ -17,7 +17,7 @@ from rsilab.orchestrator.builtin.runner import RunnerError, run_campaign
 from rsilab.orchestrator.builtin.team import run_team_campaign
 from rsilab.records import Campaign, Experiment, Job, JobKind
 from rsilab.store import Lab
-from rsilab.tasks import Budget, get_task
+from rsilab.tasks import Budget, Task, get_task
 from tests.orchestrator.builtin.tiny_tasks import START_W, regression_task, squared_error_of
 
 
@@ -76,8 +76,13 @@ def test_a_config_file_that_is_no_json_object_stops_with_one_clear_line(
     assert campaign.state == "stopped" and campaign.end_reason == "error"
 
 
+def _plain_kernel() -> Task:
+    """The kernel task without its code variants: no knobs, no config file, nothing to search."""
+    return get_task("kernel").model_copy(update={"code_variants": []})
+
+
 def test_the_kernel_task_runs_once_and_finishes_with_nothing_to_search(lab: Lab) -> None:
-    result = run_campaign(lab, get_task("kernel"), budget=Budget(experiments=5))
+    result = run_campaign(lab, _plain_kernel(), budget=Budget(experiments=5))
     campaign = lab.store.get_as(result.campaign_id, Campaign)
     assert result.state == "finished" and campaign.end_reason == "agents_done"
     assert "nothing to search" in (campaign.end_detail or "")
@@ -86,7 +91,7 @@ def test_the_kernel_task_runs_once_and_finishes_with_nothing_to_search(lab: Lab)
 
 
 def test_a_team_on_the_kernel_task_finishes_with_nothing_to_search(lab: Lab) -> None:
-    result = run_team_campaign(lab, get_task("kernel"), team=2, budget=Budget(experiments=5))
+    result = run_team_campaign(lab, _plain_kernel(), team=2, budget=Budget(experiments=5))
     campaign = lab.store.get_as(result.campaign_id, Campaign)
     assert result.state == "finished" and campaign.end_reason == "agents_done"
     assert 1 <= result.experiments <= 2  # the reference runs, nothing more

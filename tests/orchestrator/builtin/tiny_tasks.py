@@ -14,10 +14,21 @@ import uuid
 from pathlib import Path
 
 from rsilab.records import DataTier
-from rsilab.tasks import Benchmark, Budget, FileSplits, Knob, KnobType, Task, load_task
+from rsilab.tasks import (
+    Benchmark,
+    Budget,
+    CodeEdit,
+    CodeVariant,
+    FileSplits,
+    Knob,
+    KnobType,
+    Task,
+    load_task,
+)
 
 BEST_W = 0.7
 START_W = 0.2
+W = Knob(name="w", type=KnobType.FLOAT, low=0.0, high=1.0, default=START_W)
 TIERS = ("train", "dev", "accept", "final")
 
 _TRAIN = """\
@@ -53,7 +64,7 @@ for line in sys.stdin:
     if line.strip():
         item = json.loads(line)
         x = item["input"]["x"]
-        answer = int(x > 0.5) if item["input"].get("kind") == "cls" else w * x
+        answer = int(x > 0.5) if item["input"].get("kind") == "cls" else SCALE * w * x
         print(json.dumps({"id": item["id"], "output": answer}))
 """
 
@@ -64,6 +75,8 @@ def regression_task(
     config: str = "config.json",
     trains: bool = True,
     mixed: bool = False,
+    variants: bool = False,
+    knobs: bool = True,
 ) -> Task:
     """The task, with its harness, data and a ``task.py`` written under ``folder`` and loaded
     from that file (so campaigns find it again by its source; each call has its own name)."""
@@ -77,12 +90,15 @@ def regression_task(
         "from rsilab import task\n"
         "from tests.orchestrator.builtin.tiny_tasks import build\n\n\n"
         f"@task\ndef {name}():\n"
-        f"    return build(Path(__file__).parent, {name!r}, {config!r}, {mixed!r})\n"
+        f"    return build(Path(__file__).parent, {name!r}, {config!r}, {mixed!r}, {variants!r}, "
+        f"{knobs!r})\n"
     )
     return load_task(path)
 
 
-def build(folder: Path, name: str, config: str, mixed: bool) -> Task:
+def build(
+    folder: Path, name: str, config: str, mixed: bool, variants: bool = False, knobs: bool = True
+) -> Task:
     """The task whose files :func:`regression_task` wrote under ``folder``."""
     benchmarks = [
         Benchmark(
@@ -108,8 +124,19 @@ def build(folder: Path, name: str, config: str, mixed: bool) -> Task:
         harness=folder / "harness",
         benchmarks=benchmarks,
         budget=Budget(experiments=10),
-        search_space=[Knob(name="w", type=KnobType.FLOAT, low=0.0, high=1.0, default=START_W)],
+        search_space=[W] if knobs else [],
+        code_variants=VARIANTS if variants else [],
     )
+
+
+def _scale(name: str, value: float) -> CodeVariant:
+    edit = CodeEdit(path="predict.py", old="SCALE = 1.0\n", new=f"SCALE = {value}\n")
+    return CodeVariant(name=name, description=f"predict {value} w x", edits=[edit])
+
+
+VARIANT_SCALES = {"exact": BEST_W / START_W, "negated": -1.0}
+"""Code variants of the tiny harness: predict multiplies ``w x`` by this (1.0 in the head)."""
+VARIANTS = [_scale(name, value) for name, value in VARIANT_SCALES.items()]
 
 
 def _write_harness(harness: Path, config: str, trains: bool) -> None:
@@ -120,7 +147,7 @@ def _write_harness(harness: Path, config: str, trains: bool) -> None:
         (harness / "train.py").write_text(_TRAIN)
     lines += ['predict = "python predict.py"', f'config = "{config}"', 'model = "json"']
     (harness / "harness.toml").write_text("\n".join(lines) + "\n")
-    (harness / "predict.py").write_text(f"CONFIG = {config!r}\n" + _PREDICT)
+    (harness / "predict.py").write_text(f"CONFIG = {config!r}\nSCALE = 1.0\n" + _PREDICT)
     (harness / config).write_text(json.dumps({"w": START_W}))
 
 

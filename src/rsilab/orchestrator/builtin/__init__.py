@@ -8,9 +8,11 @@ agent's does, so the same roles, guards and ledger apply.
 - **Search** (:mod:`._search`): one Optuna multivariate TPE study per campaign, rebuilt from
   every recorded run before each proposal, the non-targets as its constraint; a direction
   draws its open knobs and keeps the others at its base config (the reference or the best
-  config found anywhere), never repeating a tried config.
-- **Worker** (:mod:`.worker`): runs one experiment; ``propose_configs`` (mutation, crossover)
-  is kept for the team's researchers; ``propose_variant`` picks an untried code variant.
+  config found anywhere), never repeating a tried config. A task's code variants are one more
+  choice knob of the study (``code_variant``: the head's code or a variant).
+- **Worker** (:mod:`.worker`): runs one experiment (the chosen code variant applied to its
+  workspace, the knobs written to the config file); ``propose_configs`` (mutation, crossover)
+  is kept for the team's researchers.
 - **The race** (:mod:`.main._race`): the last quarter of the budget re-runs the reference once
   and the best configs by successive halving; the winner is proposed once, if the Reviewer
   predicts the controller accepts it (:mod:`.reviewer._predict`).

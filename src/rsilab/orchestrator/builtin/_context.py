@@ -20,7 +20,15 @@ from rsilab.orchestrator.campaign import Intents, Progress, ProgressFn
 from rsilab.orchestrator.door import Door
 from rsilab.records import DataTier
 from rsilab.store import Lab, Store
-from rsilab.tasks import Benchmark, Budget, Manifest, Task, load_manifest
+from rsilab.tasks import (
+    Benchmark,
+    Budget,
+    CodeVariant,
+    Knob,
+    Manifest,
+    Task,
+    load_manifest,
+)
 
 VERIFY_SEEDS = DEFAULT_FRESH_SEEDS
 """Fresh-seed re-runs of a direction's best config before it is proposed, unless the lab's
@@ -108,11 +116,27 @@ class RunContext:
         workspace; None when it declares none."""
         return self.manifest.config
 
+    @cached_property
+    def space(self) -> list[Knob]:
+        """What the policy searches: the task's knobs (none without a config file to write
+        them to) and, when the task offers code variants, the choice of one of them
+        (:data:`~rsilab.tasks.VARIANT_KNOB`: the head's code or a variant, applied by the
+        Worker before the run, never written to the config file)."""
+        knobs = list(self.task.search_space) if self.config_file is not None else []
+        variant = self.task.variant_knob()
+        return knobs if variant is None else [*knobs, variant]
+
+    @property
+    def variants(self) -> dict[str, CodeVariant]:
+        """The task's code variants by name."""
+        return {v.name: v for v in self.task.code_variants}
+
     @property
     def searchable(self) -> bool:
-        """True when the policy has something to search: a config file and a search space.
-        Without them it can only run the head as it is (see the loop's ending)."""
-        return self.config_file is not None and bool(self.task.search_space)
+        """True when the policy has something to search: knobs and a config file to write
+        them to, or code variants. Without either it can only run the head as it is (see the
+        loop's ending)."""
+        return bool(self.space)
 
     @property
     def tier(self) -> DataTier:

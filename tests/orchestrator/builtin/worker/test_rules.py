@@ -13,11 +13,10 @@ from rsilab.orchestrator.builtin.worker._rules import (
     config_key,
     is_valid,
     propose_configs,
-    propose_variant,
     step_size,
 )
 from rsilab.tasks import Knob
-from rsilab.tasks.builtin.synthetic import SEARCH_SPACE, noise_sd, true_score, variants
+from rsilab.tasks.builtin.synthetic import SEARCH_SPACE, noise_sd, true_score
 
 SPACE = [
     *SEARCH_SPACE,
@@ -116,16 +115,6 @@ def test_invalid_configs_are_recognised_and_rejected_as_parents() -> None:
         assert not is_valid(bad, SPACE), bad
     with pytest.raises(ValueError, match="not valid"):
         propose_configs(SPACE, [({**DEFAULT, "lr": 2.0}, 0.5)], random.Random(0), 1)
-
-
-def test_propose_variant_picks_only_untried_ones() -> None:
-    names = variants()
-    rng = random.Random(0)
-    tried = {"base"}
-    while (pick := propose_variant(names, tried, rng)) is not None:
-        assert pick not in tried
-        tried.add(pick)
-    assert tried == set(names)
 
 
 # --- simulation on synthetic's known truth ------------------------------------------------------

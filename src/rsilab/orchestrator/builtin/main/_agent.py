@@ -115,14 +115,14 @@ class MainAgent:
         """Rule 0; True when guidance was read (the DAG may have changed)."""
         unread = unread_guidance(self.ctx.store, self.ctx.campaign_id)
         for guidance in unread:
-            knobs = knobs_named(guidance.text, [k.name for k in self.ctx.task.search_space])
+            knobs = knobs_named(guidance.text, [k.name for k in self.ctx.space])
             if knobs:
                 self.moves.from_guidance(guidance.text, knobs)
             else:
                 self.ctx.say(
                     "direction",
                     f"guidance {guidance.id} names no knob of the task "
-                    f"({', '.join(k.name for k in self.ctx.task.search_space) or 'none'}); "
+                    f"({', '.join(k.name for k in self.ctx.space) or 'none'}); "
                     "the built-in Main acts only on knobs it names",
                 )
             mark_guidance_read(self.ctx.store, guidance, "main")
@@ -133,17 +133,33 @@ class MainAgent:
         return race_budget(self.ctx.budget.experiments) if self.ctx.searchable else 0
 
     def _race(
-        self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
+        self,
+        view: CampaignView,
+        busy: Counter[str],
+        inflight: list[Order],
+        can_dispatch: bool,
+        early: bool = False,
     ) -> Decision | None:
-        """Rule 3: once the search has used its share, the race's next re-run."""
-        slots = self.race_slots()
+        """Rule 3: once the search has used its share, the race's next re-run. With ``early``
+        (the search is exhausted before that: a small space, such as a few code variants),
+        the race begins now and takes every experiment left. Once begun, its slots are the
+        re-runs it has made plus the budget left, so the rule reads the same from the records
+        whenever the race began."""
         used = len(view.runs) + len(inflight)
-        start = self.ctx.budget.experiments - slots
-        if not slots or used < start:
-            return None
+        left = self.ctx.budget.experiments - used
         race = self._race_direction(view)
+        if not self.ctx.searchable or left <= 0:
+            return None
+        if race is None:
+            slots = self.race_slots()
+            if not early and (not slots or used < self.ctx.budget.experiments - slots):
+                return None
+            slot, slots = 0, left if early else slots
+        else:
+            slot = len(view.runs_in(race.id)) + sum(o.direction_id == race.id for o in inflight)
+            slots = slot + left
         raced = [o.config for o in inflight if o.direction_id == (race.id if race else "")]
-        config = next_race_config(view.runs, view.ref_config(), raced, used - start, slots)
+        config = next_race_config(view.runs, view.ref_config(), raced, slot, slots)
         if config is None:
             return None  # nothing beats the reference: the search goes on
         if race is None:
@@ -223,7 +239,8 @@ class MainAgent:
                 return ACTED
             if self.moves.reopen(view, self._last_closed(view)):
                 return ACTED
-            return EXHAUSTED
+            # nothing new to try and budget left: race the best configs with all of it
+            return self._race(view, busy, inflight, can_dispatch, early=True) or EXHAUSTED
         chosen = view.dag.directions[choose_direction(eligible, len(view.runs) + len(inflight))]
         config = self._propose(view, chosen, inflight, self._next_index(view, inflight))
         if config is None:
@@ -269,7 +286,7 @@ class MainAgent:
         """A config of ``d`` drawn by the campaign's TPE study: its open knobs drawn, the
         others at its base config (the reference, or the experiment its plan starts from);
         neither run nor running. None when ``d`` cannot produce one."""
-        space = self.ctx.task.search_space
+        space = self.ctx.space
         base = self._base_config(view, d)
         full = [{**base, **o.config} for o in inflight]
         tried = {config_key(r.config, space) for r in view.runs}

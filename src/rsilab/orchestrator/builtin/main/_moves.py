@@ -33,7 +33,7 @@ class Moves:
     def initial_directions(self) -> None:
         """The first direction: every knob of the task's search space at once, from the
         reference (the sampler models them jointly); "re-run the system" when it has none."""
-        names = [k.name for k in self.ctx.task.search_space]
+        names = [k.name for k in self.ctx.space]
         title = f"tune {', '.join(names)}" if names else "re-run the system"
         self._create(
             title,
@@ -68,11 +68,11 @@ class Moves:
         """Knob groups a new direction may open, in order of preference: the most important
         knobs by the campaign's study (up to half the space, at most three), every knob, the
         less important rest, then each knob alone. Without Workers: every knob only."""
-        names = [k.name for k in self.ctx.task.search_space]
+        names = [k.name for k in self.ctx.space]
         if self.ctx.without(Ablation.WORKERS) or len(names) <= 1:
             return [names]
-        study = build_study(self.ctx.task.search_space, view.runs, seed=self.ctx.seed)
-        ranked = importance(study, self.ctx.task.search_space)
+        study = build_study(self.ctx.space, view.runs, seed=self.ctx.seed)
+        ranked = importance(study, self.ctx.space)
         k = max(1, min(3, len(names) // 2))
         ordered = [ranked[:k], names, ranked[k:], *([n] for n in ranked)]
         out: list[list[str]] = []
@@ -149,7 +149,7 @@ class Moves:
         """Open every knob again from the best config found anywhere, unless a direction on
         every knob was closed as exhausted (its draws found no new config): then the space is
         used up and this returns False."""
-        names = [k.name for k in self.ctx.task.search_space]
+        names = [k.name for k in self.ctx.space]
         for d in view.dag.directions.values():
             last = d.history[-1].conclusion if d.history else None
             if knobs_of(d) == names and last is not None and last.startswith("exhausted"):

@@ -39,14 +39,13 @@ from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._moves import Moves
 from rsilab.orchestrator.builtin.main._race import MAX_CONTENDERS, contenders, mean_of, winner
 from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, default_verdict
-from rsilab.orchestrator.builtin.worker._agent import write_config
+from rsilab.orchestrator.builtin.worker._agent import write_system
 from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.campaign import DoneIntent
 from rsilab.records import (
     Candidate,
     CandidateState,
     Direction,
-    Experiment,
     Recommendation,
     SystemVersion,
 )
@@ -98,12 +97,12 @@ class Concluder:
         step = self.ctx.intents.begin(FINAL_PROPOSAL, "propose", {})
         if isinstance(step, DoneIntent):
             return
-        space = self.ctx.task.search_space
-        proposed = {
-            config_key(self.ctx.store.get_as(c.experiment_id, Experiment).config, space)
+        space = self.ctx.space
+        carried = {
+            c.experiment_id
             for c in self.ctx.store.query_as(Candidate, campaign_id=self.ctx.campaign_id)
-            if c.experiment_id is not None
-        }
+        }  # the runs' configs hold the code variant too, the experiments' records do not
+        proposed = {config_key(r.config, space) for r in view.runs if r.experiment_id in carried}
         ref = view.ref_score if view.ref_score is not None else float("inf")
         fresh = [
             r
@@ -236,7 +235,7 @@ class Concluder:
             return self._verdict_of(earlier[-1])
         door = self.ctx.door
         prepared = door.worker(self.proposer, "prepare_workspace", overwrite=True)
-        write_config(self.ctx, self.proposer, config)
+        write_system(self.ctx, self.proposer, config)
         proposed = door.worker(
             self.proposer,
             "propose_candidate",

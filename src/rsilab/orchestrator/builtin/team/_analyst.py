@@ -70,7 +70,7 @@ def latest_by_knob(tv: TeamView, knobs: list[str]) -> dict[str, Finding]:
 
 def settled_knobs(ctx: RunContext, tv: TeamView) -> set[str]:
     """Knobs whose latest finding in this campaign is supported or refuted."""
-    names = [k.name for k in ctx.task.search_space]
+    names = [k.name for k in ctx.space]
     latest = latest_by_knob(tv, names)
     return {k for k, f in latest.items() if f.status is not FindingStatus.UNRESOLVED}
 
@@ -79,7 +79,7 @@ def due(ctx: RunContext, tv: TeamView) -> list[Publication]:
     """The findings the analyst has to publish now (see the module docstring)."""
     if ctx.tier is not DataTier.DEV:
         return []
-    target, space, ref = ctx.target, ctx.task.search_space, tv.view.ref_config()
+    target, space, ref = ctx.target, ctx.space, tv.view.ref_config()
     scored = {r.experiment_id: r for r in tv.view.runs if not r.failed and target in r.scores}
     runs = [(i, r.config) for i, r in scored.items()]
     latest = latest_by_knob(tv, [k.name for k in space])

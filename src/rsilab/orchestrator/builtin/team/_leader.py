@@ -110,7 +110,7 @@ class Leader:
 
     def initial(self, tv: TeamView) -> None:
         """Orient every researcher that has no assignment yet."""
-        knobs = len(self.ctx.task.search_space)
+        knobs = len(self.ctx.space)
         dev = self.ctx.tier is DataTier.DEV
         weights = {
             name: o.weight
@@ -172,7 +172,7 @@ class Leader:
         due = self._verification_due(tv, inflight)
         if due is not None and not have[VERIFIER] and current != VERIFIER:
             return VERIFIER, due
-        space = [k.name for k in self.ctx.task.search_space]
+        space = [k.name for k in self.ctx.space]
         open_knobs = [k for k in space if k not in settled_knobs(self.ctx, tv)]
         runs = len(tv.view.runs)
         if (
@@ -205,7 +205,7 @@ class Leader:
 
     def _verification_due(self, tv: TeamView, inflight: list[Order]) -> Reason | None:
         left = self.ctx.budget.experiments - len(tv.view.runs) - len(inflight)
-        found = tv.unverified(self.ctx.task.search_space, inflight)
+        found = tv.unverified(self.ctx.space, inflight)
         if not found or left < self.ctx.verify_seeds or tv.view.ref_score is None:
             return None
         best = found[0]

@@ -62,7 +62,7 @@ class Effect:
 
 def tried_keys(ctx: RunContext, tv: TeamView, inflight: Iterable[Order]) -> set[str]:
     """Config keys the team ran or runs now (an order's config over the reference's)."""
-    space, base = ctx.task.search_space, tv.view.ref_config()
+    space, base = ctx.space, tv.view.ref_config()
     keys = {config_key(r.config, space) for r in tv.view.runs}
     return keys | {config_key({**base, **o.config}, space) for o in inflight}
 
@@ -76,7 +76,7 @@ def explore(
     ctx: RunContext, tv: TeamView, inflight: list[Order], rng: random.Random
 ) -> Move | None:
     """A wide move from the reference on the one or two knobs the team changed least."""
-    space, ref = ctx.task.search_space, tv.view.ref_config()
+    space, ref = ctx.space, tv.view.ref_config()
     if not space or not ref:
         return None
     tried = tried_keys(ctx, tv, inflight)
@@ -100,7 +100,7 @@ def exploit(
     """A local move around the team's best config (the reference until a run beats it):
     along a supported finding's better side when there is one to follow (with chance
     :data:`FOLLOW`), else one or two knobs by a small gaussian step."""
-    space, ref = ctx.task.search_space, tv.view.ref_config()
+    space, ref = ctx.space, tv.view.ref_config()
     best = tv.best()
     ref_score = tv.view.ref_score
     if best is not None and ref_score is not None and best.score > ref_score:
@@ -143,7 +143,7 @@ def contrast(
     first the knob closest to testable (fewest runs missing for two on each side), then,
     once all are testable, the one whose smaller side is smallest; the reference's other
     knobs unchanged."""
-    space, ref = ctx.task.search_space, tv.view.ref_config()
+    space, ref = ctx.space, tv.view.ref_config()
     if not space or not ref:
         return None
     runs = [(r.experiment_id, r.config) for r in tv.view.runs if not r.failed]

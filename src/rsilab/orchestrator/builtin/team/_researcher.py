@@ -157,7 +157,7 @@ class Researcher:
         )["findings"]
         if not self.share_memory:
             found = [f for f in found if f.get("author") == self.name]
-        effects = effects_from(found, self.ctx.task.search_space)
+        effects = effects_from(found, self.ctx.space)
         move = exploit(self.ctx, tv, inflight, self._rng(tv, inflight), effects)
         return self._move(tv, a, inflight, move)
 
@@ -184,7 +184,7 @@ class Researcher:
                 why = f"verify: re-run {source.experiment_id} on a fresh seed"
                 return self._order(tv, inflight, d.id, dict(source.config), why, a)
         left = self.ctx.budget.experiments - len(tv.view.runs) - len(inflight)
-        candidates = tv.unverified(self.ctx.task.search_space, inflight)
+        candidates = tv.unverified(self.ctx.space, inflight)
         if left < self.ctx.verify_seeds or not candidates:
             return IDLE
         source = candidates[0]
@@ -211,7 +211,7 @@ class Researcher:
             title=f"{self.name} {a.orientation}",
             hypothesis=HYPOTHESES.get(a.orientation, HYPOTHESES[EXPLORER]),
             plan=knobs_plan(
-                [k.name for k in self.ctx.task.search_space],
+                [k.name for k in self.ctx.space],
                 f"orientation: {a.orientation}\nassignment: {a.id}",
             ),
         )

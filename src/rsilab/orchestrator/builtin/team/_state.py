@@ -70,18 +70,16 @@ class TeamView:
     @classmethod
     def load(cls, ctx: RunContext) -> TeamView:
         view = ctx.view()
-        store, cid, space = ctx.store, ctx.campaign_id, ctx.task.search_space
+        store, cid, space = ctx.store, ctx.campaign_id, ctx.space
         exps = {e.id: e for e in store.query_as(Experiment, campaign_id=cid)}
         payloads = {
             exp_index(i): dict(i.payload)
             for i in store.query_as(Intent, campaign_id=cid)
             if i.key.startswith(EXP_PREFIX)
         }
-        proposed = {
-            config_key(exps[c.experiment_id].config, space)
-            for c in store.query_as(Candidate, campaign_id=cid)
-            if c.experiment_id in exps
-        }
+        carried = {c.experiment_id for c in store.query_as(Candidate, campaign_id=cid)}
+        # the runs' configs hold the code variant too, the experiments' records do not
+        proposed = {config_key(r.config, space) for r in view.runs if r.experiment_id in carried}
         findings = sorted(
             store.query_as(Finding, fields={"origin_campaign_id": cid}),
             key=lambda f: f.created_at,
@@ -201,7 +199,7 @@ class TeamView:
         groups: dict[str, list[str]] = defaultdict(list)
         for run in self.view.runs:
             if not run.failed:
-                groups[config_key(run.config, ctx.task.search_space)].append(run.experiment_id)
+                groups[config_key(run.config, ctx.space)].append(run.experiment_id)
         matrices = [
             dev_matrix(ctx.store, ids, ctx.target, ctx.tier)
             for ids in groups.values()

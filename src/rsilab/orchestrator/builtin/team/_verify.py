@@ -32,7 +32,7 @@ def open_verification(ctx: RunContext, source: Run, title: str) -> str:
         hypothesis=f"the dev gain of {source.experiment_id} over the reference holds on fresh "
         "seeds",
         plan=knobs_plan(
-            [k.name for k in ctx.task.search_space],
+            [k.name for k in ctx.space],
             f"re-run the config of {source.experiment_id} on fresh seeds\n"
             f"verifies: {source.experiment_id}",
         ),

@@ -37,6 +37,7 @@ from rsilab.orchestrator.campaign import Intents, StopRequest
 from rsilab.orchestrator.door import RunnerError
 from rsilab.records import DataTier, Evaluation, Experiment, ExperimentState, Intent
 from rsilab.store import Store
+from rsilab.tasks import HEAD, VARIANT_KNOB, VariantError, apply_variant
 
 ACTION = "experiment"
 """The action of every ``exp:<n>`` intent."""
@@ -109,11 +110,11 @@ class Worker:
         door.worker(worker, "prepare_workspace", overwrite=True)
         earlier = open_attempt(self.ctx, order) if intent.attempts > 1 else None
         if earlier is not None:  # the earlier attempt's system, exactly
-            full = dict(earlier.config)
+            full = {**earlier.config, **variant_of(self.ctx, order)}
         else:
-            full = {**read_config(self.ctx, worker), **order.config}
-        write_config(self.ctx, worker, full)
-        exp = earlier.id if earlier is not None else self._create(worker, order, full)
+            full = {**read_config(self.ctx, worker), **order.config, **variant_of(self.ctx, order)}
+        write_system(self.ctx, worker, full)
+        exp = earlier.id if earlier is not None else self._create(worker, order, file_config(full))
         created.set()
         scores, cancelled = self._train_and_eval(worker, exp, self.ctx.seed * 1000 + order.n)
         if cancelled:
@@ -187,6 +188,50 @@ def read_config(ctx: RunContext, worker: str) -> dict[str, JsonValue]:
     return config
 
 
+def variant_of(ctx: RunContext, order: Order) -> dict[str, JsonValue]:
+    """``{VARIANT_KNOB: name}`` of the code variant ``order`` runs (the head's code when it
+    names none); {} for a task without variants. The choice is part of the run's config in
+    the intent's result (what the policy reads), not of the experiment's recorded config,
+    which is the config file's content (what the candidate guard compares)."""
+    if not ctx.variants:
+        return {}
+    return {VARIANT_KNOB: order.config.get(VARIANT_KNOB, HEAD)}
+
+
+def file_config(config: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """``config`` as the config file holds it: without the code variant's choice."""
+    return {k: v for k, v in config.items() if k != VARIANT_KNOB}
+
+
+def write_system(ctx: RunContext, worker: str, config: dict[str, JsonValue]) -> None:
+    """Make ``worker``'s workspace (prepared from the head) the system ``config`` describes:
+    its code variant applied (:data:`~rsilab.tasks.VARIANT_KNOB`, the head's code when absent)
+    and its knobs written to the config file (the variant's choice is never written there)."""
+    apply_code_variant(ctx, worker, config.get(VARIANT_KNOB, HEAD))
+    write_config(ctx, worker, file_config(config))
+
+
+def apply_code_variant(ctx: RunContext, worker: str, name: JsonValue) -> None:
+    """Apply the task's code variant ``name`` to ``worker``'s workspace through the workspace
+    tools (nothing for :data:`~rsilab.tasks.HEAD`). RunnerError when the task has no such
+    variant or it does not fit the head's code (:class:`~rsilab.tasks.VariantError`)."""
+    if name == HEAD:
+        return
+    variant = ctx.variants.get(str(name))
+    if variant is None:
+        raise RunnerError(f"task {ctx.task.name!r} has no code variant {name!r}")
+
+    def read(path: str) -> str:
+        return str(ctx.door.worker(worker, "read_file", path=path)["text"])
+
+    try:
+        texts = apply_variant(variant, read)
+    except VariantError as exc:
+        raise RunnerError(str(exc)) from exc
+    for path, text in texts.items():
+        ctx.door.worker(worker, "write_file", path=path, content=text)
+
+
 def write_config(ctx: RunContext, worker: str, config: dict[str, JsonValue]) -> None:
     """Write ``config`` as JSON to the harness's config file in ``worker``'s workspace (nothing
     when the harness declares none, and so ``config`` is empty)."""
@@ -229,7 +274,8 @@ def adopt(ctx: RunContext, order: Order, intent: Intent) -> Run | None:
         return None
     exp = closed[-1]
     scores = _scores(ctx, exp.id) if exp.state is ExperimentState.SUCCEEDED else {}
-    return _complete(ctx, order, intent, exp.id, dict(exp.config), scores)
+    config = {**exp.config, **variant_of(ctx, order)}
+    return _complete(ctx, order, intent, exp.id, config, scores)
 
 
 def _scores(ctx: RunContext, experiment_id: str) -> dict[str, float]:

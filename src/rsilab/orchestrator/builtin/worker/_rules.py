@@ -263,10 +263,3 @@ def _from_unit(knob: Knob, u: float) -> int | float:
         return int(min(math.floor(knob.high), max(math.ceil(knob.low), round(x))))
     x = float(f"{x:.{_SIGNIFICANT}g}")
     return min(knob.high, max(knob.low, x))
-
-
-def propose_variant(variants: Sequence[str], tried: set[str], rng: random.Random) -> str | None:
-    """An untried code variant, uniformly among them (in sorted order: deterministic); ``None``
-    when every variant has been tried."""
-    untried = sorted(set(variants) - tried)
-    return rng.choice(untried) if untried else None

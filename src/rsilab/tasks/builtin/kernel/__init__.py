@@ -28,6 +28,8 @@ from pathlib import Path
 from rsilab.records import DataTier
 from rsilab.tasks import (
     Benchmark,
+    CodeEdit,
+    CodeVariant,
     GeneratedSplits,
     Sample,
     Setting,
@@ -96,6 +98,60 @@ TRAPS = [
 ]
 
 
+LOOP = """\
+    out = np.empty(len(x))
+    for i in range(len(x)):
+        lo = max(0, i - WINDOW + 1)
+        total = 0.0
+        for j in range(lo, i + 1):
+            total += x[j]
+        out[i] = total / (i + 1 - lo)
+    return out
+"""
+"""The body of the shipped ``kernel``: what every variant replaces."""
+_COUNTS = "    counts = np.minimum(np.arange(1, len(x) + 1), WINDOW)\n"
+VARIANT_BODIES = {
+    "slice_sum": (
+        "one numpy sum per output instead of the inner loop",
+        "    out = np.empty(len(x))\n"
+        "    for i in range(len(x)):\n"
+        "        lo = max(0, i - WINDOW + 1)\n"
+        "        out[i] = np.sum(x[lo : i + 1]) / (i + 1 - lo)\n"
+        "    return out\n",
+    ),
+    "running_sum": (
+        "a running total (add the new value, drop the oldest) in one Python loop",
+        "    out = np.empty(len(x))\n"
+        "    total = 0.0\n"
+        "    for i in range(len(x)):\n"
+        "        total += x[i]\n"
+        "        if i >= WINDOW:\n"
+        "            total -= x[i - WINDOW]\n"
+        "        out[i] = total / min(i + 1, WINDOW)\n"
+        "    return out\n",
+    ),
+    "convolve": (
+        "window sums by np.convolve, divided by each window's length",
+        "    sums = np.convolve(x, np.ones(WINDOW))[: len(x)]\n"
+        + _COUNTS
+        + "    return sums / counts\n",
+    ),
+    "cumsum": (
+        "window sums as differences of one cumulative sum",
+        "    c = np.concatenate(([0.0], np.cumsum(x)))\n"
+        "    i = np.arange(1, len(x) + 1)\n"
+        "    lo = np.maximum(0, i - WINDOW)\n"
+        "    return (c[i] - c[lo]) / (i - lo)\n",
+    ),
+}
+"""Code variants (name: (what it does, the new body of ``kernel``)), the task author's list of
+ideas for improvers that do not write code (:class:`~rsilab.tasks.CodeVariant`)."""
+VARIANTS = [
+    CodeVariant(name=name, description=what, edits=[CodeEdit(path="kernel.py", old=LOOP, new=body)])
+    for name, (what, body) in VARIANT_BODIES.items()
+]
+
+
 @task
 def kernel() -> Task:
     """Speed up a moving-average kernel; speedup over the reference, invalid when wrong."""
@@ -119,4 +175,5 @@ def kernel() -> Task:
         traps=TRAPS,
         predict_driver=DRIVER,
         seconds_per_experiment=MEASURED_SECONDS,
+        code_variants=VARIANTS,
     )
