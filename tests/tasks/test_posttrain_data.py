@@ -66,6 +66,26 @@ def test_tiers_are_disjoint_by_entity_and_within_the_caps() -> None:
                     assert seen.setdefault(name, tier) == tier, f"{name} in two tiers"
 
 
+def test_no_private_question_is_also_a_public_one() -> None:
+    # a request naming nobody (a timer, a song) has no entity to split by: its own text does
+    task = get_task("posttrain")
+    for secret in (SECRET_A, SECRET_B):
+        for bench in task.benchmarks:
+            splits = make_splits(task, bench, secret)
+            public = {
+                str(s.input["question"])  # type: ignore[index,call-overload]
+                for tier in (DataTier.TRAIN, DataTier.DEV)
+                for s in splits[tier]
+            }
+            for tier in (DataTier.ACCEPT, DataTier.FINAL):
+                shared = [
+                    s.input
+                    for s in splits[tier]
+                    if str(s.input["question"]) in public  # type: ignore[index,call-overload]
+                ]
+                assert shared == [], f"{bench.name} {tier.value}: {shared[:3]}"
+
+
 def test_arithmetic_targets_are_the_computed_answers() -> None:
     task = get_task("posttrain")
     splits = make_splits(task, task.benchmark("arith"), SECRET_A)

@@ -56,10 +56,16 @@ def arith_item(rng: random.Random, tier: DataTier) -> Sample:
 
 
 def fncall_item(rng: random.Random, tier: DataTier) -> Sample:
-    """One request to call a function of the corpus, with arguments of ``tier``'s bucket."""
-    fn = rng.choice(world.FUNCTIONS)
-    args = world.draw_args(fn, rng, world.people_in(tier))
-    request = fn.request.format(**args)
+    """One request to call a function of the corpus, with arguments of ``tier``'s bucket: a
+    request that names a person names one of the bucket's; one that names nobody (a timer, a
+    song) belongs to the tier its own text hashes to (:func:`~._world.bucket`), so no request
+    is in two tiers."""
+    while True:
+        fn = rng.choice(world.FUNCTIONS)
+        args = world.draw_args(fn, rng, world.people_in(tier))
+        request = fn.request.format(**args)
+        if world.names_a_person(fn) or world.bucket(request) == tier:
+            break
     question = f"Please {request}."
     target = {"name": fn.name, "arguments": args}
     return Sample(id=_id("fncall", question), input={"kind": "fncall", "question": question},

@@ -219,13 +219,21 @@ DIRECTIONS = ["north", "south", "east", "west"]
 SONGS = ["Rainfall", "Ember", "Tidewater", "Lantern", "Meadow", "Copper", "Harbor", "Willow"]
 
 
+_POOLS = {"dish": DISHES, "dir": DIRECTIONS, "title": SONGS}
+"""Text arguments drawn from a fixed pool; every other text argument is a person's name."""
+
+
+def names_a_person(fn: Function) -> bool:
+    """Whether a call of ``fn`` names a person (an argument filled from a tier's names)."""
+    return any(kind == "str" and arg not in _POOLS for arg, kind in fn.args)
+
+
 def draw_args(fn: Function, rng: random.Random, names: tuple[str, ...]) -> dict[str, object]:
     """Argument values for one call of ``fn``: ints 2-60, names from ``names``."""
-    pools = {"dish": DISHES, "dir": DIRECTIONS, "title": SONGS}
     values: dict[str, object] = {}
     for arg, kind in fn.args:
         if kind == "int":
             values[arg] = rng.randint(2, 60)
         else:
-            values[arg] = rng.choice(pools.get(arg, names))
+            values[arg] = rng.choice(_POOLS.get(arg, names))
     return values
