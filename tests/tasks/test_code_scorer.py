@@ -233,8 +233,6 @@ def test_the_other_programs_still_score(attack_run: AttackRun, name: str) -> Non
 
 def test_all_programs_of_a_call_ran_in_one_sandbox_job(attack_run: AttackRun) -> None:
     assert attack_run.jobs == 1
-    # the limits are per program: the hangs cost about their limits, not the job's
-    assert attack_run.seconds < 60
 
 
 def test_the_host_saw_nothing(attack_run: AttackRun) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from pathlib import Path
 
 from safetensors import safe_open
@@ -12,17 +11,12 @@ from safetensors import safe_open
 from rsilab.tasks.builtin.posttrain._base import build_base
 
 
-def test_the_tiny_base_builds_in_seconds_to_a_stable_hash(tmp_path: Path) -> None:
-    import transformers  # noqa: F401  # importing it is not the build's time
-    from transformers import LlamaForCausalLM  # noqa: F401
-
-    started = time.process_time()  # CPU time: the machine may be shared
+def test_the_tiny_base_builds_to_a_stable_hash(tmp_path: Path) -> None:
+    # its build time is a benchmark's to state, not a test's
     first = build_base(tmp_path / "a.safetensors", "tiny", log=lambda _: None)
-    seconds = time.process_time() - started
     second = build_base(tmp_path / "b.safetensors", "tiny", log=lambda _: None)
     assert first == second, "the same corpus and seeds must give the same bytes"
     assert first == hashlib.sha256((tmp_path / "a.safetensors").read_bytes()).hexdigest()
-    assert seconds < 20
     with safe_open(str(tmp_path / "a.safetensors"), framework="pt") as handle:
         meta = json.loads(handle.metadata()["lm"])
         names = set(handle.keys())
