@@ -28,22 +28,14 @@ PEER = "optuna-tpe"
 POLICIES = (BUILTIN, PEER)
 
 
-def _ci(values: Sequence[float]) -> str:
+def _ci(values: Sequence[float], sign: str = "") -> str:
+    """Mean and 95% t interval of ``values`` ("-" for none); ``sign="+"`` signs a change."""
     if not values:
         return "-"
     found = mean_ci(values)
     if found.n < 2:
-        return f"{found.mean:.3f} (n=1)"
-    return f"{found.mean:.3f} [{found.low:.3f}, {found.high:.3f}]"
-
-
-def _delta(values: Sequence[float]) -> str:
-    if not values:
-        return "-"
-    found = mean_ci(values)
-    if found.n < 2:
-        return f"{found.mean:+.3f} (n=1)"
-    return f"{found.mean:+.3f} [{found.low:+.3f}, {found.high:+.3f}]"
+        return f"{found.mean:{sign}.3f} (n=1)"
+    return f"{found.mean:{sign}.3f} [{found.low:{sign}.3f}, {found.high:{sign}.3f}]"
 
 
 def rows_for(
@@ -62,13 +54,13 @@ def rows_for(
         for policy in POLICIES:
             group = by_policy[policy]
             row[policy] = _ci([r.final_scores[name] for r in group])
-            row[f"{policy} - base"] = _delta(
-                [r.final_scores[name] - r.baseline_scores[name] for r in group]
+            row[f"{policy} - base"] = _ci(
+                [r.final_scores[name] - r.baseline_scores[name] for r in group], "+"
             )
         mine = {r.seed: r.final_scores[name] for r in by_policy[BUILTIN]}
         theirs = {r.seed: r.final_scores[name] for r in by_policy[PEER]}
-        row[f"rsilab - {PEER}"] = _delta(
-            [mine[s] - theirs[s] for s in sorted(mine.keys() & theirs.keys())]
+        row[f"rsilab - {PEER}"] = _ci(
+            [mine[s] - theirs[s] for s in sorted(mine.keys() & theirs.keys())], "+"
         )
         rows.append(row)
     for policy in POLICIES:
