@@ -322,3 +322,48 @@ def test_short_or_non_numeric_lists_have_no_scaled_key() -> None:
     assert [h.kind for h in index.scan_bytes(json.dumps(doubled).encode(), "x")] == ["scaled"]
     for data in ([0] * 64, [True] * 64, [1.0, 2.0, 3.0], ["1"] * 64, [1e308, -1e308] * 32):
         assert index.scan_bytes(json.dumps(data).encode(), "x") == []
+
+
+# A generated benchmark of orders: a dish from a pool of twelve every tier shares, for the
+# corner table or for a customer, one of each tier's own six. The lab's public draw is six
+# orders: most dishes are in no public item of it, only in private ones; a customer of a
+# private tier never is in a public item.
+DISHES = ["soup", "rice", "stew", "pie", "curry", "salad", "bread", "tart", "flan", "ragu",
+          "pho", "dal"]  # fmt: skip
+CUSTOMERS = {tier: [f"{tier.value}{name}" for name in ("ann", "bo", "cy", "di", "ed", "flo")]
+             for tier in DataTier}  # fmt: skip
+
+
+def _orders(tier: DataTier, seed: int) -> Sequence[Sample]:
+    rng = random.Random(seed)
+    samples = []
+    for i in range(3 if tier in PUBLIC else 40):
+        whom = rng.choice(["the corner table", rng.choice(CUSTOMERS[tier])])
+        text = f"please send {rng.randint(2, 99)} plates of {rng.choice(DISHES)} to {whom} today"
+        samples.append(Sample(id=f"order-{i}", input=text, target=0))
+    return samples
+
+
+def test_a_pool_value_the_labs_public_draw_missed_is_no_private_entity(tmp_path: Path) -> None:
+    task = notes_task().model_copy(
+        update={"benchmarks": [Benchmark(name="orders", scorer="accuracy", target=True,
+                                         samples=GeneratedSplits(name="orders", generate=_orders))]}
+    )  # fmt: skip
+    splits = make_splits(task, task.benchmarks[0], SECRET)
+    public_words = {w for tier in PUBLIC for s in splits[tier] for w in str(s.input).split()}
+    private = [str(s.input) for tier in (DataTier.ACCEPT, DataTier.FINAL) for s in splits[tier]]
+    table = [o for o in private if "corner" in o and o.split()[5] not in public_words]
+    named = [o for o in private if "corner" not in o]
+    assert table and named, "the lab's draw leaves some dish to private orders alone"
+    index = PrivateIndex.build(task, SECRET)
+
+    def found(order: str) -> set[str]:
+        words = order.split()
+        words[2] = str(int(words[2]) + 100)  # a number no order has
+        (tmp_path / "data.txt").write_text(" ".join(words) + "\n")
+        return {h.kind for h in index.scan_tree(tmp_path)}
+
+    # an order of such a dish for the table, its number changed: an order anyone can draw
+    assert all(found(order) == set() for order in table)
+    # an order for a private customer, its number changed: that private item, found
+    assert all(found(order) & {"entity", "near"} for order in named)

@@ -209,9 +209,17 @@ def _has_name(sample: Sample) -> bool:
 def test_private_items_with_numbers_changed_are_found_by_their_entities(
     setup: Setup, tmp_path: Path, bench: str, count: int
 ) -> None:
-    text = _base(setup) + _qa(_planted(setup, bench, count, "numbers"))
+    planted = _planted(setup, bench, count, "numbers")
+    text = _base(setup) + _qa(planted)
     report = _report(setup, text, tmp_path)
-    assert report.by_entity() == {bench: count}
+    found = {h.sample_id for h in report.hits if h.kind == "entity"}
+    assert found >= {s.id for s in planted}
+    # a planted request can also be another private item of the same person with its numbers
+    # changed (send 5 notes to X, send 9 notes to X): found too, by the same private name
+    names = {n for s in planted for n in _private_names() if n in _question(s)}
+    by_id = {s.id: s for s in _private(setup, bench)}
+    assert all(any(n in _question(by_id[i]) for n in names) for i in found)
+    assert {h.benchmark for h in report.hits} == {bench}
     # one item found by its entity is not enough (a name can recur by chance); two are
     refusal = _check(setup, text)
     if count == 1:
@@ -238,8 +246,10 @@ def test_private_questions_copied_are_found(
 def _coincidence_rate(setup: Setup, bench: str) -> float:
     """Share of the public tiers whose question, its entity replaced by a private item's, IS
     that private item's question: how often honest items coincide with private ones (an item
-    that names no one coincides with nothing: it has no entity to change)."""
-    names = sorted(world.people(), key=len, reverse=True)
+    that names no one coincides with nothing: it has no entity to change). A song title is an
+    entity too: its request has no number, so each title's one request text is in one tier
+    (the tier it hashes to), and a title of a private tier's request is in no public item."""
+    names = sorted([*world.people(), *world.SONGS], key=len, reverse=True)
     pattern = re.compile("|".join(re.escape(n) for n in names))
 
     def skeleton(sample: Sample) -> str:

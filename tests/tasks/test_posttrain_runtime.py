@@ -137,3 +137,16 @@ def test_posttrain_runtime_is_keyed_apart_from_the_base_one(
     assert runtime.path != task_runtime(()).path
     assert runtime.extra == ("transformers==5.24.0", "tokenizers==0.23.3", "peft==0.21.2")
     assert task.runtime() == runtime
+
+
+def test_the_posttrain_extra_pins_what_the_runtime_pins() -> None:
+    # The test process builds small models with the dev venv's transformers: it must be the
+    # version posttrain's jobs run with, or a test passes on a library its jobs never see.
+    import tomllib
+
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    extras = pyproject["project"]["optional-dependencies"]
+    runtime = set(get_task("posttrain").runtime_requirements)
+    assert runtime >= {"transformers==5.24.0", "tokenizers==0.23.3", "peft==0.21.2"}
+    assert set(extras["posttrain"]) == runtime
+    assert runtime <= set(extras["dev"])

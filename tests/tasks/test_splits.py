@@ -21,6 +21,7 @@ from rsilab.tasks import (
     lab_secret,
     load_task,
     make_splits,
+    public_draws,
     read_jsonl,
     write_data_dir,
 )
@@ -109,3 +110,25 @@ def test_derived_seeds_differ_by_every_part(secret: bytes) -> None:
     assert len(seeds) == 4
     assert derive_seed(secret, "t", "b") != derive_seed(b"x", "t", "b")
     assert 0 <= derive_seed(secret, "x") < 2**63
+
+
+def test_public_draws_are_public_tier_items_no_secret_chooses() -> None:
+    from rsilab.tasks import Benchmark, GeneratedSplits
+
+    asked: list[tuple[DataTier, int]] = []
+
+    def generate(tier: DataTier, seed: int) -> list[Sample]:
+        asked.append((tier, seed))
+        return [Sample(id=f"{tier.value}-{seed}", input=tier.value, target=0)]
+
+    bench = Benchmark(name="b", scorer="accuracy", target=True,
+                      samples=GeneratedSplits(name="g", generate=generate))  # fmt: skip
+    task = get_task("synthetic").model_copy(update={"benchmarks": [bench]})
+    drawn = public_draws(task, bench, 3)
+    assert {s.input for s in drawn} == {"train", "dev"} and len(drawn) == 6
+    assert len({seed for _, seed in asked}) == 6  # another seed each draw and tier
+    # the lab's draws are under its secret; these under none: no seed is shared
+    make_splits(task, bench, b"lab secret one")
+    assert len({seed for _, seed in asked}) == 10
+    # a file benchmark has no generator: its public rows are its splits
+    assert public_draws(get_task("digits"), get_task("digits").benchmarks[0], 3) == []

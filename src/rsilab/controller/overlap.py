@@ -77,7 +77,7 @@ from rsilab.controller.chance import (
 from rsilab.controller.chance import window_hashes as _window_hashes
 from rsilab.controller.neighbours import NeighbourIndex, Sequences
 from rsilab.records import DataTier
-from rsilab.tasks import TIERS, Sample, Splits, Task, content_hash, make_splits
+from rsilab.tasks import TIERS, Sample, Splits, Task, content_hash, make_splits, public_draws
 
 __all__ = ["OverlapHit", "PrivateIndex"]
 
@@ -95,6 +95,9 @@ _MIN_LEAF_TOKENS = 3  # a shorter text field ("cat", a city) is a word or two, n
 # A power of two: for integer data k/m with m <= 128 (pixels 0-16), k/m * 256 is never a
 # half-integer, so a rescaled copy's float error cannot flip a rounding and miss the key.
 _SCALE_LEVELS = 256
+PUBLIC_DRAWS = 4
+"""Extra draws of a generated benchmark's public tiers read as public vocabulary (a private
+entity is a token no public item holds, in the lab's draw or in these)."""
 _FILTER_BITS = 20  # a 1 MiB bitmap per width of window hashes rules out almost every window cheaply
 _MAX_DEPTH = 64  # bounds the re-serialising of nested candidates; inputs sit far shallower
 _JSON_START = frozenset('{["-0123456789')
@@ -221,10 +224,12 @@ class PrivateIndex:
         private: list[JsonValue] = []
         scaled_public: set[bytes] = set()
         leaves_public: set[str] = set()
+        vocabulary: list[JsonValue] = []
         for bench in task.benchmarks:
             splits = make_splits(task, bench, secret)
             if texts_only and not _holds_text(splits):
                 continue
+            vocabulary += [s.input for s in public_draws(task, bench, PUBLIC_DRAWS)]
             for tier in TIERS:
                 if not tier.is_private:
                     inputs = [s.input for s in splits[tier]]
@@ -238,7 +243,7 @@ class PrivateIndex:
             index._scaled.pop(key, None)
         for leaf in leaves_public:
             index._texts.pop(leaf, None)
-        index._index_windows(private, public)
+        index._index_windows(private, public, vocabulary)
         return index
 
     def _add_private(self, ref: _Ref, sample: Sample) -> list[JsonValue]:
@@ -261,13 +266,19 @@ class PrivateIndex:
         return sequences
 
     def _index_windows(
-        self, private: Sequence[JsonValue], public: Mapping[str, Sequence[JsonValue]]
+        self,
+        private: Sequence[JsonValue],
+        public: Mapping[str, Sequence[JsonValue]],
+        vocabulary: Sequence[JsonValue] = (),
     ) -> None:
         """Cut private sequences into windows; keep the private-specific ones (in no public
-        input), which of them hold a private entity, and each benchmark's chance rate."""
+        input), which of them hold a private entity (a token in no public input and not in
+        ``vocabulary``, more public inputs), and each benchmark's chance rate."""
         tokens = [_tokens(_canonical_text(value)) for value in private]
         public_tokens = {b: [_tokens(_canonical_text(v)) for v in vs] for b, vs in public.items()}
-        entity = private_only_tokens(tokens, [t for ts in public_tokens.values() for t in ts])
+        seen_public = [t for ts in public_tokens.values() for t in ts]
+        seen_public += [_tokens(_canonical_text(v)) for v in vocabulary]
+        entity = private_only_tokens(tokens, seen_public)
         hashes = [_token_hashes(t) for t in tokens]
         widths = {min(len(h), self._shingle) for h in hashes if len(h)}
         public_windows = {

@@ -110,6 +110,33 @@ def make_splits(task: Task, benchmark: Benchmark, secret: bytes) -> Splits:
     return splits
 
 
+PUBLIC_DRAW_SECRET = b"rsilab public draws"
+"""The secret of :func:`public_draws`: fixed and public, so anyone can make the same draws."""
+
+
+def public_draws(task: Task, benchmark: Benchmark, draws: int) -> list[Sample]:
+    """Samples of the public tiers (train, dev) of ``benchmark`` drawn under ``draws`` seeds
+    that no lab secret enters: what an improver can draw itself from a generated benchmark's
+    public generator. Empty for file and pool sources (their public rows are the splits).
+
+    The contamination guard reads them as public vocabulary: a value the generator gives a
+    public tier under some seed (a dish of a small pool the lab's own draw happened to miss) is
+    no private entity, whatever one draw holds.
+    """
+    source = benchmark.samples
+    if not isinstance(source, GeneratedSplits):
+        return []
+    return [
+        sample
+        for draw in range(draws)
+        for tier in TIERS
+        if not tier.is_private
+        for sample in source.generate(
+            tier, derive_seed(PUBLIC_DRAW_SECRET, task.name, benchmark.name, tier, str(draw))
+        )
+    ]
+
+
 def write_data_dir(folder: Path, splits: Mapping[DataTier, Sequence[Sample]]) -> list[Path]:
     """Write ``<tier>.jsonl`` for each given tier into ``folder`` (the ``--data DIR`` of train).
 

@@ -55,18 +55,21 @@ def arith_item(rng: random.Random, tier: DataTier) -> Sample:
                   target=str(answer))  # fmt: skip
 
 
-def fncall_item(rng: random.Random, tier: DataTier) -> Sample:
-    """One request to call a function of the corpus, with arguments of ``tier``'s bucket: a
-    request that names a person names one of the bucket's; one that names nobody (a timer, a
-    song) belongs to the tier its own text hashes to (:func:`~._world.bucket`), so no request
-    is in two tiers."""
+def draw_call(rng: random.Random, tier: DataTier) -> tuple[world.Function, dict[str, object]]:
+    """A function of the corpus and arguments of ``tier``'s bucket: a request that names a
+    person names one of the bucket's; one that names nobody (a timer, a song) belongs to the
+    tier its own text hashes to (:func:`~._world.bucket`), so no request is in two tiers."""
     while True:
         fn = rng.choice(world.FUNCTIONS)
         args = world.draw_args(fn, rng, world.people_in(tier))
-        request = fn.request.format(**args)
-        if world.names_a_person(fn) or world.bucket(request) == tier:
-            break
-    question = f"Please {request}."
+        if world.names_a_person(fn) or world.bucket(fn.request.format(**args)) == tier:
+            return fn, args
+
+
+def fncall_item(rng: random.Random, tier: DataTier) -> Sample:
+    """One request to call a function of the corpus (:func:`draw_call`)."""
+    fn, args = draw_call(rng, tier)
+    question = f"Please {fn.request.format(**args)}."
     target = {"name": fn.name, "arguments": args}
     return Sample(id=_id("fncall", question), input={"kind": "fncall", "question": question},
                   target=target)  # fmt: skip

@@ -26,7 +26,7 @@ from rsilab.tasks.builtin.posttrain import _bench as bench
 from rsilab.tasks.builtin.posttrain import _code as code
 from rsilab.tasks.builtin.posttrain import _world as world
 
-CORPUS_SHA256 = "67da00e73b1d697362972dd5766ec7e4d5b3e6a6b7127a661fd8ec6773b2e152"
+CORPUS_SHA256 = "51f3c3f8147b97bd566383ab55fbce7212ee5381312119190f6352a0dc8e6483"
 """sha256 of ``corpus('full')`` as UTF-8."""
 SIZES = {"full": 6, "tiny": 1}
 """Rounds of each document kind: the full corpus states every fact 18 times (3 a round)."""
@@ -99,8 +99,7 @@ def _functions(rng: random.Random, count: int) -> list[str]:
     """Function specs with an example call, and quiz items asking for calls."""
     out, quiz = [], []
     for _ in range(count):
-        fn = rng.choice(world.FUNCTIONS)
-        args = world.draw_args(fn, rng, world.people_in(DataTier.TRAIN))
+        fn, args = bench.draw_call(rng, DataTier.TRAIN)
         names = " and ".join(f"{a}, a {'number' if k == 'int' else 'word'}" for a, k in fn.args)
         call = json.dumps({"name": fn.name, "arguments": args})
         out.append(
