@@ -33,9 +33,9 @@ def test_the_base_runtime_is_described_as_before(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_task_runtime_is_found_again_from_its_description() -> None:
-    runtime = task_runtime(LM, build_needed=True)
+    runtime = task_runtime(LM, build_id="corpus 7")
     said = describe(runtime)
-    assert json.loads(said) == {"extra": LM, "build": True}
+    assert json.loads(said) == {"extra": LM, "build_id": "corpus 7"}
     assert runtime_of(said) == runtime
 
 

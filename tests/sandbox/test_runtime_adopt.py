@@ -81,7 +81,7 @@ def test_an_interpreter_with_every_requirement_is_adopted_and_jobs_run_in_it(
     python = _task_python()
     path = tmp_path / "adopted"
     made = adopt_runtime(python, extra=LM, build=build_note, path=path, log=lambda _: None)
-    runtime = Runtime(path, tuple(LM), build_needed=True)
+    runtime = Runtime(path, tuple(LM), build_id="")
     assert runtime.is_installed(), "the stamp makes it an installed runtime of these lines"
     stamp = runtime.stamp() or {}
     assert stamp["adopted"] == str(python)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from rsilab.sandbox import runtime as rt
 from rsilab.sandbox.runtime import Runtime, RuntimeInstallError, RuntimeMissingError
+from tests.sandbox.fake_runtime import fake_task_runtime
 
 LM = ["transformers==5.24.0", "tokenizers==0.23.3"]
 LORA = [*LM, "peft==0.21.2"]
@@ -66,10 +68,39 @@ def test_a_stamp_of_the_base_requirements_does_not_install_a_task_runtime(tmp_pa
     stamp["key"] = rt.runtime_key(rt.full_requirements_text(LM))
     (tmp_path / rt.STAMP_NAME).write_text(json.dumps(stamp))
     assert Runtime(tmp_path, tuple(LM)).is_installed()
-    assert not Runtime(tmp_path, tuple(LM), build_needed=True).is_installed(), "built nothing"
+    assert not Runtime(tmp_path, tuple(LM), build_id="").is_installed(), "built nothing"
     stamp["built"] = {"base_sha256": "ab"}
     (tmp_path / rt.STAMP_NAME).write_text(json.dumps(stamp))
-    assert Runtime(tmp_path, tuple(LM), build_needed=True).is_installed()
+    assert Runtime(tmp_path, tuple(LM), build_id="").is_installed()
+    # built, but by another build (another corpus, say): not installed until built again
+    assert not Runtime(tmp_path, tuple(LM), build_id="corpus 2").is_installed()
+    stamp["build_id"] = "corpus 2"
+    (tmp_path / rt.STAMP_NAME).write_text(json.dumps(stamp))
+    assert Runtime(tmp_path, tuple(LM), build_id="corpus 2").is_installed()
+    assert not Runtime(tmp_path, tuple(LM), build_id="corpus 3").is_installed()
+
+
+def test_install_runs_a_changed_build_again_and_keeps_the_venv(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RSILAB_RUNTIME", str(tmp_path / "rt"))
+    runtime = fake_task_runtime(LM, b"old base", build_id="corpus 1")
+    python = runtime.python.resolve()
+    runs: list[str] = []
+
+    def build(folder: Path, log: Callable[[str], None]) -> dict[str, str]:
+        runs.append(folder.name)
+        (folder / "share" / "base.bin").write_bytes(b"new base")
+        return {"base": str(folder / "share" / "base.bin")}
+
+    again = rt.install_runtime(extra=LM, build=build, build_id="corpus 1", log=lambda _: None)
+    assert runs == [] and again.is_installed(), "the same build: nothing to do"
+    made = rt.install_runtime(extra=LM, build=build, build_id="corpus 2", log=lambda _: None)
+    assert runs == [runtime.path.name]
+    assert (runtime.path / "share" / "base.bin").read_bytes() == b"new base"
+    assert made.is_installed() and made.python.resolve() == python, "the venv was kept"
+    assert json.loads((runtime.path / rt.STAMP_NAME).read_text())["build_id"] == "corpus 2"
+    assert not rt.task_runtime(LM, build_id="corpus 1").is_installed()
 
 
 def test_missing_task_runtime_names_the_command(

@@ -17,7 +17,6 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from rsilab.sandbox.process import ProcessSandbox
-from rsilab.sandbox.runtime import task_runtime
 from rsilab.tasks import get_task, run_experiment
 from rsilab.tasks.builtin.posttrain import KINDS
 from rsilab.tasks.builtin.posttrain._base import build_base
@@ -36,7 +35,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sandbox() -> Iterator[ProcessSandbox]:
     """The task's runtime when installed; else this venv, which holds the same libraries."""
     task = get_task("posttrain")
-    box = ProcessSandbox(runtime=task_runtime(task.runtime_requirements, build_needed=True))
+    box = ProcessSandbox(runtime=task.runtime())
     box.prepare()
     yield box
     box.close()

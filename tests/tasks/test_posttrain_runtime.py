@@ -5,6 +5,7 @@ fails closed. Tasks of the base runtime are unaffected."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -56,7 +57,7 @@ def test_digits_keeps_the_base_runtime(lab: Lab) -> None:
 
 def test_the_base_model_is_stored_and_recorded_in_the_campaign(lab: Lab) -> None:
     task = get_task("posttrain")
-    runtime = fake_task_runtime(task.runtime_requirements, PAYLOAD)
+    runtime = fake_task_runtime(task.runtime_requirements, PAYLOAD, str(task.build_id()))
     services = LabServices(lab)
     try:
         settings = runtime_settings(lab, task, services)
@@ -73,7 +74,7 @@ def test_the_base_model_is_stored_and_recorded_in_the_campaign(lab: Lab) -> None
 
 def test_a_base_model_changed_after_the_install_fails_closed(lab: Lab) -> None:
     task = get_task("posttrain")
-    runtime = fake_task_runtime(task.runtime_requirements, PAYLOAD)
+    runtime = fake_task_runtime(task.runtime_requirements, PAYLOAD, str(task.build_id()))
     (runtime.path / "share" / "base.bin").write_bytes(b"rebuilt elsewhere")
     services = LabServices(lab)
     try:
@@ -100,7 +101,7 @@ def test_services_running_jobs_in_one_runtime_refuse_a_task_of_another(
 ) -> None:
     monkeypatch.setenv("RSILAB_SANDBOX", "process")  # made without bubblewrap's probe job
     task = get_task("posttrain")
-    runtime = fake_task_runtime(task.runtime_requirements, PAYLOAD)
+    runtime = fake_task_runtime(task.runtime_requirements, PAYLOAD, str(task.build_id()))
     services = LabServices(lab, allow_unsandboxed=True)
     try:
         assert services.use_task(task).path == runtime.path
@@ -116,7 +117,7 @@ def test_services_running_jobs_in_one_runtime_refuse_a_task_of_another(
 
 def test_a_task_runtime_is_refused_on_a_callers_executor_of_another(lab: Lab) -> None:
     task = get_task("posttrain")
-    fake_task_runtime(task.runtime_requirements, PAYLOAD)
+    fake_task_runtime(task.runtime_requirements, PAYLOAD, str(task.build_id()))
     executor = LocalExecutor(ProcessSandbox(current_runtime()), lab.artifacts)
     services = LabServices(lab, executor)
     try:
@@ -133,10 +134,20 @@ def test_posttrain_runtime_is_keyed_apart_from_the_base_one(
 ) -> None:
     monkeypatch.delenv("RSILAB_RUNTIME", raising=False)
     task = get_task("posttrain")
-    runtime = task_runtime(task.runtime_requirements, build_needed=True)
+    runtime = task_runtime(task.runtime_requirements, build_id=task.build_id())
     assert runtime.path != task_runtime(()).path
     assert runtime.extra == ("transformers==5.24.0", "tokenizers==0.23.3", "peft==0.21.2")
     assert task.runtime() == runtime
+    # the build that made its base is named by the corpus's pin and the builder's source
+    assert re.fullmatch(r"corpus [0-9a-f]{12}, build [0-9a-f]{12}", str(task.build_id()))
+    assert str(task.build_id()).startswith(f"corpus {_corpus_sha()[:12]}")
+
+
+def _corpus_sha() -> str:
+    """The corpus's sha256, computed here from its text."""
+    from rsilab.tasks.builtin.posttrain import _corpus
+
+    return hashlib.sha256(_corpus.corpus("full").encode()).hexdigest()
 
 
 def test_the_posttrain_extra_pins_what_the_runtime_pins() -> None:

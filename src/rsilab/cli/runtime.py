@@ -47,7 +47,7 @@ def _runtime(task: str | None) -> Runtime:
     if task is None:
         return task_runtime(())
     spec = load_task(task)
-    return task_runtime(spec.runtime_requirements, build_needed=spec.runtime_build is not None)
+    return spec.runtime()
 
 
 runtime_app = typer.Typer(
@@ -89,10 +89,13 @@ def install(
                 "e.g. rsilab runtime install --task posttrain --built-from STAMP",
             )
         key = spec.runtime().key
-        build = functools.partial(copy_built, built_from.absolute(), key)
+        build = functools.partial(
+            copy_built, built_from.absolute(), key, build_id=spec.runtime_build_id
+        )
     runtime = install_runtime(
         extra=spec.runtime_requirements if spec is not None else (),
         build=build,
+        build_id=spec.runtime_build_id if spec is not None else "",
         force=force,
         log=lambda line: console.print(Text(line)),
     )
@@ -125,6 +128,7 @@ def adopt(
         python,
         extra=spec.runtime_requirements if spec is not None else (),
         build=spec.runtime_build if spec is not None else None,
+        build_id=spec.runtime_build_id if spec is not None else "",
         force=force,
         log=lambda line: console.print(Text(line)),
     )
@@ -145,6 +149,8 @@ def show(
     command = install_command(task)
     built = {f.name: {"path": str(f.path), "sha256": f.sha256} for f in built_files(runtime)}
     adopted = str((runtime.stamp() or {}).get("adopted") or "") if installed else ""
+    built_by = (runtime.stamp() or {}).get("build_id")
+    stale = runtime.build_needed and built_by is not None and built_by != runtime.build_id
     if as_json:
         print_json(
             {
@@ -153,13 +159,16 @@ def show(
                 "adopted": adopted or None,
                 "requirements": lines,
                 "built": built,
+                "build_id": runtime.build_id,
+                "built_by": built_by,
                 "packages": dict(packages),
             }
         )
         return
     console = stdout_console()
     console.print(Text(f"path: {runtime.path}"))
-    console.print(Text(f"installed: {'yes' if installed else f'no (run `{command}`)'}"))
+    why = f"its base was built by {built_by!r}, not {runtime.build_id!r}; " if stale else ""
+    console.print(Text(f"installed: {'yes' if installed else f'no ({why}run `{command}`)'}"))
     if adopted:
         console.print(Text(f"adopted from: {adopted}"))
     console.print(Text(f"requirements: {', '.join(lines)}"))

@@ -50,10 +50,10 @@ _sandboxes: dict[str, BwrapSandbox] = {}
 
 def describe(runtime: Runtime) -> str:
     """The descriptor naming ``runtime`` on every node: "" for the base runtime, else JSON of
-    its task requirement lines and whether a build step made it."""
+    its task requirement lines and the identity of the build step that made it (null: none)."""
     if not runtime.extra and not runtime.build_needed:
         return ""
-    return json.dumps({"extra": list(runtime.extra), "build": runtime.build_needed})
+    return json.dumps({"extra": list(runtime.extra), "build_id": runtime.build_id})
 
 
 def runtime_of(descriptor: str) -> Runtime:
@@ -61,7 +61,10 @@ def runtime_of(descriptor: str) -> Runtime:
     if not descriptor:
         return current_runtime()
     data = json.loads(descriptor)
-    return task_runtime([str(x) for x in data["extra"]], build_needed=bool(data["build"]))
+    build_id = data["build_id"]
+    return task_runtime(
+        [str(x) for x in data["extra"]], build_id=None if build_id is None else str(build_id)
+    )
 
 
 def node_sandbox(descriptor: str = "") -> BwrapSandbox:

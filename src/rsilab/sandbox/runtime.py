@@ -177,14 +177,21 @@ class Runtime:
     """One runtime venv on disk (which may not be installed yet).
 
     ``extra`` holds the task requirement lines it was made for (empty: the base runtime);
-    the stamp must carry the key of the shipped requirements plus those lines. With
-    ``build_needed``, a finished install must also have run the task's build step (its stamp
-    records what the step built).
+    the stamp must carry the key of the shipped requirements plus those lines. With a
+    ``build_id`` (None: the task has no build step), a finished install must also have run the
+    task's build step, that build: its stamp records what the step built and the ``build_id``
+    it was run under, so a changed build (another corpus, other model sizes) is not installed
+    until ``rsilab runtime install`` runs the step again.
     """
 
     path: Path
     extra: tuple[str, ...] = ()
-    build_needed: bool = False
+    build_id: str | None = None
+
+    @property
+    def build_needed(self) -> bool:
+        """Whether the task has a build step."""
+        return self.build_id is not None
 
     @property
     def key(self) -> str:
@@ -229,8 +236,12 @@ class Runtime:
             self._venv_ready()
             and stamp.get("stdlib") == STDLIB_FORMAT
             and (self.stdlib / "os.pyc").is_file()
-            and (not self.build_needed or bool(stamp.get("built")))
+            and (self.build_id is None or self._built_current(stamp))
         )
+
+    def _built_current(self, stamp: dict[str, Any]) -> bool:
+        """Whether the stamp records files built by the current build (see the class)."""
+        return bool(stamp.get("built")) and stamp.get("build_id", "") == self.build_id
 
     def base_prefix(self) -> Path:
         """The resolved prefix of the Python this venv was made from (from the stamp).
@@ -263,15 +274,16 @@ def current_runtime() -> Runtime:
     return Runtime(runtime_path())
 
 
-def task_runtime(extra: Sequence[str], *, build_needed: bool = False) -> Runtime:
-    """The runtime for a task declaring ``extra`` requirement lines (and, with
-    ``build_needed``, a build step), installed or not; the base runtime when there are none.
+def task_runtime(extra: Sequence[str], *, build_id: str | None = None) -> Runtime:
+    """The runtime for a task declaring ``extra`` requirement lines (and, with a
+    ``build_id``, a build step of that identity), installed or not; the base runtime when
+    there are none.
 
     Raises:
         RuntimeInstallError: a line is not a valid task requirement.
     """
     lines = tuple(check_task_requirements(extra))
-    return Runtime(runtime_path(lines), lines, build_needed)
+    return Runtime(runtime_path(lines), lines, build_id)
 
 
 def install_command(task: str | None = None) -> str:
@@ -279,14 +291,16 @@ def install_command(task: str | None = None) -> str:
     return "rsilab runtime install" + (f" --task {task}" if task else "")
 
 
-def require_task_runtime(task: str, extra: Sequence[str], *, build_needed: bool = False) -> Runtime:
-    """The installed runtime of task ``task`` (declaring ``extra``, and a build step with
-    ``build_needed``), for preflight.
+def require_task_runtime(
+    task: str, extra: Sequence[str], *, build_id: str | None = None
+) -> Runtime:
+    """The installed runtime of task ``task`` (declaring ``extra``, and a build step of
+    identity ``build_id``), for preflight.
 
     Raises:
         RuntimeMissingError: it is not installed; the message names the command to run.
     """
-    runtime = task_runtime(extra, build_needed=build_needed)
+    runtime = task_runtime(extra, build_id=build_id)
     if not runtime.is_installed():
         raise RuntimeMissingError(
             f"task {task!r} needs its own runtime, not installed at {runtime.path}",
@@ -439,6 +453,7 @@ def install_runtime(
     *,
     extra: Sequence[str] = (),
     build: Callable[[Path, Callable[[str], None]], dict[str, str]] | None = None,
+    build_id: str = "",
     force: bool = False,
     log: Callable[[str], None] = print,
 ) -> Runtime:
@@ -447,7 +462,9 @@ def install_runtime(
     ``extra``: a task's requirement lines (see :func:`task_runtime`); the venv then lives at
     ``runtime_path(extra)`` unless ``path`` is given. ``build``: the task's build step,
     ``(runtime folder, log) -> facts``, run on the host after pip and before the stamp, whose
-    facts the stamp records under ``built`` (a base model's path and sha256, say). ``force``
+    facts the stamp records under ``built`` (a base model's path and sha256, say), with
+    ``build_id`` naming that build (an install built under another id runs the step again,
+    its venv kept). ``force``
     deletes the folder first. The stamp is written last, so an interrupted install is redone
     next time.
 
@@ -456,7 +473,7 @@ def install_runtime(
             message holds the output's tail).
     """
     lines = tuple(check_task_requirements(extra))
-    runtime = Runtime(path or runtime_path(lines), lines, build is not None)
+    runtime = Runtime(path or runtime_path(lines), lines, build_id if build is not None else None)
     with _locked(runtime.path):
         if force and runtime.path.exists():
             shutil.rmtree(runtime.path)
@@ -476,6 +493,7 @@ def install_runtime(
             "key": runtime_key(text),
             "task_requirements": list(lines),
             "built": built,
+            "build_id": build_id if build is not None else None,
             "requirements": text,
             "python": ".".join(map(str, sys.version_info[:3])),
             "base_prefix": base_prefix,

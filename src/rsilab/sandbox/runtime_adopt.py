@@ -258,12 +258,14 @@ def adopt_runtime(
     *,
     extra: Sequence[str] = (),
     build: Build | None = None,
+    build_id: str = "",
     force: bool = False,
     path: Path | None = None,
     log: Callable[[str], None] = print,
 ) -> Runtime:
-    """Make the runtime (of a task declaring ``extra`` and ``build``) from ``python``; see
-    the module. ``force`` replaces a runtime already at its path.
+    """Make the runtime (of a task declaring ``extra`` and ``build``, a build step of
+    identity ``build_id``) from ``python``; see the module. ``force`` replaces a runtime
+    already at its path.
 
     Raises:
         AdoptRefused: ``python`` does not run, lacks a requirement or has it at a version
@@ -281,7 +283,7 @@ def adopt_runtime(
             f"{python} cannot be the runtime: {'; '.join(problems)}",
             "install what is missing into that interpreter, or use `rsilab runtime install`",
         )
-    runtime = Runtime(path or runtime_path(lines), lines, build is not None)
+    runtime = Runtime(path or runtime_path(lines), lines, build_id if build is not None else None)
     with _locked(runtime.path):
         if runtime.path.exists() and not force:
             raise AdoptRefused(
@@ -302,6 +304,7 @@ def adopt_runtime(
             "accepted": found,
             "task_requirements": list(lines),
             "built": built,
+            "build_id": build_id if build is not None else None,
             "requirements": text,
             "python": ".".join(map(str, said["version"])),
             "base_prefix": os.path.realpath(said["base_prefix"]),

@@ -90,12 +90,18 @@ def verify_built(runtime: Runtime, task: str) -> list[BuiltFile]:
 
 
 def copy_built(
-    stamp_file: Path, key: str, folder: Path, log: Callable[[str], None] = print
+    stamp_file: Path,
+    key: str,
+    folder: Path,
+    log: Callable[[str], None] = print,
+    *,
+    build_id: str = "",
 ) -> dict[str, str]:
     """A build step that copies instead of building (``rsilab runtime install --task T
     --built-from STAMP``, for a Ray node): the built files another install of the same runtime
-    (stamp key ``key``) recorded in its stamp ``stamp_file`` - the head's, copied with the
-    files at the same places relative to the stamp's folder - each checked against its
+    (stamp key ``key``, built under ``build_id``) recorded in its stamp ``stamp_file`` - the
+    head's, copied with the files at the same places relative to the stamp's folder - each
+    checked against its
     sha256 and copied into the runtime ``folder`` at the path the stamp names, which must lie
     in ``folder`` (Ray needs every node's runtime at one path). Returns the stamp's facts.
 
@@ -112,6 +118,13 @@ def copy_built(
         raise BuiltFileChanged(
             f"{stamp_file} is the stamp of another runtime (key {stamp.get('key')}, not {key})",
             "copy the stamp of the same task's runtime, installed with the same rsilab",
+        )
+    if (stamp.get("build_id") or "") != build_id:
+        raise BuiltFileChanged(
+            f"{stamp_file} records another build ({stamp.get('build_id') or 'none'}, not "
+            f"{build_id or 'none'}): its files are not what this rsilab builds",
+            "install the same rsilab on both machines, then `rsilab runtime install --task` on "
+            "the head again",
         )
     for name in sorted(built):
         if name.endswith(DIGEST_SUFFIX) or name + DIGEST_SUFFIX not in built:

@@ -209,6 +209,12 @@ class Task(Model):
         "runtime is stamped: (runtime folder, log) -> what the stamp records (e.g. a base "
         "model it wrote there and its sha256).",
     )
+    runtime_build_id: str = Field(
+        default="",
+        description="Names what runtime_build makes (a hash of its inputs and settings): a "
+        "runtime built under another id is not installed, and `rsilab runtime install --task "
+        "NAME` runs the build again (a changed corpus never leaves a stale base model).",
+    )
     code_variants: list[CodeVariant] = Field(
         default_factory=list,
         description="Named code changes to the harness offered as ideas (rsilab.tasks."
@@ -264,15 +270,22 @@ class Task(Model):
             left_out.add("runtime_requirements")
         if not self.code_variants:  # specs from before variants existed: the same digest
             left_out.add("code_variants")
+        if not self.runtime_build_id:  # nor build ids
+            left_out.add("runtime_build_id")
         data = self.model_dump(mode="json", exclude=left_out)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def build_id(self) -> str | None:
+        """The identity of its runtime build step (:attr:`runtime_build_id`); None without
+        one."""
+        return self.runtime_build_id if self.runtime_build is not None else None
 
     def runtime(self) -> Runtime:
         """The runtime its jobs run in, installed or not: a venv of its own when it declares
         ``runtime_requirements`` (see :func:`rsilab.sandbox.runtime.task_runtime`), else the
         base runtime."""
-        return task_runtime(self.runtime_requirements, build_needed=self.runtime_build is not None)
+        return task_runtime(self.runtime_requirements, build_id=self.build_id())
 
     def installed_runtime(self) -> Runtime:
         """:meth:`runtime`, checked to be installed (with its build step's files recorded).
@@ -280,9 +293,7 @@ class Task(Model):
         Raises:
             RuntimeMissingError: it is not; the hint names ``rsilab runtime install --task``.
         """
-        return require_task_runtime(
-            self.name, self.runtime_requirements, build_needed=self.runtime_build is not None
-        )
+        return require_task_runtime(self.name, self.runtime_requirements, build_id=self.build_id())
 
     def ref(self) -> TaskRef:
         """A reference for records that :func:`rsilab.tasks.load_ref` loads again from any

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from rsilab.tasks import Benchmark, GeneratedSplits, Knob, Setting, Task, leaked_final_tier, task
 from rsilab.tasks.builtin.posttrain import _bench, _scorer
-from rsilab.tasks.builtin.posttrain._base import install_base
+from rsilab.tasks.builtin.posttrain._base import build_id, install_base
 
 HERE = __import__("pathlib").Path(__file__).parent
 KINDS = ("arith", "fncall", "facts", "choice", "code")
@@ -85,4 +85,5 @@ def posttrain() -> Task:
         traps=[leaked_final_tier()],
         runtime_requirements=RUNTIME_REQUIREMENTS,
         runtime_build=install_base,
+        runtime_build_id=build_id(),
     )

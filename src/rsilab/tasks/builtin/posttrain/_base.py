@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rsilab.tasks.builtin.posttrain._corpus import DOC_SEPARATOR, corpus
+from rsilab.tasks.builtin.posttrain._corpus import CORPUS_SHA256, DOC_SEPARATOR, corpus
 
 BASE_DIR = "share/rsilab-posttrain"
 """Folder of the base model inside the task's runtime (``sys.prefix`` in a job)."""
@@ -156,6 +156,14 @@ def build_base(out: Path, variant_name: str = "full", log: Callable[[str], None]
     digest = hashlib.sha256(out.read_bytes()).hexdigest()
     log(f"base model {variant_name}: sha256 {digest} in {time.monotonic() - started:.0f} s")
     return digest
+
+
+def build_id() -> str:
+    """What names a base-model build: the corpus's pin and this module's source (the sizes in
+    :data:`VARIANTS` and the training loop). An installed runtime whose stamp holds another id
+    is not installed: ``rsilab runtime install --task posttrain`` builds the base again."""
+    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return f"corpus {CORPUS_SHA256[:12]}, build {source[:12]}"
 
 
 def install_base(runtime: Path, log: Callable[[str], None] = print) -> dict[str, str]:
