@@ -289,13 +289,20 @@ def _describe(k: int) -> str:
     return f"pass@{k} of Python programs against the target's unit tests, run in the sandbox."
 
 
+def _ready() -> None:
+    """ScorerUnavailable when bubblewrap cannot confine programs here (see usable_sandbox)."""
+    usable_sandbox(None)
+
+
 def _pass_at(k: int) -> ScorerInfo:
-    return batch_info(f"python_tests@{k}", _batch(k), True, 0.0, _describe(k), SOURCES)
+    return batch_info(f"python_tests@{k}", _batch(k), True, 0.0, _describe(k), SOURCES, _ready)
 
 
 SOURCES = (Path(__file__).read_text("utf-8"), DRIVER.read_text("utf-8"))
 """This module's and the driver's text: the evaluator's hash covers the code that judges."""
-register_batch_scorer("python_tests", description=_describe(1), sources=SOURCES)(_batch(1))
+register_batch_scorer("python_tests", description=_describe(1), sources=SOURCES, ready=_ready)(
+    _batch(1)
+)
 _FAMILY = ScorerFamily(
     pattern="python_tests@K",
     prefix="python_tests@",

@@ -70,6 +70,10 @@ class ScorerInfo:
     sources: tuple[str, ...] = field(default=(), repr=False)
     """Source texts of code the scorer runs besides its own function (a driver it runs in a
     sandbox): part of the evaluator's hash (:func:`rsilab.controller.guards.evaluator_sha256`)."""
+    ready: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    """Raises :class:`ScorerUnavailable` when the scorer cannot score on this machine (its
+    sandbox is missing): a campaign's preflight calls it, so a run is refused before anything
+    is written rather than stopped at its first evaluation."""
 
 
 _SCORERS: dict[str, ScorerInfo] = {}
@@ -108,9 +112,11 @@ def register_batch_scorer(
     invalid_score: float = 0.0,
     description: str = "",
     sources: tuple[str, ...] = (),
+    ready: Callable[[], None] | None = None,
 ) -> Callable[[BatchScoreFn], BatchScoreFn]:
     """Decorator: register ``fn(pairs, sandbox) -> list[Scored]`` (:data:`BatchScoreFn`) as
     the batch scorer ``name``; :func:`score_outputs` calls it once for all its samples.
+    ``ready``: see :attr:`ScorerInfo.ready`.
 
     Raises:
         ValueError: ``name`` is taken.
@@ -120,7 +126,7 @@ def register_batch_scorer(
         if name in _SCORERS:
             raise ValueError(f"scorer {name!r} is already registered")
         doc = description or next(iter((fn.__doc__ or "").strip().splitlines()), "")
-        _SCORERS[name] = batch_info(name, fn, higher_is_better, invalid_score, doc, sources)
+        _SCORERS[name] = batch_info(name, fn, higher_is_better, invalid_score, doc, sources, ready)
         return fn
 
     return decorate
@@ -133,6 +139,7 @@ def batch_info(
     invalid_score: float,
     description: str,
     sources: tuple[str, ...] = (),
+    ready: Callable[[], None] | None = None,
 ) -> ScorerInfo:
     """The :class:`ScorerInfo` of a batch scorer (for a family's ``make``)."""
 
@@ -140,8 +147,9 @@ def batch_info(
         return fn([(sample, output)], None)[0]
 
     return ScorerInfo(
-        name, one, higher_is_better, invalid_score, description, batch=fn, sources=sources
-    )
+        name, one, higher_is_better, invalid_score, description, batch=fn, sources=sources,
+        ready=ready,
+    )  # fmt: skip
 
 
 def scorer_names() -> list[str]:

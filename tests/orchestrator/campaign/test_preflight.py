@@ -195,3 +195,26 @@ def test_a_run_on_a_lineage_whose_private_data_changed_is_refused_before_writing
         rsilab.run(str(path), budget={"experiments": 1}, lab=lab, seed=4)
     assert "private tiers" in str(info.value)
     assert lab.store.head() == head
+
+
+def test_a_scorer_that_cannot_score_here_refuses_the_run_before_anything_is_written(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Jobs may run unsandboxed by the user's opt-in; model-written programs never are: a task
+    # scored by python_tests is refused at preflight, not stopped at its first evaluation.
+    from rsilab.tasks import Benchmark, GeneratedSplits, Sample
+
+    def problems(tier: object, seed: int) -> list[Sample]:
+        target = {"entry": "f", "tests": ["assert f(1) == 2"]}
+        return [Sample(id=f"p{seed % 97}", input="write f(x) = x + 1", target=target)]
+
+    code = Benchmark(name="code", scorer="python_tests", target=False,
+                     samples=GeneratedSplits(name="code", generate=problems))  # fmt: skip
+    synthetic = get_task("synthetic")
+    task = synthetic.model_copy(update={"benchmarks": [*synthetic.benchmarks, code]})
+    monkeypatch.delenv("RSILAB_SANDBOX", raising=False)
+    monkeypatch.setenv("RSILAB_RUNTIME", str(tmp_path / "no-runtime-here"))
+    head = lab.store.head()
+    with pytest.raises(rsilab.UserError, match="python_tests runs model-written programs only"):
+        rsilab.run(task, budget={"experiments": 2}, lab=lab, unsandboxed=True)
+    _nothing_written(lab, head)

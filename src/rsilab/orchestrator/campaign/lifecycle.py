@@ -64,7 +64,7 @@ from rsilab.orchestrator.writer import ACTOR, write
 from rsilab.records import Campaign, CampaignState, EndReason, Experiment, ExperimentState
 from rsilab.sandbox import require_gpus
 from rsilab.store import Lab, Store
-from rsilab.tasks import Budget, ManifestError, Task, load_manifest
+from rsilab.tasks import Budget, ManifestError, Task, get_scorer, load_manifest
 
 __all__ = [
     "CampaignPolicy",
@@ -238,6 +238,10 @@ def _preflight(
             "accept a polled limit with --unbounded-disk",
         )
     check_harness(task)
+    for bench in task.benchmarks:  # a scorer that cannot score here (no sandbox for programs)
+        ready = get_scorer(bench.scorer).ready
+        if ready is not None:
+            ready()
     _evaluation_inputs_unchanged(lab, task, services)
     policy.preflight(lab, services)
     return {
