@@ -29,7 +29,7 @@ searches data for them in two ways:
   tasks: their splits hold no proportional pair).
 
 - **text fields**: a structured input is also cut into windows, and looked for as a whole
-  line, by each text field of three tokens or more (``_MIN_LEAF_TOKENS``), so a copy of the
+  line, by each text field of three tokens or more (``MIN_LEAF_TOKENS``), so a copy of the
   question without its JSON keys is found.
 - **generated benchmarks** (:mod:`rsilab.controller.chance`): where held-out public items are
   near hits by chance (shared templates, small pools of numbers), a near hit must hold a
@@ -76,6 +76,14 @@ from rsilab.controller.chance import (
 )
 from rsilab.controller.chance import window_hashes as _window_hashes
 from rsilab.controller.neighbours import NeighbourIndex, Sequences
+from rsilab.controller.tokens import (
+    canonical_text,
+    leaves,
+    strings,
+    token_hashes,
+    token_list,
+    token_stream,
+)
 from rsilab.records import DataTier
 from rsilab.tasks import TIERS, Sample, Splits, Task, content_hash, make_splits, public_draws
 
@@ -83,15 +91,8 @@ __all__ = ["OverlapHit", "PrivateIndex"]
 
 _Hashes = npt.NDArray[np.uint64]
 
-_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|[nrtbf])")
-_ZERO_FRACTION = re.compile(r"(\d)\.0*(?!\d)")
-# Both give the same tokens on ASCII text; the first is about twice as fast.
-_ASCII_TOKEN = re.compile(r"\n|[a-z0-9]+")
-_TOKEN = re.compile(r"\n|[^\W_]+")
-_NEWLINE = int.from_bytes(hashlib.blake2b(b"\n", digest_size=8).digest(), "little")
 _MIN_SCALED = 8  # shorter vectors are too often proportional by chance
 _MAX_WHOLE_TOKENS = 64  # sequences checked whole: items, not documents
-_MIN_LEAF_TOKENS = 3  # a shorter text field ("cat", a city) is a word or two, not an item
 # A power of two: for integer data k/m with m <= 128 (pixels 0-16), k/m * 256 is never a
 # half-integer, so a rescaled copy's float error cannot flip a rounding and miss the key.
 _SCALE_LEVELS = 256
@@ -235,7 +236,7 @@ class PrivateIndex:
                     inputs = [s.input for s in splits[tier]]
                     public[bench.name].extend(inputs)
                     scaled_public.update(filter(None, map(_scaled_key, inputs)))
-                    leaves_public.update(leaf.strip() for i in inputs for leaf in _leaves(i))
+                    leaves_public.update(leaf.strip() for i in inputs for leaf in leaves(i))
                     continue
                 for sample in splits[tier]:
                     private.extend(index._add_private(_Ref(bench.name, tier, sample.id), sample))
@@ -258,7 +259,7 @@ class PrivateIndex:
             self._texts[sample.input.strip()].append(ref)
         if (key := _scaled_key(sample.input)) is not None:
             self._scaled[key].append(ref)
-        sequences: list[JsonValue] = [sample.input, *_leaves(sample.input)]
+        sequences: list[JsonValue] = [sample.input, *leaves(sample.input)]
         for leaf in sequences[1:]:
             self._texts[str(leaf).strip()].append(ref)
         self._refs.extend([ref] * len(sequences))
@@ -274,15 +275,15 @@ class PrivateIndex:
         """Cut private sequences into windows; keep the private-specific ones (in no public
         input), which of them hold a private entity (a token in no public input and not in
         ``vocabulary``, more public inputs), and each benchmark's chance rate."""
-        tokens = [_tokens(_canonical_text(value)) for value in private]
-        public_tokens = {b: [_tokens(_canonical_text(v)) for v in vs] for b, vs in public.items()}
+        tokens = [token_list(canonical_text(value)) for value in private]
+        public_tokens = {b: [token_list(canonical_text(v)) for v in vs] for b, vs in public.items()}
         seen_public = [t for ts in public_tokens.values() for t in ts]
-        seen_public += [_tokens(_canonical_text(v)) for v in vocabulary]
+        seen_public += [token_list(canonical_text(v)) for v in vocabulary]
         entity = private_only_tokens(tokens, seen_public)
-        hashes = [_token_hashes(t) for t in tokens]
+        hashes = [token_hashes(t) for t in tokens]
         widths = {min(len(h), self._shingle) for h in hashes if len(h)}
         public_windows = {
-            bench: [{w: np.unique(_window_hashes(_token_hashes(t), w)) for w in widths} for t in ts]
+            bench: [{w: np.unique(_window_hashes(token_hashes(t), w)) for w in widths} for t in ts]
             for bench, ts in public_tokens.items()
         }
         seen: dict[int, set[int]] = {width: set() for width in widths}
@@ -307,7 +308,7 @@ class PrivateIndex:
             self._totals.append(len(keys))
             self._entity.append(frozenset(k for k, m in zip(windows, marks, strict=True) if m))
         self._neighbours = self._neighbour_index(tokens, hashes, public, entity)
-        entity_hashes = frozenset(_token_hashes(sorted(entity)).tolist())
+        entity_hashes = frozenset(token_hashes(sorted(entity)).tolist())
         numbers = [np.array([t.isdigit() for t in ts], dtype=np.bool_) for ts in tokens]
         self._entities = EntityIndex(hashes, numbers, entity_hashes)
         for number, sample_hashes in enumerate(hashes):
@@ -341,7 +342,9 @@ class PrivateIndex:
                 slots = np.array([t in entity for t in sample_tokens], dtype=np.bool_)
                 private.add(self._refs[number].benchmark, sample_hashes, slots)
         texts = {
-            bench: [_tokens(t) for v in values for t in ([v] if isinstance(v, str) else _leaves(v))]
+            bench: [
+                token_list(t) for v in values for t in ([v] if isinstance(v, str) else leaves(v))
+            ]
             for bench, values in public.items()
         }
         mentioned = {t for sample_tokens in tokens for t in sample_tokens}
@@ -349,7 +352,7 @@ class PrivateIndex:
         for bench, sequences in texts.items():
             for sample_tokens in sequences:
                 only = [t not in mentioned and any(c.isalpha() for c in t) for t in sample_tokens]
-                others.add(bench, _token_hashes(sample_tokens), np.array(only, dtype=np.bool_))
+                others.add(bench, token_hashes(sample_tokens), np.array(only, dtype=np.bool_))
         return NeighbourIndex(private, others)
 
     @property
@@ -362,7 +365,7 @@ class PrivateIndex:
         """The tier items' neighbours in ``data``, for the templated benchmarks: per
         benchmark, each distinct run's hash -> whether it neighbours a private item."""
         text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-        return self._neighbours.observe(_token_stream(text)[0], self._templated)
+        return self._neighbours.observe(token_stream(text)[0], self._templated)
 
     def scan_bytes(self, data: bytes, where: str) -> list[OverlapHit]:
         """Every private sample found in ``data``, which ``where`` names in the hits.
@@ -380,7 +383,7 @@ class PrivateIndex:
             return []
         findings = _Findings()
         text = data.decode("utf-8", errors="replace").removeprefix("\ufeff")
-        for number, key, line in self._shared_windows(*_token_stream(text)):
+        for number, key, line in self._shared_windows(*token_stream(text)):
             findings.shared[number].add(key)
             findings.first_line[number] = min(findings.first_line.get(number, line), line)
         return sorted(self._hits(findings, where), key=_order)
@@ -441,7 +444,7 @@ class PrivateIndex:
         for ref, line, kind in self._exact_matches(text, offset, whole=whole):
             findings.exact.setdefault((ref, line), kind)
         first = findings.first_line
-        hashes, line_of = _token_stream(text)
+        hashes, line_of = token_stream(text)
         for number, key, line in self._shared_windows(hashes, line_of):
             findings.shared[number].add(key)
             first[number] = min(first.get(number, offset + line), offset + line)
@@ -549,7 +552,7 @@ class PrivateIndex:
         self, hashes: _Hashes, line_of: npt.NDArray[np.int64]
     ) -> Iterator[tuple[int, int, int]]:
         """(sample number, window hash, line of its first occurrence) for each private-specific
-        window of a sample that occurs in a token stream (:func:`_token_stream`)."""
+        window of a sample that occurs in a token stream (:func:`token_stream`)."""
         if not self._sorted_keys:
             return
         for width, keys in self._sorted_keys.items():
@@ -580,19 +583,8 @@ class _Findings:
 def _holds_text(splits: Splits) -> bool:
     """Whether most of a benchmark's inputs hold prose (a string of at least 8 words)."""
     samples = [s for tier in TIERS for s in splits[tier]]
-    with_text = sum(1 for s in samples if any(len(t.split()) >= 8 for t in _strings(s.input)))
+    with_text = sum(1 for s in samples if any(len(t.split()) >= 8 for t in strings(s.input)))
     return 2 * with_text > len(samples)
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
 
 
 def _place(where: str, line: int | None) -> str:
@@ -642,55 +634,6 @@ def _parse(text: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         return _NOT_JSON
-
-
-def _canonical_text(value: JsonValue) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def _unescape(match: re.Match[str]) -> str:
-    if match[1] is None:
-        return " "
-    char = chr(int(match[1], 16))
-    return char if char.isalnum() else " "  # never a newline: line numbers must hold
-
-
-def _normalise(text: str) -> str:
-    """Text as the tokeniser sees it: JSON escapes undone, 5.0 as 5, lower case."""
-    return _ZERO_FRACTION.sub(r"\1", _ESCAPE.sub(_unescape, text)).lower()
-
-
-def _tokens(text: str) -> list[str]:
-    """The tokens of ``text`` as :func:`_token_stream` hashes them, line ends left out."""
-    normal = _normalise(text)
-    return [t for t in (_ASCII_TOKEN if normal.isascii() else _TOKEN).findall(normal) if t != "\n"]
-
-
-def _leaves(value: Any) -> list[str]:
-    """The text fields of a structured input with at least ``_MIN_LEAF_TOKENS`` tokens (none
-    for an input that is itself a text: it is indexed whole)."""
-    if isinstance(value, str):
-        return []
-    return [leaf for leaf in _strings(value) if len(_tokens(leaf)) >= _MIN_LEAF_TOKENS]
-
-
-def _token_stream(text: str) -> tuple[_Hashes, npt.NDArray[np.int64]]:
-    """Token hashes of ``text`` and the 1-based line (within ``text``) of each token."""
-    normal = _normalise(text)
-    tokens = (_ASCII_TOKEN if normal.isascii() else _TOKEN).findall(normal)
-    hashes = _token_hashes(tokens)
-    # Newlines are tokens only so that one findall over the whole text yields line numbers.
-    newline = hashes == np.uint64(_NEWLINE)
-    keep = ~newline
-    return hashes[keep], (np.cumsum(newline, dtype=np.int64) + 1)[keep]
-
-
-def _token_hashes(tokens: Sequence[str]) -> _Hashes:
-    table = {
-        token: int.from_bytes(hashlib.blake2b(token.encode(), digest_size=8).digest(), "little")
-        for token in dict.fromkeys(tokens)
-    }
-    return np.fromiter(map(table.__getitem__, tokens), dtype=np.uint64, count=len(tokens))
 
 
 def _regular_files(root: Path) -> Iterator[Path]:
