@@ -89,13 +89,16 @@ runtime: $(STAMP)
 	$(VENV)/bin/rsilab runtime install
 
 # The posttrain task's own runtime (transformers, tokenizers, peft) and the base model it builds
-# into it (deterministic; a few minutes on 2 cores): the posttrain, lm-template and adopt tests
-# run in it. `make test` installs it; `make check` leaves those tests out.
+# into it (deterministic; minutes on 2 cores): `make posttrain-runtime` before `rsilab run
+# posttrain`. `make test` installs it with the tiny base (seconds): the posttrain, lm-template and
+# adopt tests need the runtime, not the full model; a runtime so built is not installed for a
+# run of the task (the base's variant is in its build id) until this target builds the full base.
 posttrain-runtime: runtime
 	$(VENV)/bin/rsilab runtime install --task posttrain
 
 install: system-deps $(STAMP) runtime
 
+test: export RSILAB_POSTTRAIN_BASE = tiny
 test: install posttrain-runtime postgres-deps browser-deps agent-clis
 	$(PY) -m pytest -q -p no:cacheprovider -n auto --dist loadfile
 	$(PY) -m ruff check src tests benchmarks

@@ -138,9 +138,26 @@ def test_posttrain_runtime_is_keyed_apart_from_the_base_one(
     assert runtime.path != task_runtime(()).path
     assert runtime.extra == ("transformers==5.24.0", "tokenizers==0.23.3", "peft==0.21.2")
     assert task.runtime() == runtime
-    # the build that made its base is named by the corpus's pin and the builder's source
-    assert re.fullmatch(r"corpus [0-9a-f]{12}, build [0-9a-f]{12}", str(task.build_id()))
-    assert str(task.build_id()).startswith(f"corpus {_corpus_sha()[:12]}")
+    # the build that made its base is named by its variant, the corpus's pin and the
+    # builder's source
+    said = r"(full|tiny) base, corpus ([0-9a-f]{12}), build [0-9a-f]{12}"
+    found = re.fullmatch(said, str(task.build_id()))
+    assert found is not None and found[2] == _corpus_sha()[:12]
+
+
+def test_the_tiny_base_of_a_test_suite_never_passes_for_the_full_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rsilab.tasks.builtin.posttrain import _base
+
+    monkeypatch.delenv("RSILAB_POSTTRAIN_BASE", raising=False)
+    full = _base.build_id()
+    monkeypatch.setenv("RSILAB_POSTTRAIN_BASE", "tiny")
+    tiny = _base.build_id()
+    assert full.startswith("full base, ") and tiny == "tiny" + full.removeprefix("full")
+    monkeypatch.setenv("RSILAB_POSTTRAIN_BASE", "huge")
+    with pytest.raises(UserError, match="RSILAB_POSTTRAIN_BASE='huge' names no posttrain base"):
+        _base.build_id()
 
 
 def _corpus_sha() -> str:

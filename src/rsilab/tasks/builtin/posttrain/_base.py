@@ -16,12 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rsilab.errors import UserError
 from rsilab.tasks.builtin.posttrain._corpus import CORPUS_SHA256, DOC_SEPARATOR, corpus
 
 BASE_DIR = "share/rsilab-posttrain"
@@ -158,17 +160,45 @@ def build_base(out: Path, variant_name: str = "full", log: Callable[[str], None]
     return digest
 
 
+VARIANT_ENV = "RSILAB_POSTTRAIN_BASE"
+"""Which variant the runtime's build step builds: ``full`` (unset: the task's base) or ``tiny``
+(seconds to build: ``make test`` installs it, as the suite's tests need the runtime, not the
+full model). The variant is part of the build id, so a tiny base never passes for the full
+one: with the variable unset, a runtime holding the tiny base is not installed."""
+
+
+class UnknownVariant(UserError):
+    """:data:`VARIANT_ENV` names no variant."""
+
+
+def installed_variant() -> str:
+    """The variant the build step builds (see :data:`VARIANT_ENV`).
+
+    Raises:
+        UnknownVariant: the variable names no variant.
+    """
+    name = os.environ.get(VARIANT_ENV) or "full"
+    if name not in VARIANTS:
+        raise UnknownVariant(
+            f"{VARIANT_ENV}={name!r} names no posttrain base",
+            f"unset it (the full base) or set it to one of: {', '.join(VARIANTS)}",
+        )
+    return name
+
+
 def build_id() -> str:
-    """What names a base-model build: the corpus's pin and this module's source (the sizes in
-    :data:`VARIANTS` and the training loop). An installed runtime whose stamp holds another id
-    is not installed: ``rsilab runtime install --task posttrain`` builds the base again."""
+    """What names a base-model build: the variant, the corpus's pin and this module's source
+    (the sizes in :data:`VARIANTS` and the training loop). An installed runtime whose stamp
+    holds another id is not installed: ``rsilab runtime install --task posttrain`` builds the
+    base again."""
     source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return f"corpus {CORPUS_SHA256[:12]}, build {source[:12]}"
+    return f"{installed_variant()} base, corpus {CORPUS_SHA256[:12]}, build {source[:12]}"
 
 
 def install_base(runtime: Path, log: Callable[[str], None] = print) -> dict[str, str]:
-    """The task's runtime build step: the full base model into ``runtime``/:data:`BASE_DIR`;
-    what the runtime's stamp records (the file's path and sha256)."""
+    """The task's runtime build step: the base model (:func:`installed_variant`) into
+    ``runtime``/:data:`BASE_DIR`; what the runtime's stamp records (the file's path and
+    sha256)."""
     out = runtime / BASE_DIR / BASE_FILE
-    digest = build_base(out, "full", log)
+    digest = build_base(out, installed_variant(), log)
     return {"posttrain_base": str(out), "posttrain_base_sha256": digest}
