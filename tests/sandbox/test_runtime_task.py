@@ -112,6 +112,21 @@ def test_install_runs_a_changed_build_again_and_keeps_the_venv(
     assert not rt.task_runtime(LM, build_id="corpus 1").is_installed()
 
 
+def test_a_runtime_of_another_build_is_refused_naming_both_builds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("RSILAB_RUNTIME", str(tmp_path / "rt"))
+    fake_task_runtime(LM, b"tiny weights", build_id="tiny base")
+    with pytest.raises(RuntimeMissingError) as caught:
+        rt.require_task_runtime("lm", LM, build_id="full base")
+    assert caught.value.message.endswith(
+        "built by 'full base'; what is there was built by 'tiny base'"
+    )
+    assert caught.value.hint == (
+        "run `rsilab runtime install --task lm` to build it again (the venv is kept)"
+    )
+
+
 def test_missing_task_runtime_names_the_command(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -315,6 +315,13 @@ def require_task_runtime(
     """
     runtime = task_runtime(extra, build_id=build_id)
     if not runtime.is_installed():
+        built_by = (runtime.stamp() or {}).get("build_id")
+        if runtime._venv_ready() and build_id is not None and built_by not in (None, build_id):
+            raise RuntimeMissingError(
+                f"task {task!r} needs its runtime at {runtime.path} built by {build_id!r}; "
+                f"what is there was built by {built_by!r}",
+                f"run `{install_command(task)}` to build it again (the venv is kept)",
+            )
         raise RuntimeMissingError(
             f"task {task!r} needs its own runtime, not installed at {runtime.path}",
             f"run `{install_command(task)}`",
