@@ -130,5 +130,5 @@ def test_a_runtime_already_there_is_kept_without_force(tmp_path: Path) -> None:
     python = _task_python()
     (tmp_path / "rt").mkdir()
     with pytest.raises(AdoptRefused, match="already at"):
-        adopt_runtime(python, path=tmp_path / "rt", log=lambda _: None)
+        adopt_runtime(python, extra=LM, path=tmp_path / "rt", log=lambda _: None)
     assert json.dumps(sorted(p.name for p in (tmp_path / "rt").iterdir())) == "[]"
