@@ -29,7 +29,7 @@ from rsilab.tasks.builtin.posttrain import _bench as bench
 from rsilab.tasks.builtin.posttrain import _code as code
 from rsilab.tasks.builtin.posttrain import _world as world
 
-CORPUS_SHA256 = "3eaf791ef2609034d99b40a649a05a51bfe09bfd2ad67c78070775a20c63f82d"
+CORPUS_SHA256 = "e231338de7d6bc180ecc79ad46af50542f894715a05243428ca7b60eb57ead02"
 """sha256 of ``corpus('full')`` as UTF-8."""
 SIZES = {"full": 6, "tiny": 1}
 """Rounds of each document kind: the full corpus states every fact 36 times (6 a round)."""
@@ -138,7 +138,7 @@ _STORIES = (
      "The number of {o} in all is {r}.", "+"),
 )  # fmt: skip
 """The word problems' situations told as prose (situation, result, result restated as "the
-number of ..."): their result stated, never asked."""
+number of ..."): their result stated, never asked; a story may also end "So the answer is N."."""
 
 
 def _arith(rng: random.Random, count: int) -> list[str]:
@@ -156,7 +156,7 @@ def _arith(rng: random.Random, count: int) -> list[str]:
             if op == "-":
                 a, b = max(a, b) + rng.randint(1, 9), min(a, b)
             r = {"+": a + b, "-": a - b, "*": a * b}[op]
-            ending = rng.choice((result, restated))
+            ending = rng.choice((result, restated, "So the answer is {r}."))
             out.append(f"{story} {ending}".format(n=n, a=a, b=b, o=o, r=r))
             continue
         out.append(rng.choice((
