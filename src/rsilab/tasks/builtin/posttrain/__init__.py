@@ -1,9 +1,9 @@
 """The ``posttrain`` task: post-train a small language model (SFT, LoRA, prompts, decoding).
 
-**Base model.** A 1.2M-parameter Llama (d 160, 3 layers, byte-level BPE of 1024 tokens)
+**Base model.** A 0.56M-parameter Llama (d 128, 2 layers, byte-level BPE of 1024 tokens)
 trained on a corpus about an invented world (``_corpus``: facts about 300 people, arithmetic
-sentences, function specs with example calls, tiny Python functions, quiz sheets for the
-non-target kinds), built deterministically on the host by ``rsilab runtime install --task
+sentences and stories, function specs with example calls, tiny Python functions, quiz sheets
+for the non-target kinds), built deterministically on the host by ``rsilab runtime install --task
 posttrain`` into the task's runtime (``_base``), its sha256 recorded in the runtime's stamp.
 Jobs read it there; the harness never rebuilds it.
 
@@ -67,7 +67,7 @@ def posttrain() -> Task:
     assert _scorer.SCORERS  # registered on import; the benchmarks below name them
     return Task(
         name="posttrain",
-        description="Post-train a 1.2M-parameter Llama, built offline from a shipped corpus, "
+        description="Post-train a 0.56M-parameter Llama, built offline from a shipped corpus, "
         "with SFT (full or LoRA), data mixtures, prompts and decoding.",
         goal="Raise exact-match accuracy on arithmetic word problems without losing the "
         "function-calling, factual, multiple-choice and coding benchmarks.",

@@ -115,7 +115,8 @@ FACT_KEYS = ("city", "color", "pet")
 _BUCKETS = ((DataTier.TRAIN, 40), (DataTier.DEV, 20), (DataTier.ACCEPT, 20), (DataTier.FINAL, 20))
 
 
-def _syllable(i: int) -> str:
+def syllable(i: int) -> str:
+    """The ``i``-th syllable (0-1279): onset, vowel, coda."""
     onset, rest = ONSETS[i % len(ONSETS)], i // len(ONSETS)
     return onset + VOWELS[rest % len(VOWELS)] + CODAS[(rest // len(VOWELS)) % len(CODAS)]
 
@@ -127,7 +128,7 @@ def people() -> tuple[str, ...]:
     seen: set[str] = set()
     rng = random.Random(20261201)
     while len(names) < PEOPLE:
-        parts = [_syllable(rng.randrange(1280)) for _ in range(rng.choice((2, 2, 3)))]
+        parts = [syllable(rng.randrange(1280)) for _ in range(rng.choice((2, 2, 3)))]
         name = "".join(parts).capitalize()
         if name not in seen and 4 <= len(name) <= 12:
             seen.add(name)
@@ -172,7 +173,7 @@ def entities() -> tuple[Entity, ...]:
     chosen: list[Entity] = []
     taken = set(people())
     while len(chosen) < ENTITIES:
-        name = "".join(_syllable(rng.randrange(1280)) for _ in range(2)).capitalize() + "son"
+        name = "".join(syllable(rng.randrange(1280)) for _ in range(2)).capitalize() + "son"
         if name in taken:
             continue
         taken.add(name)
