@@ -55,6 +55,7 @@ def test_environment_is_scrubbed(
     sandbox: Sandbox, workspace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RSILAB_HOST_ONLY", "leak")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a host value the job must not see
     code = "import json, os; print(json.dumps(dict(os.environ)))"
     result = sandbox.run(py(workspace, code, env={"JOB_SETTING": "on"}))
     assert result.ok, result
@@ -63,7 +64,11 @@ def test_environment_is_scrubbed(
     assert "RSILAB_HOST_ONLY" not in env and "RSILAB_KEY_DIR" not in env
     threads = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TORCH_NUM_THREADS"}
     allowed = {"PATH", "HOME", "TMPDIR", "LANG", "PWD", "JOB_SETTING", "NUMEXPR_NUM_THREADS"}
-    assert set(env) <= allowed | threads
+    # set to "1" by the runtime's own rsilab_offline.pth as Python starts (a runtime installed
+    # before that file existed has neither): the runtime's value, never the host's
+    offline = {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}
+    assert set(env) <= allowed | threads | offline
+    assert all(env[name] == "1" for name in offline & set(env))
 
 
 def test_thread_variables_follow_threads(sandbox: Sandbox, workspace: Path) -> None:

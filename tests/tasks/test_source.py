@@ -20,7 +20,7 @@ def _spec_digest(path: Path) -> str:
     computation of the spec's sha256, from the task's own JSON)."""
     task = load_task(path.resolve())
     # fields added later leave the digests of specs without them as they were
-    later = {"code_variants", "runtime_requirements"}
+    later = {"code_variants", "runtime_requirements", "runtime_build_id"}
     empty = {name for name in later if not getattr(task, name, None)}
     data = task.model_dump(mode="json", exclude={"source", "seconds_per_experiment", *empty})
     return hashlib.sha256(
