@@ -67,6 +67,16 @@ def test_a_direction_draws_only_its_open_knobs_from_its_base() -> None:
         }
 
 
+def test_a_knob_the_base_config_leaves_out_is_fixed_at_its_default() -> None:
+    # a harness config file that omits a knob runs it at its default; a direction that leaves
+    # the knob closed must do the same, not fail (posttrain's mix_<kind> once did: KeyError)
+    study = build_study(space(), RUNS, seed=3)
+    base = {"lr": 0.01, "kind": "b"}  # no mix, no depth
+    found = suggest(study, space(), {"lr"}, base, set())
+    assert found is not None
+    assert {k: found[k] for k in ("mix", "depth", "kind")} == {"mix": 0.95, "depth": 2, "kind": "b"}
+
+
 def test_a_space_with_nothing_new_gives_no_config() -> None:
     small = space(small=True)
     tried = {

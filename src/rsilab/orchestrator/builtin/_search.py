@@ -156,10 +156,13 @@ def suggest(
     """A config not in ``tried`` (:func:`config_key` keys): the knobs ``open_knobs`` drawn by
     the study's sampler, the others as in ``base``; None when ``tries`` draws found none (the
     direction cannot produce a new config: it is exhausted). Each draw is left in the study
-    as a running trial, so the next draw avoids it."""
+    as a running trial, so the next draw avoids it. A knob ``base`` lacks (a config file that
+    leaves it out, so the harness runs it at its default) is fixed at the knob's default."""
     if not any(k.name in open_knobs for k in space):
         return None
-    fixed = {k.name: to_param(k, base[k.name]) for k in space if k.name not in open_knobs}
+    fixed = {
+        k.name: to_param(k, base.get(k.name, k.default)) for k in space if k.name not in open_knobs
+    }
     base_sampler = study.sampler
     with warnings.catch_warnings():  # experimental since Optuna 2.4 and stable in use since
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

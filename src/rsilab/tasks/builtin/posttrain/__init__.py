@@ -47,7 +47,8 @@ SEARCH_SPACE = [
     Knob(name="samples", type="int", low=1, high=8, default=1),
     Knob(name="max_new_tokens", type="int", low=4, high=64, default=48),
 ]
-"""The recipe and harness knobs (harness/config.json holds their starting values, and the
+"""The recipe and harness knobs (harness/config.json holds their starting values - the
+``mix_<kind>`` weights it leaves out, at their default 1 - and the
 per-kind token caps ``max_new_tokens_<kind>`` and ``aggregate_<kind>``, which stay fixed)."""
 
 
