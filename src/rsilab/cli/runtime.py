@@ -150,7 +150,7 @@ def show(
     built = {f.name: {"path": str(f.path), "sha256": f.sha256} for f in built_files(runtime)}
     adopted = str((runtime.stamp() or {}).get("adopted") or "") if installed else ""
     built_by = (runtime.stamp() or {}).get("build_id")
-    stale = runtime.build_needed and built_by is not None and built_by != runtime.build_id
+    stale = runtime.other_build()
     if as_json:
         print_json(
             {
@@ -167,7 +167,7 @@ def show(
         return
     console = stdout_console()
     console.print(Text(f"path: {runtime.path}"))
-    why = f"its base was built by {built_by!r}, not {runtime.build_id!r}; " if stale else ""
+    why = f"its base was built by {stale!r}, not {runtime.build_id!r}; " if stale else ""
     console.print(Text(f"installed: {'yes' if installed else f'no ({why}run `{command}`)'}"))
     if adopted:
         console.print(Text(f"adopted from: {adopted}"))

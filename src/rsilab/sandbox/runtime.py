@@ -241,6 +241,15 @@ class Runtime:
             and Path(str(stamp.get("base_prefix", ""))).is_dir()
         )
 
+    def other_build(self) -> str | None:
+        """The id of the build that made what the stamp records, when the venv is ready and
+        that build is not this runtime's; None otherwise (no build step, nothing built yet,
+        or the same build)."""
+        built_by = (self.stamp() or {}).get("build_id")
+        if self.build_id is None or built_by in (None, self.build_id) or not self._venv_ready():
+            return None
+        return str(built_by)
+
     def is_installed(self) -> bool:
         """True when a finished install for the current requirements is on disk, with a
         stripped stdlib of the current :data:`STDLIB_FORMAT`."""
@@ -315,8 +324,8 @@ def require_task_runtime(
     """
     runtime = task_runtime(extra, build_id=build_id)
     if not runtime.is_installed():
-        built_by = (runtime.stamp() or {}).get("build_id")
-        if runtime._venv_ready() and build_id is not None and built_by not in (None, build_id):
+        built_by = runtime.other_build()
+        if built_by is not None:
             raise RuntimeMissingError(
                 f"task {task!r} needs its runtime at {runtime.path} built by {build_id!r}; "
                 f"what is there was built by {built_by!r}",
