@@ -24,9 +24,11 @@ what is wrong and what to do (a :class:`~rsilab.errors.UserError`), before any j
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
@@ -130,14 +132,65 @@ def _init(**kwargs: Any) -> None:
 
     import ray
 
+    before = _children()
     try:
         ray.init(logging_level=logging.WARNING, log_to_driver=False, **kwargs)
     except Exception as exc:  # ray raises ConnectionError, RuntimeError, AuthenticationError
+        _stop_started(before)
         raise RayRefused(
             f"cannot join the Ray cluster: {type(exc).__name__}: {_first_line(exc)}",
             "check the address (HOST:PORT of its GCS) and that the cluster's token is in "
             f"{TOKEN_ENV}, {TOKEN_PATH_ENV} or ~/.ray/auth_token",
         ) from exc
+
+
+def _children() -> set[int]:
+    """The ids of this process's living child processes (read from /proc)."""
+    me = str(os.getpid())
+    found: set[int] = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # it exited while we looked
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        fields = text[text.rfind(")") + 2 :].split()
+        if len(fields) > 1 and fields[1] == me and fields[0] != "Z":
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _stop_started(before: set[int]) -> None:
+    """Stop and reap what a failed ``ray.init`` started.
+
+    A start that fails half way (its GCS turns the driver away, its raylet times out) leaves
+    the processes it did start running: Ray records them only on the node it never finished
+    making, so ``ray.shutdown`` cannot see them. Left alone they outlive the refusal, and
+    their ``Popen`` objects warn whenever they are collected. Every child process this
+    process gained since ``before`` is killed and reaped, through its ``Popen`` where one
+    holds it (so that object knows it ended); ``ray.shutdown`` still runs for a failure that
+    came after the node was made.
+    """
+    import ray
+
+    ray.shutdown()
+    started = _children() - before
+    if not started:
+        return
+    held = [
+        found
+        for found in gc.get_objects()
+        if isinstance(found, subprocess.Popen) and found.pid in started
+    ]
+    for process in held:
+        process.kill()
+        process.wait()
+    for pid in started - {process.pid for process in held}:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):  # gone, or reaped elsewhere
+            continue
 
 
 def _start_own(num_cpus: int | None) -> None:
@@ -149,13 +202,22 @@ def _start_own(num_cpus: int | None) -> None:
 
 
 def _token_mode() -> None:
-    """Turn on token authentication for this process and the Ray processes it starts: Ray
-    reads the mode once into its config, so the config is read again (as Ray's own
-    ``ray start`` does when it enables tokens)."""
-    from ray._raylet import Config  # type: ignore[attr-defined]
+    """Turn on token authentication for this process and the Ray processes it starts, with
+    the token this process holds now.
+
+    Ray reads the mode once into its config, so the config is read again (as Ray's own
+    ``ray start`` does when it enables tokens). Ray also caches the token the first time a
+    connection reads it, for the life of the process; a later connection whose token has
+    changed since (another cluster's, or a fresh one for a cluster started here) would
+    otherwise present the stale one and be turned away, so the cache is dropped too. The
+    config is read before the cache is dropped, as Ray's own tests do, so a draining worker
+    thread never reloads a token under the old mode.
+    """
+    from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]
 
     os.environ[MODE_ENV] = "token"
     Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def _has_token() -> bool:
