@@ -138,6 +138,21 @@ def test_bwrap_hides_the_digits_source(secret: bytes) -> None:
     assert _messages(problems) == ""
 
 
+def test_a_non_target_at_tolerance_zero_is_warned_of(small_task: Path, secret: bytes) -> None:
+    task = load_task(small_task)
+    target = task.benchmarks[0]
+    strict = target.model_copy(update={"name": "strict", "target": False})
+    lenient = target.model_copy(update={"name": "lenient", "target": False, "tolerance": 0.05})
+    task = task.model_copy(update={"benchmarks": [target, strict, lenient]})
+    problems = check_task(task, None, secret)
+    warnings = _messages(problems, "warning")
+    assert "benchmarks.strict: a non-target with tolerance 0" in warnings
+    assert "set tolerance to the largest drop you accept" in warnings
+    assert "benchmarks.lenient:" not in warnings
+    assert "benchmarks.parity:" not in warnings  # a target has no tolerance
+    assert "tolerance" not in _messages(problems)  # a warning, never an error
+
+
 @pytest.mark.parametrize("name", ["digits", "kernel", "policy", "synthetic"])
 def test_builtins_are_sound(name: str, secret: bytes) -> None:
     assert _messages(check_task(get_task(name), None, secret)) == ""

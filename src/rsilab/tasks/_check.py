@@ -116,6 +116,30 @@ def check_run(task: Task, sandbox: Sandbox, secret: bytes) -> tuple[list[Problem
     return problems, outcome
 
 
+def _check_tolerances(task: Task) -> list[Problem]:
+    """A warning for each non-target whose tolerance is 0.
+
+    The controller accepts a candidate only when every non-target's lower bound (one-sided
+    0.05) is at least ``-tolerance``; at 0 that asks for evidence that the non-target got
+    better, which a noisy benchmark left unchanged shows about one time in twenty, so nearly
+    every candidate is refused for a regression it did not make. It is a warning, not an
+    error: a benchmark that scores the same every run (a unit-test suite that always passes)
+    does hold at 0.
+    """
+    return [
+        Problem(
+            f"benchmarks.{bench.name}",
+            "a non-target with tolerance 0: a candidate is accepted only when this benchmark "
+            "is shown to be no worse at all, which an unchanged noisy score rarely shows, so "
+            "most candidates will be refused; set tolerance to the largest drop you accept "
+            "(in score units)",
+            "warning",
+        )
+        for bench in task.benchmarks
+        if not bench.target and bench.tolerance == 0
+    ]
+
+
 def _check_all(
     task: Task,
     sandbox: Sandbox | None,
@@ -126,6 +150,7 @@ def _check_all(
     harness_ok: bool,
 ) -> list[Problem]:
     problems = _check_harness(task) if harness_ok else []
+    problems += _check_tolerances(task)
     all_splits: dict[str, Splits] = {}
     for bench in task.benchmarks:
         splits, found = _splits(task, bench, secret)
