@@ -192,6 +192,15 @@ def init(
             "*.safetensors), copied into the harness as its base model.",
         ),
     ] = None,
+    model_in_place: Annotated[
+        bool,
+        typer.Option(
+            "--model-in-place",
+            help="With --model: do not copy the model; task.toml names it (`model`) and "
+            "every job sees it read-only where it is. For a model too large to copy into "
+            "every experiment's workspace.",
+        ),
+    ] = False,
 ) -> None:
     """Write a working task folder NAME/: task.toml, harness/, data/ and tests/.
 
@@ -203,7 +212,7 @@ def init(
         raise typer.BadParameter(
             f"{kind!r} is not one of {', '.join(TASK_KINDS)}", param_hint="--kind"
         )
-    written = init_task(name, kind, model)
+    written = init_task(name, kind, model, model_in_place=model_in_place)
     out = stdout_console()
     for path in written:
         out.print(Text(str(path)))

@@ -88,6 +88,8 @@ class LabServices:
         """A person opted in to plain-process jobs where bubblewrap cannot run."""
         self._runtime = runtime
         """The runtime jobs run in (None: the base one until :meth:`use_task` binds one)."""
+        self._shown: tuple[Path, ...] = ()
+        """Host paths every job sees read-only (a task's local model; bound by use_task)."""
         self._controllers: dict[tuple[str, str, str | None], HostController] = {}
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="rsilab-bg")
         self._futures: dict[str, Future[Any]] = {}
@@ -114,6 +116,7 @@ class LabServices:
                     allow_unsandboxed=self.allow_unsandboxed,
                     confinement=self.confinement,
                     runtime=self._runtime,
+                    shown=self._shown,
                 )
                 if self.executor_choice.kind == "ray":  # fails closed: see rsilab.executors.ray
                     address = self.executor_choice.address
@@ -138,14 +141,30 @@ class LabServices:
             RuntimeMissingError: the task's own runtime is not installed (the hint names
                 ``rsilab runtime install --task``).
             UserError: the executor already runs jobs in another runtime (a task of the base
-                runtime is let through on an executor the caller passed in).
+                runtime is let through on an executor the caller passed in), or the task
+                names a local model (:attr:`Task.model`) its jobs would not see; a model is
+                refused on Ray, whose nodes are not checked for it.
         """
         own = bool(task.runtime_requirements) or task.runtime_build is not None
         wanted = task.installed_runtime() if own else current_runtime()
+        shown = (task.model,) if task.model is not None else ()
         with self._lock:
             if self._executor is None and self._owns_executor:
+                if self.executor_choice.kind == "ray" and shown:
+                    raise UserError(
+                        f"task {task.name!r} names a local model ({task.model}), which the "
+                        "Ray executor does not check on its nodes",
+                        "run it with the local executor (without --executor ray)",
+                    )
                 self._runtime = wanted if own else None
+                self._shown = shown
                 return wanted
+        if shown and not self._jobs_see(shown):
+            raise UserError(
+                f"task {task.name!r} names a local model ({task.model}) that this process's "
+                "jobs do not see (its executor was made for another task, or runs on Ray)",
+                "run each task with a local model in a process of its own, on the local executor",
+            )
         held = self.runtime
         if held.path == wanted.path or (not own and not self._owns_executor):
             return held  # a base-runtime task on the caller's own executor: the caller's call
@@ -154,6 +173,16 @@ class LabServices:
             f"already runs its jobs in the one at {held.path}",
             "run each task whose runtime differs in a process of its own",
         )
+
+    def _jobs_see(self, paths: tuple[Path, ...]) -> bool:
+        """Whether every job of the executor made or passed in sees ``paths`` read-only."""
+        executor = self.executor
+        if isinstance(executor, RayExecutor):
+            return False  # a node makes its own sandbox, which shows no such path
+        sandbox = getattr(executor, "sandbox", None)
+        if isinstance(sandbox, ProcessSandbox):
+            return True  # a plain process sees every host path
+        return isinstance(sandbox, BwrapSandbox) and set(paths) <= set(sandbox.shown)
 
     def isolation(self) -> tuple[str, bool]:
         """The sandbox jobs run in, and whether it is a security boundary (making the

@@ -34,6 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from rsilab.sandbox import _cgroup, _images, _seccomp
@@ -54,6 +55,7 @@ from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox._workspaces import WorkspaceFs, remove_stale_scratch
 from rsilab.sandbox.base import (
     Limits,
+    Mount,
     RunResult,
     RunSpec,
     Sandbox,
@@ -82,6 +84,8 @@ class BwrapSandbox(Sandbox):
             one, a fresh unused uid and temporary images that live as long as this object.
         use_cgroups: None picks cgroups when they can be made; False forces the fallback.
         hidden: host paths hidden from every job (added to each spec's ``hidden``).
+        shown: host paths every job sees read-only at their own place (added to each spec's
+            ``mounts``): a task's local model.
     """
 
     name = "bwrap"
@@ -94,8 +98,10 @@ class BwrapSandbox(Sandbox):
         confinement: Confinement | None = None,
         use_cgroups: bool | None = None,
         hidden: Sequence[Path] = (),
+        shown: Sequence[Path] = (),
     ) -> None:
         self.runtime = runtime or current_runtime()
+        self.shown = tuple(Path(p) for p in shown)
         self.root = os.geteuid() == 0
         self.confinement = confinement or Confinement(ephemeral_user())
         self.user: SandboxUser = self.confinement.user if self.root else caller()
@@ -239,6 +245,8 @@ class BwrapSandbox(Sandbox):
         return self._run(spec, self._layout)
 
     def _run(self, spec: RunSpec, layout: Layout) -> RunResult:
+        if self.shown:
+            spec = replace(spec, mounts=(*(Mount.same(p) for p in self.shown), *spec.mounts))
         workspace = validate(spec)
         for path in (layout.runtime, layout.base_prefix):
             if path.is_relative_to(workspace) or workspace.is_relative_to(path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from rsilab.sandbox._places import Confinement
 from rsilab.sandbox.base import Sandbox, SandboxUnavailable
@@ -32,10 +33,12 @@ def choose_sandbox(
     allow_unsandboxed: bool = False,
     confinement: Confinement | None = None,
     runtime: Runtime | None = None,
+    shown: tuple[Path, ...] = (),
 ) -> Choice:
     """Pick and prepare a sandbox: ``$RSILAB_SANDBOX`` if set, else bubblewrap (bound to a
     lab's ``confinement`` when given: its sandbox uid, private folders and workspace images).
-    Its jobs see ``runtime`` (a task's own; default: the base runtime).
+    Its jobs see ``runtime`` (a task's own; default: the base runtime) and, read-only at
+    their own place, the host paths in ``shown`` (the plain-process sandbox sees every path).
 
     Never a silent fallback: when bubblewrap cannot be used and ``$RSILAB_SANDBOX`` is unset,
     the plain-process sandbox (no security boundary) is chosen only when the caller passes
@@ -55,7 +58,7 @@ def choose_sandbox(
     if forced == "process":
         return Choice(_prepared(ProcessSandbox(runtime)), f"{ENV_VAR}=process")
     try:
-        bwrap = _prepared(BwrapSandbox(runtime, confinement=confinement))
+        bwrap = _prepared(BwrapSandbox(runtime, confinement=confinement, shown=shown))
     except SandboxUnavailable as exc:
         if forced == "bwrap":
             raise SandboxUnavailable(
@@ -78,6 +81,7 @@ def default_sandbox(
     allow_unsandboxed: bool = False,
     confinement: Confinement | None = None,
     runtime: Runtime | None = None,
+    shown: tuple[Path, ...] = (),
 ) -> Sandbox:
     """A prepared sandbox as :func:`choose_sandbox` picks it; an opted-in fallback to the
     process sandbox logs a warning naming what bwrap lacked.
@@ -86,8 +90,9 @@ def default_sandbox(
         SandboxUnavailable: as :func:`choose_sandbox`.
     """
     choice = choose_sandbox(
-        allow_unsandboxed=allow_unsandboxed, confinement=confinement, runtime=runtime
-    )
+        allow_unsandboxed=allow_unsandboxed, confinement=confinement, runtime=runtime,
+        shown=shown,
+    )  # fmt: skip
     if choice.bwrap_problem is not None:
         log.warning(
             "bubblewrap sandbox unavailable (%s); jobs run as plain processes, which is NOT "

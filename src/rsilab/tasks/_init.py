@@ -27,11 +27,14 @@ Kind = Literal["model", "harness", "lm"]
 KINDS: tuple[Kind, ...] = ("model", "harness", "lm")
 
 
-def init_task(folder: Path, kind: Kind = "model", model: Path | None = None) -> list[Path]:
+def init_task(
+    folder: Path, kind: Kind = "model", model: Path | None = None, *, model_in_place: bool = False
+) -> list[Path]:
     """Write the ``kind`` template into ``folder`` (made if absent); the files written.
 
     The task is named after the folder. ``model`` (the ``lm`` kind only, and required
-    there) is a Hugging Face model folder, copied into the harness as its base model.
+    there) is a Hugging Face model folder, copied into the harness as its base model, or,
+    with ``model_in_place``, named as the task's ``model`` and read where it is.
 
     Raises:
         UserError: ``folder`` exists and is not an empty folder, its name is not a valid
@@ -53,13 +56,15 @@ def init_task(folder: Path, kind: Kind = "model", model: Path | None = None) -> 
             else "the lm kind needs --model PATH: a Hugging Face model folder (config.json, "
             "tokenizer files, *.safetensors)",
         )
+    if model_in_place and model is None:
+        raise UserError("--model-in-place goes with --kind lm --model PATH")
     if model is not None:
         check_model_folder(model)  # before anything is written
     written: list[Path] = []
     for source in (TEMPLATES / kind, TEMPLATES / "common"):
         written += _copy(source, folder)
     if model is not None:
-        written += write_lm_harness(folder, model)
+        written += write_lm_harness(folder, model, in_place=model_in_place)
     for made in (folder / "task.toml", folder / "README.md"):
         if made.exists():
             made.write_text(made.read_text("utf-8").replace("{{name}}", name), "utf-8")

@@ -52,9 +52,14 @@ def check_model_folder(model: Path) -> None:
         )
 
 
-def write_lm_harness(folder: Path, model: Path) -> list[Path]:
+def write_lm_harness(folder: Path, model: Path, in_place: bool = False) -> list[Path]:
     """Copy the posttrain harness and ``model`` into ``folder/harness``, point its config at
-    the model and fill in the task's runtime requirements; the files written."""
+    the model and fill in the task's runtime requirements; the files written.
+
+    ``in_place``: the model is not copied; task.toml names it as the task's ``model`` (every
+    job sees it read-only where it is) and the config's ``base_model`` is its absolute path:
+    for a model too large to travel with every experiment's workspace.
+    """
     from rsilab.tasks.builtin.posttrain import RUNTIME_REQUIREMENTS
 
     harness = folder / "harness"
@@ -63,13 +68,23 @@ def write_lm_harness(folder: Path, model: Path) -> list[Path]:
         if path.is_file() and path.suffix in (".py", ".toml", ".json"):
             harness.mkdir(parents=True, exist_ok=True)
             written.append(Path(shutil.copyfile(path, harness / path.name)))
-    shutil.copytree(model, harness / MODEL_DIR, ignore=shutil.ignore_patterns("*.bin", ".*"))
-    written += sorted(p for p in (harness / MODEL_DIR).rglob("*") if p.is_file())
+    if in_place:
+        base = str(model.resolve())
+        model_line = (
+            f"model = {json.dumps(base)}  # seen read-only by every job, where it is; "
+            "its digest is recorded in each campaign"
+        )
+    else:
+        shutil.copytree(model, harness / MODEL_DIR, ignore=shutil.ignore_patterns("*.bin", ".*"))
+        written += sorted(p for p in (harness / MODEL_DIR).rglob("*") if p.is_file())
+        base = MODEL_DIR  # relative: the job's working directory is the harness
+        model_line = "# your model: copied into harness/base_model (see README.md)"
     config_path = harness / "config.json"
     config = json.loads(config_path.read_text("utf-8"))
-    config["base_model"] = MODEL_DIR  # relative: the job's working directory is the harness
+    config["base_model"] = base
     config_path.write_text(json.dumps(config, indent=2) + "\n", "utf-8")
     toml = folder / "task.toml"
     lines = json.dumps(list(RUNTIME_REQUIREMENTS))  # a JSON list of strings is a TOML array
-    toml.write_text(toml.read_text("utf-8").replace("{{runtime_requirements}}", lines), "utf-8")
+    text = toml.read_text("utf-8").replace("{{runtime_requirements}}", lines)
+    toml.write_text(text.replace("{{model_line}}", model_line), "utf-8")
     return written

@@ -215,6 +215,14 @@ class Task(Model):
         "runtime built under another id is not installed, and `rsilab runtime install --task "
         "NAME` runs the build again (a changed corpus never leaves a stale base model).",
     )
+    model: Path | None = Field(
+        default=None,
+        description="A local model of the user's (a Hugging Face model folder, or a file) "
+        "that every job of the task sees read-only at this same path, so the harness's "
+        "config can name it; a campaign records its content digest at the start and a "
+        "resumed one refuses other bytes. A relative path in task.toml is read from the "
+        "task file's folder.",
+    )
     code_variants: list[CodeVariant] = Field(
         default_factory=list,
         description="Named code changes to the harness offered as ideas (rsilab.tasks."
@@ -236,6 +244,8 @@ class Task(Model):
         if len(set(knobs)) != len(knobs):
             raise ValueError("search_space knob names must be unique")
         check_variants(self.code_variants, knobs)
+        if self.model is not None and not self.model.is_absolute():
+            raise ValueError(f"model must be an absolute path, not {str(self.model)!r}")
         return self
 
     @property

@@ -95,7 +95,7 @@ def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
         return str(base / value) if isinstance(value, str) else value
 
     data = dict(data)
-    for key in ("harness",):
+    for key in ("harness", "model"):
         if key in data:
             data[key] = rel(data[key])
     if isinstance(data.get("data_sources"), list):

@@ -56,6 +56,7 @@ from rsilab.orchestrator.campaign._lease import (
     acquire_lease,
     takeover_reason,
 )
+from rsilab.orchestrator.campaign._model import check_same_model, model_settings
 from rsilab.orchestrator.campaign._recovery import recover_campaign
 from rsilab.orchestrator.campaign._runtime import check_same_runtime, runtime_settings
 from rsilab.orchestrator.campaign.result import CampaignResult, campaign_result
@@ -211,6 +212,7 @@ def run_policy(
             assert campaign_id is not None
             return campaign_result(lab, campaign_id, FINISHED_MESSAGE)
         check_same_runtime(campaign, where)
+        check_same_model(campaign, where)
         policy.admit(campaign)
         with acquire_lease(lab.store, campaign.id) as lease, lease.keep_alive():
             opening = _Opening(lab, task, campaign, services, budget, stop, lease)
@@ -229,6 +231,7 @@ def _preflight(
     """Check, before anything is written, what the run needs; the settings that record
     where its jobs run. UserError (SandboxUnavailable among them) says what to do."""
     runtime = runtime_settings(lab, task, services)  # binds the task's runtime: first
+    model = model_settings(task, services)
     sandbox, boundary = services.isolation()
     disk = services.executor.disk_limits()
     if boundary and not disk.enforced and not policy.unbounded_disk:
@@ -249,6 +252,7 @@ def _preflight(
         "unsandboxed": not boundary,
         "disk_limit": "kernel" if disk.enforced else "polled",
         **runtime,
+        **model,
     }
 
 

@@ -1,0 +1,76 @@
+"""The local-model part of a campaign's preflight: a task's own model folder (``model``).
+
+A task may name a local model of the user's (:attr:`rsilab.tasks.Task.model`): every job of its
+campaign sees it read-only at its own path (:meth:`rsilab.expos.services.LabServices.use_task`
+binds it to the sandbox). Before anything is written, the preflight checks that the jobs' user
+can read all of it and that no link in it leads outside it (either would fail every job, one
+at a time, mid-campaign), and records its content digest in the campaign record's settings
+under ``model`` (``{"path", "sha256", "files", "bytes"}``), so a reader of the campaign knows
+which bytes every job read. A resumed campaign must find the same bytes there: a model changed
+on disk is refused, never used.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rsilab.errors import UserError
+from rsilab.expos.services import LabServices
+from rsilab.records import Campaign
+from rsilab.sandbox import BwrapSandbox
+from rsilab.sandbox.shown import problem, tree_digest
+from rsilab.tasks import Task
+
+SETTINGS_KEY = "model"
+"""The campaign settings key holding the local model's facts (absent without one)."""
+
+
+def model_settings(task: Task, services: LabServices) -> dict[str, Any]:
+    """``{"model": {...}}`` for a task naming a local model (after :meth:`use_task` bound it),
+    else nothing.
+
+    Raises:
+        UserError: the model is missing, unreadable by the jobs' user, or holds a link that
+            leads outside it.
+    """
+    if task.model is None:
+        return {}
+    sandbox = getattr(services.executor, "sandbox", None)
+    if isinstance(sandbox, BwrapSandbox):
+        uid, gid = sandbox.uid, sandbox.gid
+    else:  # a plain process runs as this process's user
+        uid, gid = os.getuid(), os.getgid()
+    wrong = problem(task.model, uid, gid)
+    if wrong is not None:
+        raise UserError(
+            f"task {task.name!r}: its jobs cannot use the model at {task.model}: {wrong}",
+            "make it readable by everyone (chmod -R a+rX MODEL, and a+x on the folders "
+            "above it), with its files inside it (cp -rL a cache snapshot to a folder of "
+            "its own)",
+        )
+    digest = tree_digest(task.model)
+    return {
+        SETTINGS_KEY: {
+            "path": str(task.model),
+            "sha256": digest.sha256,
+            "files": digest.files,
+            "bytes": digest.bytes,
+        }
+    }
+
+
+def check_same_model(campaign: Campaign, settings: dict[str, Any]) -> None:
+    """UserError when resuming ``campaign`` would read another local model (other bytes, or
+    another path, or none) than the one it recorded when it started."""
+    recorded = campaign.settings.get(SETTINGS_KEY) or {}
+    now = settings.get(SETTINGS_KEY) or {}
+    if recorded.get("sha256") == now.get("sha256") and recorded.get("path") == now.get("path"):
+        return
+    said = recorded.get("path") or "no local model"
+    raise UserError(
+        f"campaign {campaign.id} started with {said} (sha256 {recorded.get('sha256', '-')}), "
+        f"but its task's model is now {now.get('path') or 'none'} "
+        f"(sha256 {now.get('sha256', '-')})",
+        "restore the model it started with, or start a new campaign",
+    )
