@@ -132,7 +132,7 @@ def task_lab(
             (lab.path / SECRET_FILE).write_text(secret.hex())
             (lab.path / SECRET_FILE).chmod(0o600)
         lab_secret(lab.path)  # made (or read) before any thread reads it
-        sandbox = default_sandbox(runtime=task.installed_runtime())  # a task's own, or the base
+        sandbox = default_sandbox(runtime=task.own_runtime(), shown=task.shown())
         executor = LocalExecutor(sandbox, lab.artifacts, slots or min(2, available_cores()))
         services = LabServices(lab, executor, judge_in_background=False)
         try:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import filecmp
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -109,3 +112,56 @@ def test_the_generated_contract_test_passes(tmp_path: Path, model: Path) -> None
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
+
+
+@pytest.fixture
+def model_in_place(model: Path) -> Iterator[Path]:
+    """A copy of the user's model in a folder every user can pass through (a sandbox's jobs
+    run as a user of their own; pytest's temporary folders are private to root)."""
+    top = Path(tempfile.mkdtemp(prefix="rsilab-users-model-", dir="/tmp"))
+    top.chmod(0o755)
+    folder = top / "my-model"
+    shutil.copytree(model, folder)
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    yield folder
+    shutil.rmtree(top)
+
+
+def test_a_model_used_in_place_is_named_not_copied_and_jobs_read_it_there(
+    tmp_path: Path, model_in_place: Path
+) -> None:
+    made = rsilab(
+        "task", "init", tmp_path / "big", "--kind", "lm", "--model", model_in_place,
+        "--model-in-place",
+    )  # fmt: skip
+    assert made.exit_code == 0, explain(made)
+    task_dir = tmp_path / "big"
+    assert not (task_dir / "harness/base_model").exists(), "nothing copied"
+    config_path = task_dir / "harness/config.json"
+    config = json.loads(config_path.read_text())
+    assert config["base_model"] == str(model_in_place)
+    task = load_task(str(task_dir / "task.toml"))
+    assert task.model == model_in_place
+    assert task.shown() == (model_in_place,)
+    config.update(epochs=1, lr=0.01, few_shot=1, max_new_tokens=4)
+    config_path.write_text(json.dumps(config))
+    runtime = task.runtime()
+    if bwrap_problem() is None and runtime.is_installed():
+        sandbox: Sandbox = BwrapSandbox(runtime=runtime, shown=task.shown())
+    else:
+        sandbox = ProcessSandbox(runtime=runtime)
+    with sandbox:
+        problems, outcome = check_run(task, sandbox, bytes(32))
+    assert problems == [], [str(p) for p in problems]
+    assert outcome is not None and set(outcome.scores) == {"arith", "reverse", "choice"}
+    if runtime.is_installed():  # the command runs the task's jobs in its runtime, model shown
+        checked = rsilab("task", "check", "--no-probe", "--run", task_dir, "--lab", tmp_path / "n")
+        assert checked.exit_code == 0, explain(checked)
+        assert "run: dev scores" in checked.stderr
+
+
+def test_model_in_place_goes_with_a_model(tmp_path: Path) -> None:
+    refused = rsilab("task", "init", tmp_path / "x", "--kind", "lm", "--model-in-place")
+    assert refused.exit_code != 0
+    assert not (tmp_path / "x").exists()

@@ -20,6 +20,7 @@ from rsilab.tasks import (
     ExperimentFailed,
     Problem,
     Task,
+    TaskLoadError,
     check_run,
     check_task,
     check_toml,
@@ -98,7 +99,7 @@ def check(
     secret, note = _secret(lab)
     err = stderr_console()
     err.print(Text(f"checking {ref}; {note}", style="dim"))
-    sandbox = _sandbox(_runtime_of(ref)) if probe or run else None
+    sandbox = _task_sandbox(ref) if probe or run else None
     try:
         task, problems = _check(ref, sandbox if probe else None, secret, probe_seconds)
         ready = task is not None and not any(p.severity == "error" for p in problems)
@@ -116,22 +117,22 @@ def check(
     _print_problems(problems, task.name if task is not None else ref)
 
 
-def _runtime_of(ref: str) -> Runtime | None:
-    """The installed runtime of a named or .py task that declares its own (RuntimeMissingError
-    naming `rsilab runtime install --task` when it is not installed); None: the base one."""
-    path = Path(ref)
-    if path.suffix == ".toml" or (path.is_dir() and (path / "task.toml").is_file()):
-        return None
-    task = load_task(ref)
-    if not task.runtime_requirements and task.runtime_build is None:
-        return None
-    return task.installed_runtime()
+def _task_sandbox(ref: str) -> Sandbox:
+    """The sandbox the task's jobs run in: its own runtime when it declares one (installed:
+    RuntimeMissingError naming `rsilab runtime install --task` when it is not), with its local
+    model shown read-only; a task.toml whose spec is invalid gets the base runtime (its check
+    reports the faults and runs nothing)."""
+    try:
+        task = load_task(ref)
+    except TaskLoadError:
+        return _sandbox()
+    return _sandbox(task.own_runtime(), task.shown())
 
 
-def _sandbox(runtime: Runtime | None = None) -> Sandbox:
+def _sandbox(runtime: Runtime | None = None, shown: tuple[Path, ...] = ()) -> Sandbox:
     from rsilab.sandbox.select import choose_sandbox
 
-    choice = choose_sandbox(runtime=runtime)
+    choice = choose_sandbox(runtime=runtime, shown=shown)
     err = stderr_console()
     err.print(Text(f"sandbox: {choice.sandbox.name} ({choice.why})", style="dim"))
     if not choice.sandbox.is_security_boundary:
@@ -222,7 +223,7 @@ def init(
 def _measure(task: Task) -> str:
     from rsilab.sandbox.select import default_sandbox
 
-    sandbox = default_sandbox()
+    sandbox = default_sandbox(runtime=task.own_runtime(), shown=task.shown())
     try:
         outcome = run_experiment(task, sandbox, secrets.token_bytes(32))
     except ExperimentFailed as exc:

@@ -81,7 +81,7 @@ def baseline(
                 f"{task.name}/{lineage} already has a baseline",
                 f"see it with: rsilab versions {task.name} --lineage {lineage}",
             )
-        sandbox = default_sandbox()
+        sandbox = default_sandbox(runtime=task.own_runtime(), shown=task.shown())
         try:
             executor = LocalExecutor(
                 sandbox, opened.artifacts, slots or min(seeds, available_cores())

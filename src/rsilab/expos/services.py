@@ -145,9 +145,10 @@ class LabServices:
                 names a local model (:attr:`Task.model`) its jobs would not see; a model is
                 refused on Ray, whose nodes are not checked for it.
         """
-        own = bool(task.runtime_requirements) or task.runtime_build is not None
-        wanted = task.installed_runtime() if own else current_runtime()
-        shown = (task.model,) if task.model is not None else ()
+        own_runtime = task.own_runtime()
+        own = own_runtime is not None
+        wanted = own_runtime or current_runtime()
+        shown = task.shown()
         with self._lock:
             if self._executor is None and self._owns_executor:
                 if self.executor_choice.kind == "ray" and shown:

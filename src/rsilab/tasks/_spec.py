@@ -305,6 +305,20 @@ class Task(Model):
         """
         return require_task_runtime(self.name, self.runtime_requirements, build_id=self.build_id())
 
+    def own_runtime(self) -> Runtime | None:
+        """:meth:`installed_runtime` for a task that declares a runtime of its own
+        (requirements or a build step); None for a task of the base runtime.
+
+        Raises:
+            RuntimeMissingError: its own runtime is not installed.
+        """
+        own = bool(self.runtime_requirements) or self.runtime_build is not None
+        return self.installed_runtime() if own else None
+
+    def shown(self) -> tuple[Path, ...]:
+        """The host paths its jobs see read-only where they are: its local :attr:`model`."""
+        return (self.model,) if self.model is not None else ()
+
     def ref(self) -> TaskRef:
         """A reference for records that :func:`rsilab.tasks.load_ref` loads again from any
         working directory: ``source`` is ``builtin``, an absolute ``task.toml`` path, an
