@@ -36,6 +36,7 @@ def model_settings(task: Task, services: LabServices) -> dict[str, Any]:
     """
     if task.model is None:
         return {}
+    _check_private(task, services)  # first: making the executor runs a probe job showing it
     sandbox = getattr(services.executor, "sandbox", None)
     if isinstance(sandbox, BwrapSandbox):
         uid, gid = sandbox.uid, sandbox.gid
@@ -58,6 +59,22 @@ def model_settings(task: Task, services: LabServices) -> dict[str, Any]:
             "bytes": digest.bytes,
         }
     }
+
+
+def _check_private(task: Task, services: LabServices) -> None:
+    """UserError when the model folder holds, or lies inside, what jobs must never read: the
+    lab, its key folder, or one of the task's data sources (a model folder is shown whole)."""
+    assert task.model is not None
+    model = task.model.resolve()
+    private = [p.resolve() for p in services.confinement.private]
+    private += [p.resolve() for p in task.data_sources]
+    for folder in private:
+        if folder.is_relative_to(model) or model.is_relative_to(folder):
+            raise UserError(
+                f"task {task.name!r}: its model {task.model} would show {folder} to every "
+                "job, which jobs must never read (the lab, its keys, or the task's data)",
+                "keep the model in a folder of its own, apart from the lab and the task's data",
+            )
 
 
 def check_same_model(campaign: Campaign, settings: dict[str, Any]) -> None:
