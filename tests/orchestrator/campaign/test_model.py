@@ -136,12 +136,12 @@ def test_a_model_folder_holding_the_lab_or_the_tasks_data_is_refused(
 ) -> None:
     with Lab.init(model / "lab") as inside:  # the lab inside the model folder
         head = inside.store.head()
-        with pytest.raises(rsilab.UserError, match="would show .*lab"):
+        with pytest.raises(rsilab.UserError, match=r"would show .*lab"):
             rsilab.run(_with(model), budget={"experiments": 1}, lab=inside)
         assert inside.store.head() == head
     shutil.rmtree(model / "lab")
     (model / "raw.csv").write_text("private,rows\n")
     (model / "raw.csv").chmod(0o644)
     task = _with(model).model_copy(update={"data_sources": [model / "raw.csv"]})
-    with Lab.init(tmp_path / "lab") as lab, pytest.raises(rsilab.UserError, match="raw.csv"):
+    with Lab.init(tmp_path / "lab") as lab, pytest.raises(rsilab.UserError, match=r"raw\.csv"):
         rsilab.run(task, budget={"experiments": 1}, lab=lab)
