@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rsilab.executors import RayExecutor
 from rsilab.executors._ray_cluster import RayRefused, _compare
-from rsilab.executors._ray_node import describe, environment, runtime_of
+from rsilab.executors._ray_node import describe, environment, runtime_of, shown_of
 from rsilab.executors.base import JobSpec
 from rsilab.sandbox import BwrapSandbox, Limits
 from rsilab.sandbox.runtime import current_runtime, task_runtime
@@ -20,6 +23,7 @@ from rsilab.sandbox.runtime_built import built_files
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.tasks import get_task
 from tests.sandbox.fake_runtime import fake_task_runtime
+from tests.sandbox.helpers import bwrap_problem
 
 LM = ["transformers==5.24.0", "tokenizers==0.23.3"]
 BASE = "share/rsilab-posttrain/base.safetensors"
@@ -89,3 +93,77 @@ def test_a_job_runs_in_the_task_runtime_on_its_ray_node(tmp_path: Path) -> None:
     assert result.ok, artifacts.read_bytes(result.stderr_sha256)
     said = artifacts.read_bytes(result.stdout_sha256).decode().split()
     assert said == [str(runtime.path), expected]
+
+
+@pytest.fixture
+def shared_model() -> Iterator[Path]:
+    """A model folder every user can pass through, as on every node of a cluster."""
+    top = Path(tempfile.mkdtemp(prefix="rsilab-ray-model-", dir="/tmp"))
+    top.chmod(0o755)
+    folder = top / "model"
+    folder.mkdir(mode=0o755)
+    (folder / "weights.safetensors").write_bytes(b"the same weights everywhere")
+    (folder / "weights.safetensors").chmod(0o644)
+    yield folder
+    shutil.rmtree(top)
+
+
+def test_a_local_model_travels_in_the_descriptor_and_its_bytes_are_checked(
+    shared_model: Path,
+) -> None:
+    base = current_runtime()
+    assert describe(base) == "", "nothing to say: as before"
+    said = describe(base, (shared_model,))
+    assert shown_of(said) == (shared_model,) and runtime_of(said) == base
+    ours = environment(said)
+    files = {"weights.safetensors": b"the same weights everywhere"}
+    expected = hashlib.sha256(
+        "".join(
+            f"{n}\0{len(d)}\0{hashlib.sha256(d).hexdigest()}\n" for n, d in files.items()
+        ).encode()
+    ).hexdigest()
+    assert json.loads(ours["shown"]) == {str(shared_model): expected}
+    _compare("node-a", ours, {"environment": ours, "sandbox": ""})
+    (shared_model / "weights.safetensors").write_bytes(b"other weights on this node")
+    theirs = environment(said)
+    with pytest.raises(RayRefused, match="shown") as caught:
+        _compare("node-b", ours, {"environment": theirs, "sandbox": ""})
+    assert str(shared_model) in str(caught.value)
+    shutil.rmtree(shared_model)
+    assert json.loads(environment(said)["shown"]) == {str(shared_model): "missing"}
+
+
+def test_a_job_on_a_ray_node_reads_the_local_model_where_it_is(
+    tmp_path: Path, shared_model: Path
+) -> None:
+    """A cluster started here; the node's sandbox shows the model read-only at its path
+    (nothing of it is copied into the job's inputs)."""
+    if bwrap_problem() is not None:
+        pytest.skip(f"bubblewrap is unusable here ({bwrap_problem()})")
+    artifacts = ArtifactStore(tmp_path / "artifacts")
+    artifacts.ensure()
+    executor = RayExecutor(BwrapSandbox(shown=[shared_model]), artifacts, num_cpus=1)
+    try:
+        assert executor.shown == (shared_model,)
+        target = shared_model / "weights.safetensors"
+        code = (
+            f"p = {str(target)!r}; print(open(p, 'rb').read().decode())\n"
+            "try:\n    open(p, 'ab')\nexcept OSError as e:\n    print('refused', e.errno)\n"
+        )
+        (tmp_path / "ws").mkdir()
+        job = JobSpec(
+            name="reads-the-model",
+            argv=["python", "-c", code],
+            workspace=tmp_path / "ws",
+            limits=Limits(wall_s=60, cpu_s=60, memory_mb=512),
+            threads=1,
+        )
+        result = executor.run(job)
+    finally:
+        executor.shutdown()
+        executor.cluster.close()
+    assert result.ok, artifacts.read_bytes(result.stderr_sha256)
+    said = artifacts.read_bytes(result.stdout_sha256).decode().splitlines()
+    assert said[0] == "the same weights everywhere"
+    assert said[1] in ("refused 13", "refused 30"), said  # no permission, or a read-only bind
+    assert (shared_model / "weights.safetensors").read_bytes() == b"the same weights everywhere"

@@ -15,7 +15,9 @@ or a task's own, named by a *descriptor* (:func:`describe`: the task's requireme
 whether it has a build step), resolved on the node to the same keyed path. The node check
 reports that runtime's path, stamp key and the sha256 of each file its build step wrote (a
 base model), read from disk there, so the head refuses a node whose runtime or base model
-differs from its own, before any job runs.
+differs from its own, before any job runs. A task's local model (paths the jobs see
+read-only) travels in the descriptor too: each node's sandbox shows it at the same path, and
+the check reports its content digest there and whether the node's sandbox user can read it.
 """
 
 from __future__ import annotations
@@ -43,17 +45,31 @@ from rsilab.sandbox import BwrapSandbox, Mount, RunResult, current_runtime, hand
 from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.runtime import Runtime, task_runtime
 from rsilab.sandbox.runtime_built import built_files, file_sha256
+from rsilab.sandbox.shown import problem as shown_problem
+from rsilab.sandbox.shown import tree_digest
 
 _lock = threading.Lock()
 _sandboxes: dict[str, BwrapSandbox] = {}
 
 
-def describe(runtime: Runtime) -> str:
-    """The descriptor naming ``runtime`` on every node: "" for the base runtime, else JSON of
-    its task requirement lines and the identity of the build step that made it (null: none)."""
-    if not runtime.extra and not runtime.build_needed:
+def describe(runtime: Runtime, shown: tuple[Path, ...] = ()) -> str:
+    """The descriptor naming ``runtime`` on every node, and the host paths its jobs see
+    read-only (a task's local model): "" for the base runtime and none, else JSON of its task
+    requirement lines, the identity of the build step that made it (null: none) and, when
+    there are any, the shown paths."""
+    if not runtime.extra and not runtime.build_needed and not shown:
         return ""
-    return json.dumps({"extra": list(runtime.extra), "build_id": runtime.build_id})
+    said: dict[str, Any] = {"extra": list(runtime.extra), "build_id": runtime.build_id}
+    if shown:
+        said["shown"] = [str(p) for p in shown]
+    return json.dumps(said)
+
+
+def shown_of(descriptor: str) -> tuple[Path, ...]:
+    """The host paths a :func:`describe` descriptor says jobs see read-only."""
+    if not descriptor:
+        return ()
+    return tuple(Path(str(p)) for p in json.loads(descriptor).get("shown", []))
 
 
 def runtime_of(descriptor: str) -> Runtime:
@@ -78,7 +94,7 @@ def node_sandbox(descriptor: str = "") -> BwrapSandbox:
     with _lock:
         found = _sandboxes.get(descriptor)
         if found is None:
-            found = BwrapSandbox(runtime_of(descriptor))
+            found = BwrapSandbox(runtime_of(descriptor), shown=shown_of(descriptor))
             found.prepare()
             _sandboxes[descriptor] = found
         return found
@@ -95,12 +111,26 @@ def _built_digests(runtime: Runtime) -> str:
     return json.dumps(digests, sort_keys=True)
 
 
+def _shown_digests(descriptor: str) -> str:
+    """JSON: the content digest of each shown path (a local model), as on disk now."""
+    digests = {}
+    for path in shown_of(descriptor):
+        try:
+            digests[str(path)] = tree_digest(path).sha256 if path.exists() else "missing"
+        except OSError as exc:
+            digests[str(path)] = f"unreadable: {exc.strerror}"
+    return json.dumps(digests, sort_keys=True)
+
+
 def environment(descriptor: str = "") -> dict[str, str]:
     """What must be the same on every node: the interpreter, rsilab's code, Ray, the runtime
-    venv jobs see (its path, install stamp and built files' sha256)."""
+    venv jobs see (its path, install stamp and built files' sha256) and the bytes of the paths
+    jobs see read-only (a task's local model; the key is there only when there are some)."""
     runtime = runtime_of(descriptor)
     stamp = runtime.stamp() or {}
+    shown = {"shown": _shown_digests(descriptor)} if shown_of(descriptor) else {}
     return {
+        **shown,
         "python": sys.prefix,
         "python_version": sys.version,
         "rsilab": _package_digest(),
@@ -135,7 +165,9 @@ def node_check(descriptor: str) -> str:
     ``sandbox``: "" when bubblewrap runs a probe job here in that runtime, else why not."""
     problem = ""
     try:
-        node_sandbox(descriptor)
+        sandbox = node_sandbox(descriptor)
+        for path in shown_of(descriptor):  # the node's own sandbox user must read it
+            problem = problem or shown_problem(path, sandbox.uid, sandbox.gid) or ""
     except Exception as exc:  # reported to the head, which refuses the cluster
         problem = f"{type(exc).__name__}: {exc}"
     env = environment(descriptor)

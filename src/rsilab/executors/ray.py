@@ -94,7 +94,9 @@ class RayExecutor(Executor):
         self.gpus_per_job = gpus_per_job
         self.resources = dict(resources or {})
         runtime = sandbox.runtime if isinstance(sandbox, BwrapSandbox) else current_runtime()
-        self.runtime = describe(runtime)
+        self.shown = sandbox.shown if isinstance(sandbox, BwrapSandbox) else ()
+        """Host paths every node's sandbox shows its jobs read-only (a task's local model)."""
+        self.runtime = describe(runtime, self.shown)
         """The descriptor of the runtime jobs run in on every node (see ``_ray_node``)."""
         self.cluster: Cluster = connect(address, num_cpus=num_cpus, runtime=self.runtime)
         self._slots = slots or max(1, int(self.cluster.cpus))

@@ -142,8 +142,7 @@ class LabServices:
                 ``rsilab runtime install --task``).
             UserError: the executor already runs jobs in another runtime (a task of the base
                 runtime is let through on an executor the caller passed in), or the task
-                names a local model (:attr:`Task.model`) its jobs would not see; a model is
-                refused on Ray, whose nodes are not checked for it.
+                names a local model (:attr:`Task.model`) its jobs would not see.
         """
         own_runtime = task.own_runtime()
         own = own_runtime is not None
@@ -151,19 +150,13 @@ class LabServices:
         shown = task.shown()
         with self._lock:
             if self._executor is None and self._owns_executor:
-                if self.executor_choice.kind == "ray" and shown:
-                    raise UserError(
-                        f"task {task.name!r} names a local model ({task.model}), which the "
-                        "Ray executor does not check on its nodes",
-                        "run it with the local executor (without --executor ray)",
-                    )
                 self._runtime = wanted if own else None
                 self._shown = shown
                 return wanted
         if shown and not self._jobs_see(shown):
             raise UserError(
                 f"task {task.name!r} names a local model ({task.model}) that this process's "
-                "jobs do not see (its executor was made for another task, or runs on Ray)",
+                "jobs do not see (its executor was made for another task)",
                 "run each task with a local model in a process of its own, on the local executor",
             )
         held = self.runtime
@@ -178,8 +171,8 @@ class LabServices:
     def _jobs_see(self, paths: tuple[Path, ...]) -> bool:
         """Whether every job of the executor made or passed in sees ``paths`` read-only."""
         executor = self.executor
-        if isinstance(executor, RayExecutor):
-            return False  # a node makes its own sandbox, which shows no such path
+        if isinstance(executor, RayExecutor):  # each node's sandbox shows what it names
+            return set(paths) <= set(executor.shown)
         sandbox = getattr(executor, "sandbox", None)
         if isinstance(sandbox, ProcessSandbox):
             return True  # a plain process sees every host path

@@ -1,5 +1,5 @@
 """A task's local model (``model`` in task.toml): checked and recorded by the campaign's
-preflight; a resume refuses other bytes; Ray refuses it."""
+preflight; a resume refuses other bytes (Ray nodes: tests/executors/test_ray_runtime.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 import rsilab
-from rsilab.executors import ExecutorChoice
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator.campaign import CampaignPolicy, CampaignSession, Ending, run_policy
 from rsilab.records import Campaign, CampaignState, EndReason
@@ -107,15 +106,6 @@ def test_a_model_the_jobs_cannot_read_is_refused_before_anything_is_written(
     with pytest.raises(rsilab.UserError, match="cannot be read by the jobs' user"):
         rsilab.run(_with(model), budget={"experiments": 1}, lab=lab)
     assert lab.store.head() == head and lab.store.query_as(Campaign) == []
-
-
-def test_ray_refuses_a_task_with_a_local_model(lab: Lab, model: Path) -> None:
-    services = LabServices(lab, executor_choice=ExecutorChoice(kind="ray", address=None))
-    try:
-        with pytest.raises(rsilab.UserError, match="Ray executor does not check"):
-            services.use_task(_with(model))
-    finally:
-        services.close()
 
 
 def test_a_process_made_for_one_model_refuses_a_task_of_another(lab: Lab, model: Path) -> None:

@@ -7,7 +7,8 @@ can read all of it and that no link in it leads outside it (either would fail ev
 at a time, mid-campaign), and records its content digest in the campaign record's settings
 under ``model`` (``{"path", "sha256", "files", "bytes"}``), so a reader of the campaign knows
 which bytes every job read. A resumed campaign must find the same bytes there: a model changed
-on disk is refused, never used.
+on disk is refused, never used. (On Ray, each node's copy is checked by the executor's own
+preflight: :mod:`rsilab.executors._ray_node`.)
 """
 
 from __future__ import annotations
