@@ -14,7 +14,8 @@ SLOW_TESTS := tests/benchmarks tests/orchestrator/test_digits_campaigns.py \
 	tests/mcp/test_http.py tests/export/test_follow.py tests/tasks/test_posttrain_campaign.py \
 	tests/tasks/test_posttrain_contamination.py tests/tasks/test_posttrain_harness.py \
 	tests/tasks/test_posttrain_base.py tests/cli/test_task_init_lm.py \
-	tests/sandbox/test_runtime_adopt.py tests/executors/test_ray_runtime.py
+	tests/sandbox/test_runtime_adopt.py tests/executors/test_ray_runtime.py \
+	tests/executors/test_ray_cluster.py
 
 .PHONY: install posttrain-runtime system-deps postgres-deps browser-deps agent-clis runtime test check docs demo bench bench-quick mutate lint typecheck clean
 
