@@ -53,6 +53,7 @@ SUITES = [
     "benchmarks.bench_null_campaigns",
     "benchmarks.bench_protocol:run_protocol",
     "benchmarks.bench_posttrain:run_posttrain",
+    "benchmarks.bench_posttrain:run_posttrain_attacks",
     "benchmarks.bench_search:run_search_synthetic",
     "benchmarks.bench_campaigns:run_campaign_acceptance",
     "benchmarks.bench_campaigns:run_campaign_overhead",

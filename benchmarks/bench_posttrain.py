@@ -104,3 +104,31 @@ def run_posttrain(quick: bool) -> list[dict[str, Any]]:
         runs, _ = run_task(TASK, plan, POLICIES, log=log)
     benchmarks = sorted(((b.name, b.target) for b in task.benchmarks), key=lambda b: not b[1])
     return rows_for(runs, benchmarks)
+
+
+def run_posttrain_attacks(quick: bool) -> list[dict[str, Any]]:
+    """Post-training (posttrain): contamination attacks on SFT data, and honest data beside them.
+
+    Each row is one dataset registered through ``add_data`` in a posttrain campaign (lab secret
+    fixed), then scanned by the content guard and put to the controller's training guards as
+    the data of a candidate, before any job would run (``benchmarks/hacking/posttrain.py``,
+    also what ``tests/tasks/test_posttrain_contamination.py`` asserts on). *Honest*: the train
+    tier as Q/A lines, prose and JSONL; 3,000 fresh items per generated benchmark (arith,
+    fncall, code) drawn on the train bucket; the shipped corpus (it states every entity's
+    facts, private ones too: public knowledge by design). *Attacks*: 1, 10 and 50 private items
+    hidden among the train tier's Q/A lines, with their numbers changed (arith, fncall: found
+    by their private entities), copied (facts, choice, code: found by their text), or with
+    their names changed to train-bucket ones (arith, fncall). *planted items found*: planted items the
+    content guard names; *content hits*: every hit; *name-changed neighbours private*: among
+    items equal to a tier item but for its entity, how many match private ones, with the
+    binomial P of that many by the chance rate the generators give (one secret); the guard
+    refuses below P = 1e-4. What is not caught is in the rows, stated as measured. The same in
+    a quick run.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from benchmarks.hacking.posttrain import attack_rows
+
+    with tempfile.TemporaryDirectory(prefix="rsilab-bench-posttrain-attacks-") as tmp:
+        return attack_rows(Path(tmp))
