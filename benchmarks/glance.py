@@ -373,6 +373,45 @@ def overhead_row(title: str, rows: Table) -> dict[str, str] | None:
     }
 
 
+POSTTRAIN = (
+    "Post-training (posttrain): base model, rsilab's accepted system and Optuna TPE per benchmark"
+)
+POSTTRAIN_SEEDS = 5
+POSTTRAIN_ACCEPTED = 4
+"""The issue's target: a version accepted in at least 4 of 5 seeds."""
+_OF_RUNS = re.compile(r"(\d+) of (\d+) runs")
+
+
+def posttrain_row(title: str, rows: Table) -> dict[str, str] | None:
+    """Post-training: seeds with a version accepted and the target's change from the base
+    (rsilab's, and the peer's beside it), against the issue's target; PARTIAL before all
+    seeds are in."""
+    accepted = next((r for r in rows if r.get("benchmark", "").startswith(f"{BUILTIN}:")), None)
+    target = next((r for r in rows if r.get("benchmark", "").endswith("(target)")), None)
+    if accepted is None or target is None:
+        return None
+    found = _OF_RUNS.search(accepted.get(BUILTIN, ""))
+    if found is None:
+        return None
+    done, runs = int(found.group(1)), int(found.group(2))
+    gain = parse_interval(target.get(f"{BUILTIN} - base", ""))
+    significant = gain is not None and gain.low > 0
+    met = done >= POSTTRAIN_ACCEPTED and significant and runs >= POSTTRAIN_SEEDS
+    verdict = f"target: a version accepted in >= {POSTTRAIN_ACCEPTED} of {POSTTRAIN_SEEDS} seeds"
+    verdict += ", the target's gain significant: " + ("met" if met else "MISSED")
+    if runs < POSTTRAIN_SEEDS:
+        verdict += f" (PARTIAL: {runs} of {POSTTRAIN_SEEDS} seeds run)"
+    peer = next((c for c in target if c.endswith(" - base") and not c.startswith(BUILTIN)), "")
+    return {
+        "claim": "post-training a language model: seeds with a version accepted / target "
+        "(arith) change from the base model, final tier",
+        "rsilab": f"{done} of {runs} / {target.get(f'{BUILTIN} - base', '-')}",
+        "against": f"{peer.removesuffix(' - base')} {target.get(peer, '-')}" if peer else "-",
+        "verdict": verdict,
+        "table": title,
+    }
+
+
 def glance_rows(text: str) -> list[dict[str, str]]:
     """Every headline the tables of ``text`` carry, search first (full tables over quick)."""
     tables = section_tables(text)
@@ -391,6 +430,7 @@ def glance_rows(text: str) -> list[dict[str, str]]:
         (NULL_CAMPAIGNS, null_campaigns_row),
         (POWER, power_row),
         (OVERHEAD, overhead_row),
+        (POSTTRAIN, posttrain_row),
     ):
         picked = _pick(tables, title)
         row = make(*picked) if picked is not None else None

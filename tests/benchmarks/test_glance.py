@@ -20,6 +20,7 @@ from benchmarks.glance import (
     glance_rows,
     null_campaigns_row,
     parse_interval,
+    posttrain_row,
     power_row,
     section_tables,
     with_glance,
@@ -211,3 +212,27 @@ def test_the_controller_headlines_read_their_tables() -> None:
     low = power_row("P", power(["0.90", "0.79", "0.85"], "0.99"))
     assert low is not None and low["verdict"].endswith("MISSED")
     assert power_row("P", power(["0.90", "0.88"], "0.99")) is None
+
+
+def test_the_posttrain_headline_reads_its_table() -> None:
+    def table(accepted: str, gain: str) -> list[dict[str, str]]:
+        return [
+            {"benchmark": "arith (target)", "base": "0.110", "rsilab - base": gain,
+             "optuna-tpe - base": "+0.050 [-0.010, +0.110]"},
+            {"benchmark": "fncall", "base": "0.840", "rsilab - base": "-0.010 [-0.030, +0.010]"},
+            {"benchmark": "rsilab: seeds with a version accepted", "rsilab": accepted},
+            {"benchmark": "optuna-tpe: seeds with a version accepted", "optuna-tpe": "2 of 5 runs"},
+        ]  # fmt: skip
+
+    met = posttrain_row("PT", table("4 of 5 runs", "+0.250 [+0.150, +0.350]"))
+    assert met is not None and met["verdict"].endswith(": met")
+    assert met["rsilab"] == "4 of 5 / +0.250 [+0.150, +0.350]"
+    assert met["against"] == "optuna-tpe +0.050 [-0.010, +0.110]"
+    few = posttrain_row("PT", table("3 of 5 runs", "+0.250 [+0.150, +0.350]"))
+    assert few is not None and "MISSED" in few["verdict"]
+    flat = posttrain_row("PT", table("5 of 5 runs", "+0.050 [-0.020, +0.120]"))
+    assert flat is not None and "MISSED" in flat["verdict"], "a gain whose interval holds 0"
+    partial = posttrain_row("PT", table("2 of 2 runs", "+0.250 [+0.150, +0.350]"))
+    assert partial is not None and "PARTIAL: 2 of 5 seeds run" in partial["verdict"]
+    assert "MISSED" in partial["verdict"]
+    assert posttrain_row("PT", table("none", "+0.2 [+0.1, +0.3]")) is None
