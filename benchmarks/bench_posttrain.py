@@ -116,10 +116,10 @@ def run_posttrain_attacks(quick: bool) -> list[dict[str, Any]]:
     tier as Q/A lines, prose and JSONL; 3,000 fresh items per generated benchmark (arith,
     fncall, code) drawn on the train bucket; the shipped corpus (it states every entity's
     facts, private ones too: public knowledge by design). *Attacks*: 1, 10 and 50 private items
-    hidden among the train tier's Q/A lines, with their numbers changed (arith, fncall: found
-    by their private entities), copied (facts, choice, code: found by their text), or with
-    their names changed to train-bucket ones (arith, fncall). *planted items found*: planted
-    items the content guard names; *content hits*: every hit; *name-changed neighbours private*: among
+    hidden among the train tier's Q/A lines, with their numbers changed (arith, fncall: found by
+    their private entities), copied (facts, choice, code: found by their text), or with their
+    names changed to train-bucket ones (arith, fncall). *planted items found*: planted items the
+    content guard names; *content hits*: every hit; *name-changed neighbours private*: among
     items equal to a tier item but for its entity, how many match private ones, with the
     binomial P of that many by the chance rate the generators give (one secret); the guard
     refuses below P = 1e-4. What is not caught is in the rows, stated as measured. The same in
