@@ -16,35 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rsilab.errors import UserError
-from rsilab.tasks import FileSplits, PoolSplits, Task
+from rsilab.tasks import data_files, data_places
 
-
-def data_files(task: Task) -> tuple[Path, ...]:
-    """Every host file (or folder) the task's samples come from, resolved, in order, once."""
-    found: list[Path] = []
-    for bench in task.benchmarks:
-        source = bench.samples
-        if isinstance(source, FileSplits):
-            found.extend(source.files.values())
-        elif isinstance(source, PoolSplits) and source.pool is not None:
-            found.append(source.pool)
-    found.extend(task.data_sources)
-    out: list[Path] = []
-    for path in (Path(p).resolve() for p in found):
-        if path not in out:
-            out.append(path)
-    return tuple(out)
-
-
-def data_places(task: Task) -> tuple[Path, ...]:
-    """The folders no agent-visible folder may hold or lie in: each data file's own folder
-    (a data folder itself, when a source is one)."""
-    out: list[Path] = []
-    for path in data_files(task):
-        place = path if path.is_dir() else path.parent
-        if place not in out:
-            out.append(place)
-    return tuple(out)
+__all__ = ["check_clear", "data_files", "data_places"]
 
 
 def check_clear(folder: Path, places: Sequence[Path], what: str, hint: str) -> None:

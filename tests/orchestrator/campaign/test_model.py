@@ -126,7 +126,7 @@ def test_a_model_folder_holding_the_lab_or_the_tasks_data_is_refused(
 ) -> None:
     with Lab.init(model / "lab") as inside:  # the lab inside the model folder
         head = inside.store.head()
-        with pytest.raises(rsilab.UserError, match=r"would show .*lab"):
+        with pytest.raises(rsilab.UserError, match=r"would show .*the lab or its keys"):
             rsilab.run(_with(model), budget={"experiments": 1}, lab=inside)
         assert inside.store.head() == head
     shutil.rmtree(model / "lab")
@@ -135,3 +135,17 @@ def test_a_model_folder_holding_the_lab_or_the_tasks_data_is_refused(
     task = _with(model).model_copy(update={"data_sources": [model / "raw.csv"]})
     with Lab.init(tmp_path / "lab") as lab, pytest.raises(rsilab.UserError, match=r"raw\.csv"):
         rsilab.run(task, budget={"experiments": 1}, lab=lab)
+
+
+def test_a_model_folder_holding_a_task_files_private_tiers_is_refused(tmp_path: Path) -> None:
+    """The task's own folder as its model: it holds the split files, private tiers included."""
+    from rsilab.tasks import load_task
+    from tests.tasks.conftest import write_small_task
+
+    toml = write_small_task(tmp_path / "parity")
+    task = load_task(str(toml)).model_copy(update={"model": toml.parent})
+    with Lab.init(tmp_path / "lab") as lab:
+        head = lab.store.head()
+        with pytest.raises(rsilab.UserError, match=r"would show the task's data file .*\.jsonl"):
+            rsilab.run(task, budget={"experiments": 1}, lab=lab)
+        assert lab.store.head() == head

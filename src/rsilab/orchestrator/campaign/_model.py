@@ -14,6 +14,7 @@ preflight: :mod:`rsilab.executors._ray_node`.)
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from rsilab.errors import UserError
@@ -21,7 +22,7 @@ from rsilab.expos.services import LabServices
 from rsilab.records import Campaign
 from rsilab.sandbox import BwrapSandbox
 from rsilab.sandbox.shown import problem, tree_digest
-from rsilab.tasks import Task
+from rsilab.tasks import Task, data_files
 
 SETTINGS_KEY = "model"
 """The campaign settings key holding the local model's facts (absent without one)."""
@@ -63,19 +64,31 @@ def model_settings(task: Task, services: LabServices) -> dict[str, Any]:
 
 
 def _check_private(task: Task, services: LabServices) -> None:
-    """UserError when the model folder holds, or lies inside, what jobs must never read: the
-    lab, its key folder, or one of the task's data sources (a model folder is shown whole)."""
+    """UserError when the model folder is, holds, or lies inside what jobs must never read:
+    the lab, its key folder, or a folder holding the task's data files (its split or pool
+    files, its data sources: every tier, private ones included). A model folder is shown
+    whole."""
     assert task.model is not None
     model = task.model.resolve()
-    private = [p.resolve() for p in services.confinement.private]
-    private += [p.resolve() for p in task.data_sources]
-    for folder in private:
-        if folder.is_relative_to(model) or model.is_relative_to(folder):
+    hint = "keep the model in a folder of its own, apart from the lab and the task's data"
+    for folder in (p.resolve() for p in services.confinement.private):
+        if _overlap(model, folder):
             raise UserError(
-                f"task {task.name!r}: its model {task.model} would show {folder} to every "
-                "job, which jobs must never read (the lab, its keys, or the task's data)",
-                "keep the model in a folder of its own, apart from the lab and the task's data",
+                f"task {task.name!r}: its model {task.model} would show {folder}, the lab or "
+                "its keys, to every job",
+                hint,
             )
+    for file in data_files(task):
+        if _overlap(model, file if file.is_dir() else file.parent):
+            raise UserError(
+                f"task {task.name!r}: its model {task.model} would show the task's data file "
+                f"{file} (private tiers included) to every job",
+                hint,
+            )
+
+
+def _overlap(one: Path, other: Path) -> bool:
+    return one.is_relative_to(other) or other.is_relative_to(one)
 
 
 def check_same_model(campaign: Campaign, settings: dict[str, Any]) -> None:
