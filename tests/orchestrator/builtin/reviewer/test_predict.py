@@ -5,6 +5,7 @@ better config is proposed and accepted, a flat task where nothing beats the defa
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -116,3 +117,46 @@ def test_a_noise_winner_is_proposed_last_and_rejected(lab: Lab, tmp_path: Path) 
     assert isinstance(probability, float) and 0.1 <= probability < 0.9
     assert final["experiment_id"] == candidates[0].experiment_id
     assert isinstance(final["race_winner"], str)  # the race's own pick, recorded beside it
+
+
+def test_run_noise_on_each_sample_is_averaged_as_the_controllers_seeds_average_it(
+    tmp_path: Path,
+) -> None:
+    """Two models that each answer every sample at random (right 30% of the time, afresh on
+    each run) differ on many samples between any two runs, but not in what they expect: the
+    controller's mean over 12-24 seeds averages that away. Two models that are each steady
+    but right on different samples do differ sample by sample, and that stays."""
+    rng = np.random.default_rng(4)
+    runs, n = 3, 150
+    random_c = (rng.random((runs, n)) < 0.3).astype(float)
+    random_r = (rng.random((runs, n)) < 0.3).astype(float)
+    noisy = estimate(random_c, random_r)
+    # per-sample variance of a mean of 3 runs of p = 0.3, for each arm: 0.21 / 3
+    assert noisy.sample_var * n == pytest.approx(2 * 0.21 / 3, rel=0.3)
+    assert noisy.run_var == pytest.approx(2 * 0.21, rel=0.2)
+    assert noisy.item_var < 0.25 * noisy.sample_var * n  # nearly all of it is run noise
+    steady_c = np.tile((rng.random(n) < 0.3).astype(float), (runs, 1))
+    steady_r = np.tile((rng.random(n) < 0.3).astype(float), (runs, 1))
+    steady = estimate(steady_c, steady_r)
+    assert steady.run_var == 0.0
+    assert steady.item_var == pytest.approx(steady.sample_var * n)
+    assert steady.sample_var_at(24) == pytest.approx(steady.sample_var)
+    assert noisy.sample_var_at(24) < 0.25 * noisy.sample_var
+
+    benches = [
+        _bench("acc", tmp_path, target=True),
+        _bench("other", tmp_path, target=False, tolerance=0.05),
+    ]
+    jitter = 0.01 * rng.standard_normal((2, runs, 20))
+    clear = estimate(0.7 + jitter[0], 0.5 + jitter[1])
+
+    def passes(other: object) -> float:
+        evidence = {"acc": clear, "other": other}
+        _, rates = acceptance_probability(evidence, benches, proposal_index=1, seed=5)  # type: ignore[arg-type]
+        return rates["other"]
+
+    # the same gain and the same observed per-sample spread at 3 runs, all of it run noise or
+    # all of it a steady sample-by-sample difference: the first passes non-inferiority far
+    # more often, as it would at the controller
+    as_if_steady = replace(noisy, item_var=noisy.sample_var * n, run_var=0.0)
+    assert passes(noisy) - passes(as_if_steady) > 0.2

@@ -10,7 +10,10 @@ the Reviewer predicts from power instead:
    the candidate's runs and the reference's runs: the gain (mean over runs and samples), the
    seed noise (the pooled sd of the runs' means over both arms) and the per-sample term (the
    variance over samples of the per-sample mean difference, over the sample count, as the
-   controller computes it);
+   controller computes it), split into what the samples themselves differ by and the runs'
+   own noise on each sample, which the controller's mean over m paired seeds divides by m
+   (taken at each look's m; from two or three dev runs it would be counted several times
+   over: a model that answers a sample at random differs from itself on it between runs);
 2. **simulate** :data:`PATHS` comparisons along the controller's own schedule
    (:data:`~rsilab.controller.sequential.LOOKS`), judged at each look by its own clause
    (:func:`~rsilab.controller.acceptance.judge_look`) with its own calibrated efficacy
@@ -74,9 +77,28 @@ class Estimate:
     seed_sd: float
     """Pooled sd over runs of a run's mean score (seed noise)."""
     sample_var: float
-    """Variance over samples of the per-sample mean difference, over the sample count."""
+    """Variance over samples of the per-sample mean difference, over the sample count, as
+    observed on these runs (what the controller would compute from them)."""
     gain_var: float
-    """Variance of ``gain`` as an estimate: seed term over both arms plus the sample term."""
+    """Variance of ``gain`` as an estimate: seed term over both arms plus the item term."""
+    item_var: float = 0.0
+    """Variance over samples of the per-sample *expected* difference: the observed variance
+    less what the runs' own noise on each sample adds at these run counts (0 at least)."""
+    run_var: float = 0.0
+    """Run-to-run variance of one sample's score, candidate's plus reference's (mean over
+    samples): what one pair of seeds adds to a sample's difference."""
+    samples: int = 1
+    """How many samples the estimate shares."""
+
+    def sample_var_at(self, seeds: int) -> float:
+        """The per-sample term the controller computes from ``seeds`` paired seeds: the item
+        term plus the run noise averaged over that many seeds, over the sample count."""
+        return self.item_var_n + self.run_var / seeds / self.samples
+
+    @property
+    def item_var_n(self) -> float:
+        """:attr:`item_var` over the sample count."""
+        return self.item_var / self.samples
 
 
 @dataclass(frozen=True)
@@ -124,10 +146,19 @@ def estimate(candidate: npt.ArrayLike, reference: npt.ArrayLike) -> Estimate:
     squares = ((rows_c - rows_c.mean()) ** 2).sum() + ((rows_r - rows_r.mean()) ** 2).sum()
     seed_var = float(squares) / (len(rows_c) + len(rows_r) - 2)
     n = cand.shape[1]
-    sample_var = float(np.var(cand.mean(axis=0) - ref.mean(axis=0), ddof=1)) / n
-    gain_var = seed_var * (1.0 / len(rows_c) + 1.0 / len(rows_r)) + sample_var
+    observed = float(np.var(cand.mean(axis=0) - ref.mean(axis=0), ddof=1))
+    # A sample's mean over k runs carries its run-to-run variance over k: two runs of a model
+    # that answers a sample at random half the time differ on it half the time, which the
+    # controller's mean over 12-24 seeds mostly averages away. Only the rest - how the
+    # candidate's expected score differs from the reference's sample by sample - stays.
+    within_c = float(cand.var(axis=0, ddof=1).mean())
+    within_r = float(ref.var(axis=0, ddof=1).mean())
+    item_var = max(0.0, observed - within_c / len(rows_c) - within_r / len(rows_r))
+    gain_var = seed_var * (1.0 / len(rows_c) + 1.0 / len(rows_r)) + item_var / n
     gain = float(rows_c.mean() - rows_r.mean())
-    return Estimate(gain, math.sqrt(seed_var), sample_var, gain_var)
+    return Estimate(
+        gain, math.sqrt(seed_var), observed / n, gain_var, item_var, within_c + within_r, n
+    )
 
 
 def acceptance_probability(
@@ -150,7 +181,7 @@ def acceptance_probability(
     for bench in benchmarks:
         e = estimates[bench.name]
         truth = e.gain + math.sqrt(e.gain_var) * rng.standard_normal(paths)
-        offset = math.sqrt(e.sample_var) * rng.standard_normal(paths)  # accept-tier samples
+        offset = math.sqrt(e.item_var_n) * rng.standard_normal(paths)  # accept-tier samples
         head = e.seed_sd * rng.standard_normal((paths, cap))
         cand = (truth + offset)[:, None] + e.seed_sd * rng.standard_normal((paths, cap))
         arms[bench.name] = (cand, head)
@@ -171,7 +202,7 @@ def acceptance_probability(
                 futility=futility_bound(i, looks),
                 margin=0.0 if bench.target else bench.tolerance,
                 target=bench.target,
-                sample_var=estimates[bench.name].sample_var,
+                sample_var=estimates[bench.name].sample_var_at(m),
             )
             passed[bench.name] |= result.passed & alive
             futile |= result.futile & ~passed[bench.name]
@@ -226,7 +257,8 @@ def predict_acceptance(
     accepted = probability >= PROPOSE_AT
     parts = [
         f"{name}: gain {e.gain:+.4g} (sd {math.sqrt(e.gain_var):.2g}), seed sd {e.seed_sd:.2g}, "
-        f"sample se {math.sqrt(e.sample_var):.2g}, passes {rates[name]:.2f}"
+        f"sample se {math.sqrt(e.sample_var):.2g} ({math.sqrt(e.sample_var_at(LOOKS[-1])):.2g} "
+        f"at {LOOKS[-1]} seeds), passes {rates[name]:.2f}"
         for name, e in estimates.items()
     ]
     reason = (
