@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.sandbox import BwrapSandbox
+from rsilab.sandbox import BwrapSandbox, SandboxError
 from rsilab.sandbox.shown import problem, tree_digest
 from tests.sandbox.helpers import QUICK, bwrap_problem, py
 
@@ -119,3 +119,14 @@ def test_a_sandbox_shows_the_path_read_only_where_it_is(tmp_path: Path) -> None:
         else:
             assert seen.exit_code != 0 and b"FileNotFoundError" in seen.stderr
     assert (model / "sub" / "weights.bin").read_bytes() == b"\x00\x01weights"
+
+
+def test_a_shown_path_gone_from_the_host_refuses_the_job_in_one_line(tmp_path: Path) -> None:
+    if bwrap_problem() is not None:
+        pytest.skip(f"bubblewrap is unusable here ({bwrap_problem()})")
+    model = _model(tmp_path)
+    with BwrapSandbox(shown=[model]) as sandbox, sandbox.scratch(QUICK.disk_mb) as workspace:
+        assert sandbox.run(py(workspace, "print(1)")).exit_code == 0
+        shutil.rmtree(model)
+        with pytest.raises(SandboxError, match="is gone from the host: restore it"):
+            sandbox.run(py(workspace, "print(1)"))

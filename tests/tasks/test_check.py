@@ -153,6 +153,13 @@ def test_a_non_target_at_tolerance_zero_is_warned_of(small_task: Path, secret: b
     assert "tolerance" not in _messages(problems)  # a warning, never an error
 
 
+def test_a_model_missing_from_the_host_is_an_error(small_task: Path, secret: bytes) -> None:
+    task = load_task(small_task).model_copy(update={"model": small_task.parent / "gone"})
+    assert f"model: {small_task.parent / 'gone'} does not exist on this host" in _messages(
+        check_task(task, None, secret)
+    )
+
+
 @pytest.mark.parametrize("name", ["digits", "kernel", "policy", "synthetic"])
 def test_builtins_are_sound(name: str, secret: bytes) -> None:
     assert _messages(check_task(get_task(name), None, secret)) == ""

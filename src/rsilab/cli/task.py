@@ -126,7 +126,8 @@ def _task_sandbox(ref: str) -> Sandbox:
         task = load_task(ref)
     except TaskLoadError:
         return _sandbox()
-    return _sandbox(task.own_runtime(), task.shown())
+    shown = tuple(p for p in task.shown() if p.exists())  # a missing one: the check says so
+    return _sandbox(task.own_runtime(), shown)
 
 
 def _sandbox(runtime: Runtime | None = None, shown: tuple[Path, ...] = ()) -> Sandbox:

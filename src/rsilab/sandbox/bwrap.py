@@ -246,6 +246,12 @@ class BwrapSandbox(Sandbox):
 
     def _run(self, spec: RunSpec, layout: Layout) -> RunResult:
         if self.shown:
+            gone = [p for p in self.shown if not p.exists()]
+            if gone:
+                raise SandboxError(
+                    f"{gone[0]}, which every job of this sandbox sees (a task's local model), "
+                    "is gone from the host: restore it, then resume"
+                )
             spec = replace(spec, mounts=(*(Mount.same(p) for p in self.shown), *spec.mounts))
         workspace = validate(spec)
         for path in (layout.runtime, layout.base_prefix):

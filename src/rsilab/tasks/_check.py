@@ -151,6 +151,8 @@ def _check_all(
 ) -> list[Problem]:
     problems = _check_harness(task) if harness_ok else []
     problems += _check_tolerances(task)
+    if task.model is not None and not task.model.exists():
+        problems.append(Problem("model", f"{task.model} does not exist on this host"))
     all_splits: dict[str, Splits] = {}
     for bench in task.benchmarks:
         splits, found = _splits(task, bench, secret)

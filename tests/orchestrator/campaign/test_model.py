@@ -149,3 +149,10 @@ def test_a_model_folder_holding_a_task_files_private_tiers_is_refused(tmp_path: 
         with pytest.raises(rsilab.UserError, match=r"would show the task's data file .*\.jsonl"):
             rsilab.run(task, budget={"experiments": 1}, lab=lab)
         assert lab.store.head() == head
+
+
+def test_a_model_missing_from_the_host_is_refused_in_one_line(lab: Lab, tmp_path: Path) -> None:
+    head = lab.store.head()
+    with pytest.raises(rsilab.UserError, match="does not exist on this host"):
+        rsilab.run(_with(tmp_path / "no-such-model"), budget={"experiments": 1}, lab=lab)
+    assert lab.store.head() == head

@@ -38,7 +38,13 @@ def model_settings(task: Task, services: LabServices) -> dict[str, Any]:
     """
     if task.model is None:
         return {}
-    _check_private(task, services)  # first: making the executor runs a probe job showing it
+    if not task.model.exists():  # first: making the executor runs a probe job showing it
+        raise UserError(
+            f"task {task.name!r}: its model {task.model} does not exist on this host",
+            "point the task's `model` at the model folder (an absolute path, or one relative "
+            "to the task file)",
+        )
+    _check_private(task, services)
     sandbox = getattr(services.executor, "sandbox", None)
     if isinstance(sandbox, BwrapSandbox):
         uid, gid = sandbox.uid, sandbox.gid
