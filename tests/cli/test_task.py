@@ -53,3 +53,14 @@ def test_check_uses_the_lab_secret_when_there_is_a_lab(tmp_path: Path) -> None:
     assert result.exit_code == 0, explain(result)
     assert (lab / "task-secret").exists()
     assert "secret of the lab" in result.stderr
+
+
+def test_measuring_a_task_whose_runtime_is_missing_says_so_and_runs_nothing() -> None:
+    from rsilab.cli.task import _measure
+    from rsilab.tasks import get_task
+
+    task = get_task("synthetic").model_copy(
+        update={"runtime_requirements": ["no-such-package==0.0.1"]}
+    )
+    said = _measure(task)
+    assert said.startswith("not measured: task 'synthetic' needs its own runtime"), said

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from rsilab.cli._common import MARKUP, LabOption, print_json, stderr_console, stdout_console
 from rsilab.sandbox.base import Sandbox
-from rsilab.sandbox.runtime import Runtime
+from rsilab.sandbox.runtime import Runtime, RuntimeMissingError
 from rsilab.store.lab import DB_NAME, resolve_lab_path
 from rsilab.tasks import (
     TASK_KINDS,
@@ -224,7 +224,11 @@ def init(
 def _measure(task: Task) -> str:
     from rsilab.sandbox.select import default_sandbox
 
-    sandbox = default_sandbox(runtime=task.own_runtime(), shown=task.shown())
+    try:
+        runtime = task.own_runtime()
+    except RuntimeMissingError as exc:
+        return f"not measured: {exc.message}"
+    sandbox = default_sandbox(runtime=runtime, shown=task.shown())
     try:
         outcome = run_experiment(task, sandbox, secrets.token_bytes(32))
     except ExperimentFailed as exc:
