@@ -2,7 +2,8 @@
 
 A task may name a local model of the user's (:attr:`rsilab.tasks.Task.model`): every job of its
 campaign sees it read-only at its own path (:meth:`rsilab.expos.services.LabServices.use_task`
-binds it to the sandbox). Before anything is written, the preflight checks that the jobs' user
+binds it to the sandbox). Before anything is written, the preflight checks that it exists,
+that it shows no private folder (the lab, its keys, the task's data files), that the jobs' user
 can read all of it and that no link in it leads outside it (either would fail every job, one
 at a time, mid-campaign), and records its content digest in the campaign record's settings
 under ``model`` (``{"path", "sha256", "files", "bytes"}``), so a reader of the campaign knows
@@ -33,8 +34,8 @@ def model_settings(task: Task, services: LabServices) -> dict[str, Any]:
     else nothing.
 
     Raises:
-        UserError: the model is missing, unreadable by the jobs' user, or holds a link that
-            leads outside it.
+        UserError: the model is missing; is, holds or lies in the lab, its keys or the task's
+            data; is unreadable by the jobs' user; or holds a link that leads outside it.
     """
     if task.model is None:
         return {}
