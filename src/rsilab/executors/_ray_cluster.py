@@ -177,10 +177,12 @@ def _stop_started(before: set[int]) -> None:
     started = _children() - before
     if not started:
         return
+    # type(), not isinstance(): isinstance falls back to an object's __class__ attribute,
+    # which some objects a process holds answer with a warning (torch's deprecated aliases)
     held = [
         found
         for found in gc.get_objects()
-        if isinstance(found, subprocess.Popen) and found.pid in started
+        if issubclass(type(found), subprocess.Popen) and found.pid in started
     ]
     for process in held:
         process.kill()
