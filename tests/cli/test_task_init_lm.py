@@ -8,7 +8,6 @@ import json
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from rsilab.sandbox import BwrapSandbox, ProcessSandbox, Sandbox
 from rsilab.tasks import check_run, load_task
 from tests.cli.helpers import explain, rsilab
-from tests.sandbox.helpers import bwrap_problem
+from tests.sandbox.helpers import bwrap_problem, passable_folder
 from tests.tasks.lm_model import make_model_folder
 
 POSTTRAIN_HARNESS = Path(__file__).parents[2] / "src/rsilab/tasks/builtin/posttrain/harness"
@@ -118,14 +117,12 @@ def test_the_generated_contract_test_passes(tmp_path: Path, model: Path) -> None
 def model_in_place(model: Path) -> Iterator[Path]:
     """A copy of the user's model in a folder every user can pass through (a sandbox's jobs
     run as a user of their own; pytest's temporary folders are private to root)."""
-    top = Path(tempfile.mkdtemp(prefix="rsilab-users-model-", dir="/tmp"))
-    top.chmod(0o755)
-    folder = top / "my-model"
-    shutil.copytree(model, folder)
-    for path in [folder, *folder.rglob("*")]:
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    yield folder
-    shutil.rmtree(top)
+    with passable_folder("rsilab-users-model-") as top:
+        folder = top / "my-model"
+        shutil.copytree(model, folder)
+        for path in [folder, *folder.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        yield folder
 
 
 def test_a_model_used_in_place_is_named_not_copied_and_jobs_read_it_there(

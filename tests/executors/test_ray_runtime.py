@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from rsilab.sandbox.runtime_built import built_files
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.tasks import get_task
 from tests.sandbox.fake_runtime import fake_task_runtime
-from tests.sandbox.helpers import bwrap_problem
+from tests.sandbox.helpers import bwrap_problem, passable_folder
 
 LM = ["transformers==5.24.0", "tokenizers==0.23.3"]
 BASE = "share/rsilab-posttrain/base.safetensors"
@@ -60,6 +59,31 @@ def test_a_node_with_other_base_model_bytes_is_refused(
     assert "--task T" in (caught.value.hint or "")
 
 
+def _run_on_own_cluster(
+    sandbox: BwrapSandbox, tmp_path: Path, code: str, memory_mb: int = 512
+) -> tuple[RayExecutor, str]:
+    """Start a cluster here for ``sandbox``, run ``python -c code`` as one job on it, stop
+    the cluster; the executor and the job's stdout (the job must succeed)."""
+    artifacts = ArtifactStore(tmp_path / "artifacts")
+    artifacts.ensure()
+    executor = RayExecutor(sandbox, artifacts, num_cpus=1)
+    try:
+        (tmp_path / "ws").mkdir()
+        job = JobSpec(
+            name="on-own-cluster",
+            argv=["python", "-c", code],
+            workspace=tmp_path / "ws",
+            limits=Limits(wall_s=120, cpu_s=120, memory_mb=memory_mb),
+            threads=1,
+        )
+        result = executor.run(job)
+    finally:
+        executor.shutdown()
+        executor.cluster.close()
+    assert result.ok, artifacts.read_bytes(result.stderr_sha256)
+    return executor, artifacts.read_bytes(result.stdout_sha256).decode()
+
+
 def test_a_job_runs_in_the_task_runtime_on_its_ray_node(tmp_path: Path) -> None:
     """A cluster started here, checked for posttrain's runtime; a job reads its base model
     there (needs the runtime installed and bubblewrap)."""
@@ -69,43 +93,24 @@ def test_a_job_runs_in_the_task_runtime_on_its_ray_node(tmp_path: Path) -> None:
             "posttrain's runtime is not installed (rsilab runtime install --task posttrain)"
         )
     expected = hashlib.sha256(Path(built_files(runtime)[0].path).read_bytes()).hexdigest()
-    artifacts = ArtifactStore(tmp_path / "artifacts")
-    artifacts.ensure()
-    executor = RayExecutor(BwrapSandbox(runtime), artifacts, num_cpus=1)
-    try:
-        assert json.loads(executor.runtime)["extra"] == list(runtime.extra)
-        code = (
-            "import hashlib, sys, transformers; base = sys.prefix + '/" + BASE + "'; "
-            "print(sys.prefix, hashlib.sha256(open(base, 'rb').read()).hexdigest())"
-        )
-        (tmp_path / "ws").mkdir()
-        job = JobSpec(
-            name="in-task-runtime",
-            argv=["python", "-c", code],
-            workspace=tmp_path / "ws",
-            limits=Limits(wall_s=120, cpu_s=120, memory_mb=2048),
-            threads=1,
-        )
-        result = executor.run(job)
-    finally:
-        executor.shutdown()
-        executor.cluster.close()
-    assert result.ok, artifacts.read_bytes(result.stderr_sha256)
-    said = artifacts.read_bytes(result.stdout_sha256).decode().split()
-    assert said == [str(runtime.path), expected]
+    code = (
+        "import hashlib, sys, transformers; base = sys.prefix + '/" + BASE + "'; "
+        "print(sys.prefix, hashlib.sha256(open(base, 'rb').read()).hexdigest())"
+    )
+    executor, said = _run_on_own_cluster(BwrapSandbox(runtime), tmp_path, code, memory_mb=2048)
+    assert json.loads(executor.runtime)["extra"] == list(runtime.extra)
+    assert said.split() == [str(runtime.path), expected]
 
 
 @pytest.fixture
 def shared_model() -> Iterator[Path]:
     """A model folder every user can pass through, as on every node of a cluster."""
-    top = Path(tempfile.mkdtemp(prefix="rsilab-ray-model-", dir="/tmp"))
-    top.chmod(0o755)
-    folder = top / "model"
-    folder.mkdir(mode=0o755)
-    (folder / "weights.safetensors").write_bytes(b"the same weights everywhere")
-    (folder / "weights.safetensors").chmod(0o644)
-    yield folder
-    shutil.rmtree(top)
+    with passable_folder("rsilab-ray-model-") as top:
+        folder = top / "model"
+        folder.mkdir(mode=0o755)
+        (folder / "weights.safetensors").write_bytes(b"the same weights everywhere")
+        (folder / "weights.safetensors").chmod(0o644)
+        yield folder
 
 
 def test_a_local_model_travels_in_the_descriptor_and_its_bytes_are_checked(
@@ -140,30 +145,14 @@ def test_a_job_on_a_ray_node_reads_the_local_model_where_it_is(
     (nothing of it is copied into the job's inputs)."""
     if bwrap_problem() is not None:
         pytest.skip(f"bubblewrap is unusable here ({bwrap_problem()})")
-    artifacts = ArtifactStore(tmp_path / "artifacts")
-    artifacts.ensure()
-    executor = RayExecutor(BwrapSandbox(shown=[shared_model]), artifacts, num_cpus=1)
-    try:
-        assert executor.shown == (shared_model,)
-        target = shared_model / "weights.safetensors"
-        code = (
-            f"p = {str(target)!r}; print(open(p, 'rb').read().decode())\n"
-            "try:\n    open(p, 'ab')\nexcept OSError as e:\n    print('refused', e.errno)\n"
-        )
-        (tmp_path / "ws").mkdir()
-        job = JobSpec(
-            name="reads-the-model",
-            argv=["python", "-c", code],
-            workspace=tmp_path / "ws",
-            limits=Limits(wall_s=60, cpu_s=60, memory_mb=512),
-            threads=1,
-        )
-        result = executor.run(job)
-    finally:
-        executor.shutdown()
-        executor.cluster.close()
-    assert result.ok, artifacts.read_bytes(result.stderr_sha256)
-    said = artifacts.read_bytes(result.stdout_sha256).decode().splitlines()
+    target = shared_model / "weights.safetensors"
+    code = (
+        f"p = {str(target)!r}; print(open(p, 'rb').read().decode())\n"
+        "try:\n    open(p, 'ab')\nexcept OSError as e:\n    print('refused', e.errno)\n"
+    )
+    executor, text = _run_on_own_cluster(BwrapSandbox(shown=[shared_model]), tmp_path, code)
+    assert executor.shown == (shared_model,)
+    said = text.splitlines()
     assert said[0] == "the same weights everywhere"
     assert said[1] in ("refused 13", "refused 30"), said  # no permission, or a read-only bind
     assert (shared_model / "weights.safetensors").read_bytes() == b"the same weights everywhere"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -69,3 +72,19 @@ def processes_with(marker: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+@contextlib.contextmanager
+def passable_folder(prefix: str) -> Iterator[Path]:
+    """A fresh folder under /tmp that every user can pass through (mode 755), removed after,
+    whatever its contents' modes: a sandbox's jobs run as a user of their own, and pytest's
+    temporary folders lie under one private to root."""
+    made = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    made.chmod(0o755)
+    try:
+        yield made
+    finally:
+        for path in made.rglob("*"):
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(0o755)
+        shutil.rmtree(made)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from rsilab.sandbox import BwrapSandbox, SandboxError
 from rsilab.sandbox.shown import problem, tree_digest
-from tests.sandbox.helpers import QUICK, bwrap_problem, py
+from tests.sandbox.helpers import QUICK, bwrap_problem, passable_folder, py
 
 STRANGER = (54321, 54321)
 """A user and group that own nothing here: they read by the 'others' permission bits."""
@@ -24,13 +23,8 @@ STRANGER = (54321, 54321)
 @pytest.fixture
 def tmp_path() -> Iterator[Path]:
     """A folder every user can pass through (pytest's own lies under a private one)."""
-    made = Path(tempfile.mkdtemp(prefix="rsilab-shown-", dir="/tmp"))
-    made.chmod(0o755)
-    yield made
-    for path in made.rglob("*"):
-        if path.is_dir() and not path.is_symlink():
-            path.chmod(0o755)
-    shutil.rmtree(made)
+    with passable_folder("rsilab-shown-") as made:
+        yield made
 
 
 def _model(tmp_path: Path) -> Path:

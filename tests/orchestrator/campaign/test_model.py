@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from rsilab.orchestrator.campaign import CampaignPolicy, CampaignSession, Ending
 from rsilab.records import Campaign, CampaignState, EndReason
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task, get_task
+from tests.sandbox.helpers import passable_folder
 
 
 class _Pause(CampaignPolicy):
@@ -32,16 +32,14 @@ class _Pause(CampaignPolicy):
 @pytest.fixture
 def model() -> Iterator[Path]:
     """A model folder in a place every user can pass through (pytest's tmp is private)."""
-    top = Path(tempfile.mkdtemp(prefix="rsilab-model-", dir="/tmp"))
-    top.chmod(0o755)
-    folder = top / "tiny"
-    folder.mkdir(mode=0o755)
-    (folder / "config.json").write_text('{"model_type": "llama"}')
-    (folder / "model.safetensors").write_bytes(b"weights v1")
-    for file in folder.iterdir():
-        file.chmod(0o644)
-    yield folder
-    shutil.rmtree(top)
+    with passable_folder("rsilab-model-") as top:
+        folder = top / "tiny"
+        folder.mkdir(mode=0o755)
+        (folder / "config.json").write_text('{"model_type": "llama"}')
+        (folder / "model.safetensors").write_bytes(b"weights v1")
+        for file in folder.iterdir():
+            file.chmod(0o644)
+        yield folder
 
 
 @pytest.fixture
