@@ -54,7 +54,12 @@ for line in sys.stdin:
     if line.strip():
         item = json.loads(line)
         x = item["input"]["x"]
-        print(json.dumps({"id": item["id"], "output": x * (1.0 + max(0.0, 1.0 - q + wobble))}))
+        if item["input"].get("probe") == "keep":
+            jitter = random.Random(f"{model['seed']}:{item['id']}").uniform(0.0, 0.01)
+            out = x + damage(model["config"], spec) + jitter
+            print(json.dumps({"id": item["id"], "output": out}))
+        else:
+            print(json.dumps({"id": item["id"], "output": x * (1.0 + max(0.0, 1.0 - q + wobble))}))
 """
 
 _QUALITY = """\
@@ -71,10 +76,27 @@ def quality(config, spec):
     bowl = sum(w * di * di for w, di in zip(spec["weights"], d)) + spec["coupling"] * d[0] * d[1]
     factor = 1.0 if config["kind"] == spec["best_kind"] else 0.8
     return factor * math.exp(-bowl)
+
+
+def damage(config, spec):
+    u = []
+    for name, low, high, log in spec["numeric"]:
+        v, home = float(config[name]), float(spec["home"][name])
+        if log:
+            v, home, low, high = (math.log10(x) for x in (v, home, low, high))
+        u.append(((v - low) - (home - low)) / (high - low))
+    return spec["harm"] * sum(ui * ui for ui in u)
 """
 
 _FORMULA: dict[str, object] = {"math": math}
 exec(_QUALITY, _FORMULA)  # the very formula the harness runs, for the tests to score configs
+
+
+HARM = 0.1
+"""Constrained family: the ``keep`` benchmark's absolute error per unit of squared normalised
+distance from the defaults (a move of 0.5 in all, in any direction, costs 0.025)."""
+KEEP_TOLERANCE = 0.05
+"""Constrained family: the ``keep`` non-target's tolerance (absolute error units)."""
 
 
 def spec_for(seed: int, flat: bool = False) -> dict[str, JsonValue]:
@@ -82,6 +104,8 @@ def spec_for(seed: int, flat: bool = False) -> dict[str, JsonValue]:
     same quality, so nothing beats the defaults but seed noise)."""
     rng = random.Random(f"tuning-task:{seed}")
     return {
+        "harm": HARM,
+        "home": {"lr": 0.5, "mix": 0.95, "depth": 2},
         "flat": flat,
         "numeric": [["lr", 1e-4, 1.0, True], ["mix", 0.0, 1.0, False], ["depth", 1, 32, False]],
         "optimum": [rng.uniform(0.15, 0.85) for _ in range(3)],
@@ -95,6 +119,14 @@ def spec_for(seed: int, flat: bool = False) -> dict[str, JsonValue]:
 def quality(config: dict[str, JsonValue], spec: dict[str, JsonValue]) -> float:
     """``q(config)`` in (0, 1]: 1.0 at the optimum (the harness's own formula)."""
     formula = _FORMULA["quality"]
+    assert callable(formula)
+    return float(formula(config, spec))
+
+
+def damage(config: dict[str, JsonValue], spec: dict[str, JsonValue]) -> float:
+    """The constrained family's ``keep`` error of ``config`` above the defaults' (0.0): how far
+    it moved from the defaults (the harness's own formula)."""
+    formula = _FORMULA["damage"]
     assert callable(formula)
     return float(formula(config, spec))
 
@@ -115,9 +147,14 @@ def space(small: bool = False) -> list[Knob]:
     ]
 
 
-def tuning_task(folder: Path, seed: int, small: bool = False, flat: bool = False) -> Task:
+def tuning_task(
+    folder: Path, seed: int, small: bool = False, flat: bool = False, constrained: bool = False
+) -> Task:
     """Write the generated task of ``seed`` under ``folder`` and load it from its file
-    (``small``: the six-config space of :func:`space`; ``flat``: see :func:`spec_for`)."""
+    (``small``: the six-config space of :func:`space`; ``flat``: see :func:`spec_for`;
+    ``constrained``: a non-target ``keep`` whose error grows with the squared distance from the
+    defaults (:func:`damage`), so the optimum of most seeds lies beyond what ``keep`` allows
+    and the best feasible config lies part of the way toward it)."""
     harness = folder / "harness"
     harness.mkdir(parents=True)
     (harness / "harness.toml").write_text(
@@ -134,31 +171,53 @@ def tuning_task(folder: Path, seed: int, small: bool = False, flat: bool = False
             x = ((i * 5 + t * 3) % 16 + 1) / 16
             rows.append({"id": f"s-{tier}-{i}", "input": {"x": x}, "target": x})
         (folder / f"{tier}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        keep = [
+            {
+                "id": f"k-{tier}-{i}",
+                "input": {"x": 1.0 + i / 8, "probe": "keep"},
+                "target": 1.0 + i / 8,
+            }
+            for i in range(8)
+        ]
+        (folder / f"keep_{tier}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in keep))
     name = f"tuning_{uuid.uuid4().hex[:10]}"
     (folder / "task.py").write_text(
         "from pathlib import Path\nfrom rsilab import task\n"
         "from tests.orchestrator.builtin.tuning_tasks import build\n\n\n"
-        f"@task\ndef {name}():\n    return build(Path(__file__).parent, {name!r}, {small!r})\n"
+        f"@task\ndef {name}():\n"
+        f"    return build(Path(__file__).parent, {name!r}, {small!r}, {constrained!r})\n"
     )
     return load_task(folder / "task.py")
 
 
-def build(folder: Path, name: str, small: bool = False) -> Task:
+def build(folder: Path, name: str, small: bool = False, constrained: bool = False) -> Task:
     """The task :func:`tuning_task` wrote under ``folder``."""
     files = {DataTier(t): folder / f"{t}.jsonl" for t in TIERS}
+    benchmarks = [
+        Benchmark(
+            name="err",
+            scorer="squared_error",
+            target=True,
+            higher_is_better=False,
+            samples=FileSplits(files=files),
+        )
+    ]
+    if constrained:
+        keep = {DataTier(t): folder / f"keep_{t}.jsonl" for t in TIERS}
+        benchmarks.append(
+            Benchmark(
+                name="keep",
+                scorer="absolute_error",
+                higher_is_better=False,
+                tolerance=KEEP_TOLERANCE,
+                samples=FileSplits(files=keep),
+            )
+        )
     return Task(
         name=name,
         goal="Lower the squared error.",
         harness=folder / "harness",
-        benchmarks=[
-            Benchmark(
-                name="err",
-                scorer="squared_error",
-                target=True,
-                higher_is_better=False,
-                samples=FileSplits(files=files),
-            )
-        ],
+        benchmarks=benchmarks,
         budget=Budget(experiments=20),
         search_space=space(small),
     )

@@ -11,6 +11,9 @@ research that rsilab follows measured it; a campaign records its ablations in it
 - :attr:`Ablation.WORKERS`: no Workers. Main runs every experiment itself, one at a time, in
   one line of work over all the task's knobs: the directions a Main hands to Workers (a group
   of knobs each) are gone, and so is parallelism.
+- :attr:`Ablation.TEMPERING`: no tempering. An infeasible dev gain (one that regresses a
+  non-target beyond the policy's margin) is left to the sampler alone, not bisected back
+  toward the reference (:mod:`~rsilab.orchestrator.builtin.main._temper`).
 
 Removing the Experiment OS is not an ablation of this policy, which keeps its state in the
 records the Experiment OS writes; the hacking suite runs the same Worker without it.
@@ -31,6 +34,7 @@ class Ablation(StrEnum):
 
     REVIEWERS = "reviewers"
     WORKERS = "workers"
+    TEMPERING = "tempering"
 
 
 def ablations_from(text: str | None) -> frozenset[Ablation]:

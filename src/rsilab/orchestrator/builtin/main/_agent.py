@@ -21,6 +21,11 @@ The first rule that applies wins:
 5. a search direction due a review
    (:func:`~rsilab.orchestrator.builtin.reviewer._agent.review_due`) with nothing running: the
    Reviewer reviews it (rule 4 answers at the next step, before anything else can happen);
+5a. tempering (:mod:`~rsilab.orchestrator.builtin.main._temper`): an open tempering direction
+   takes its next bisection step, one at a time, or closes when its steps are done; else a run
+   whose dev gain is large but breaks a non-target opens one, while tempering has used less
+   than its share of the budget (not without tempering,
+   :attr:`~rsilab.orchestrator.builtin.ablation.Ablation.TEMPERING`);
 6. Main's own rules (:func:`~rsilab.orchestrator.builtin.main._rules.next_move`, without
    verification: the race verifies) on each idle direction: stop at its share of the budget,
    branch from the best on a plateau, revise a refuted one;
@@ -55,6 +60,14 @@ from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._moves import Moves
 from rsilab.orchestrator.builtin.main._race import next_race_config, race_budget
 from rsilab.orchestrator.builtin.main._rules import DirectionStats, choose_direction, next_move
+from rsilab.orchestrator.builtin.main._temper import (
+    TEMPER_SHARE,
+    TEMPER_STEPS,
+    is_feasible,
+    next_temper_config,
+    numeric,
+    temper_source,
+)
 from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, review_due
 from rsilab.orchestrator.builtin.reviewer._conclude import Concluder
 from rsilab.orchestrator.builtin.worker._agent import Order
@@ -92,9 +105,9 @@ class MainAgent:
                 return WAIT
             first = self._search_directions(view)[0]
             return Order(view.last_index + 1, first.id, {}, "reference: the current version")
-        rules = [self._race, self._answer_review, self._review]
+        rules = [self._race, self._answer_review, self._review, self._temper]
         if self.ctx.without(Ablation.REVIEWERS):
-            rules = [self._race]
+            rules = [self._race, self._temper]
         for rule in rules:
             decision = rule(view, busy, inflight, can_dispatch)
             if decision is not None:
@@ -171,6 +184,58 @@ class MainAgent:
         return Order(
             self._next_index(view, inflight), race.id, config, f"{RACE_WHY} {first.experiment_id}"
         )
+
+    def _temper(
+        self, view: CampaignView, busy: Counter[str], inflight: list[Order], can_dispatch: bool
+    ) -> Decision | None:
+        """Rule 5a: tempering (:mod:`~rsilab.orchestrator.builtin.main._temper`). An open
+        tempering direction takes its next bisection step (one at a time), or is closed once
+        its steps are done; without one, a source worth tempering opens one while tempering
+        has used less than its share of the budget. None: nothing to temper now."""
+        if self.ctx.without(Ablation.TEMPERING):
+            return None
+        space = self.ctx.space
+        tempering = [d for d in view.dag.directions.values() if self.moves.is_temper(d)]
+        for d in tempering:
+            if d.state.is_finished() or busy[d.id]:
+                continue
+            steps = view.runs_in(d.id)
+            far = self._base_config(view, d)
+            tried = {config_key(r.config, space) for r in view.runs}
+            tried |= {config_key(o.config, space) for o in inflight}
+            config = next_temper_config(space, view.ref_config(), far, steps, tried)
+            if config is None:
+                kept = [r for r in steps if is_feasible(r)]
+                best = max(kept, key=lambda r: (r.score, -r.index)) if kept else None
+                self.moves.close(
+                    d,
+                    "tempered: no step kept the non-targets"
+                    if best is None
+                    else f"tempered: {best.experiment_id} is feasible at dev "
+                    f"{self.ctx.target} {view.raw(best.score):.4g}",
+                )
+                return ACTED
+            if not can_dispatch:
+                return None
+            n = self._next_index(view, inflight)
+            return Order(n, d.id, {k.name: config[k.name] for k in space}, "temper")
+        if any(not d.state.is_finished() for d in tempering) or view.ref_score is None:
+            return None
+        used = sum(len(view.runs_in(d.id)) for d in tempering)
+        names = [k.name for k in numeric(space)]
+        if not names or used + TEMPER_STEPS > TEMPER_SHARE * self.ctx.budget.experiments:
+            return None
+        source = temper_source(
+            view.runs,
+            view.ref_ids,
+            view.ref_score,
+            self.reviewer.noise_floor(view),
+            {base_of(d) or "" for d in tempering},
+        )
+        if source is None:
+            return None
+        self.moves.temper(source, names)
+        return ACTED
 
     def _race_direction(self, view: CampaignView) -> Direction | None:
         for d in view.dag.directions.values():
@@ -257,14 +322,20 @@ class MainAgent:
         return [
             d
             for d in view.dag.frontier()
-            if not view.is_verify(d) and not view.on_hold(d) and not self.moves.is_race(d)
+            if not view.is_verify(d)
+            and not view.on_hold(d)
+            and not self.moves.is_race(d)
+            and not self.moves.is_temper(d)
         ]
 
     def _last_closed(self, view: CampaignView) -> Direction | None:
         closed = [
             d
             for d in view.dag.directions.values()
-            if not view.is_verify(d) and not self.moves.is_race(d) and d.state.is_finished()
+            if not view.is_verify(d)
+            and not self.moves.is_race(d)
+            and not self.moves.is_temper(d)
+            and d.state.is_finished()
         ]
         return closed[-1] if closed else None
 

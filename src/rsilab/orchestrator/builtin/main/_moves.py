@@ -12,6 +12,7 @@ from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._search import build_study, importance
 from rsilab.orchestrator.builtin._state import (
     CampaignView,
+    Run,
     base_of,
     base_plan,
     knobs_of,
@@ -22,6 +23,9 @@ from rsilab.records import Direction, DirectionState
 
 RACE_TITLE = "race the best configs"
 """The title of the race direction (:mod:`rsilab.orchestrator.builtin.main._race`)."""
+TEMPER_TITLE = "temper "
+"""How a tempering direction's title begins (:mod:`rsilab.orchestrator.builtin.main._temper`);
+the rest names the experiment it tempers."""
 
 
 class Moves:
@@ -47,6 +51,28 @@ class Moves:
     def is_race(d: Direction) -> bool:
         """True for the race direction (re-runs of the best configs at the end)."""
         return d.title == RACE_TITLE
+
+    @staticmethod
+    def is_temper(d: Direction) -> bool:
+        """True for a tempering direction (bisection from an infeasible gain back toward the
+        reference)."""
+        return d.title.startswith(TEMPER_TITLE)
+
+    def temper(self, source: Run, names: list[str]) -> None:
+        """Open a root direction that tempers ``source`` (an infeasible run with a large gain)
+        toward the reference on the numeric knobs ``names``; its plan starts from
+        ``source``."""
+        self._create(
+            f"{TEMPER_TITLE}{source.experiment_id} toward the reference",
+            f"part of the way from the reference to {source.experiment_id} (direction "
+            f"{source.direction_id}) keeps part of its dev {self.ctx.target} gain without its "
+            "non-target regression",
+            base_plan(
+                source.experiment_id,
+                knobs_plan(names, "bisect between the reference and this config"),
+            ),
+            [],
+        )
 
     def race(self, view: CampaignView) -> None:
         """Grow the race direction from the direction of the best run (a verify edge: its
@@ -96,7 +122,7 @@ class Moves:
         opened = {
             (tuple(knobs_of(d)), base_of(d))
             for d in view.dag.directions.values()
-            if not self.is_race(d) and not view.is_verify(d)
+            if not self.is_race(d) and not self.is_temper(d) and not view.is_verify(d)
         }
         for group in self.subsets(view):
             if (tuple(group), source) in opened:

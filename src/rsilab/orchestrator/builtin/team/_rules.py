@@ -30,10 +30,10 @@ from pydantic import JsonValue
 from rsilab.memory.effect_tags import Verb
 from rsilab.orchestrator.builtin.worker._rules import (
     Config,
-    _from_unit,
     _mutate_value,
     _random_value,
-    _to_unit,
+    from_unit,
+    to_unit,
 )
 from rsilab.tasks import Knob, KnobType
 
@@ -106,8 +106,8 @@ def local_move(
             out[knob.name] = _mutate_value(knob, value, rng, step)
             continue
         assert isinstance(value, int | float) and knob.low is not None and knob.high is not None
-        u = _to_unit(knob, float(value))
-        moved = _from_unit(knob, min(1.0, max(0.0, u + sign * abs(rng.gauss(0.0, step)))))
+        u = to_unit(knob, float(value))
+        moved = from_unit(knob, min(1.0, max(0.0, u + sign * abs(rng.gauss(0.0, step)))))
         if knob.type is KnobType.INT and moved == value:
             moved = int(min(knob.high, max(knob.low, int(value) + sign)))
         out[knob.name] = moved
@@ -122,8 +122,8 @@ def contrast_value(knob: Knob, ref: JsonValue, side: int, rng: random.Random) ->
     if not is_numeric(knob):
         return _mutate_value(knob, ref, rng, 0.0)
     assert isinstance(ref, int | float) and knob.low is not None and knob.high is not None
-    u = _to_unit(knob, float(ref))
-    value = _from_unit(knob, min(1.0, max(0.0, u + side * rng.uniform(0.15, 0.35))))
+    u = to_unit(knob, float(ref))
+    value = from_unit(knob, min(1.0, max(0.0, u + side * rng.uniform(0.15, 0.35))))
     if knob.type is KnobType.INT and value == ref:
         value = int(min(knob.high, max(knob.low, int(ref) + side)))
     return value

@@ -218,12 +218,12 @@ def _mutate_value(knob: Knob, value: JsonValue, rng: random.Random, step: float)
         others = [c for c in knob.choices if not (type(c) is type(value) and c == value)]
         return rng.choice(others) if others else value
     assert isinstance(value, int | float)
-    u = _reflect(_to_unit(knob, float(value)) + rng.gauss(0.0, step))
-    new = _from_unit(knob, u)
+    u = _reflect(to_unit(knob, float(value)) + rng.gauss(0.0, step))
+    new = from_unit(knob, u)
     if knob.type is KnobType.INT and new == value:
         # Rounding swallowed a small step; move one unit the way the step pointed.
         assert knob.low is not None and knob.high is not None
-        direction = 1 if u >= _to_unit(knob, float(value)) else -1
+        direction = 1 if u >= to_unit(knob, float(value)) else -1
         new = int(min(knob.high, max(knob.low, int(value) + direction)))
     return new
 
@@ -233,7 +233,7 @@ def _random_value(knob: Knob, rng: random.Random) -> JsonValue:
         return rng.random() < 0.5
     if knob.type is KnobType.CHOICE:
         return rng.choice(knob.choices)
-    return _from_unit(knob, rng.random())
+    return from_unit(knob, rng.random())
 
 
 def _reflect(u: float) -> float:
@@ -242,7 +242,9 @@ def _reflect(u: float) -> float:
     return 2.0 - u if u > 1.0 else u
 
 
-def _to_unit(knob: Knob, value: float) -> float:
+def to_unit(knob: Knob, value: float) -> float:
+    """The normalised coordinate of a numeric knob's ``value`` in [0, 1] (``log10`` of the
+    value where the knob is ``log``), clipped to the knob's bounds."""
     assert knob.low is not None and knob.high is not None
     if knob.log:
         lo, hi, x = math.log10(knob.low), math.log10(knob.high), math.log10(value)
@@ -251,7 +253,7 @@ def _to_unit(knob: Knob, value: float) -> float:
     return min(1.0, max(0.0, (x - lo) / (hi - lo)))
 
 
-def _from_unit(knob: Knob, u: float) -> int | float:
+def from_unit(knob: Knob, u: float) -> int | float:
     """The knob's value at ``u``, rounded to its type and clipped to its bounds."""
     assert knob.low is not None and knob.high is not None
     if knob.log:

@@ -1,0 +1,130 @@
+"""Tempering: from a dev gain that breaks a non-target back toward the reference, by bisection.
+
+A run whose dev target gain is large but which regresses a non-target beyond the policy's
+margin is infeasible: the controller would refuse it. The sampler learns where the feasible
+region ends only from the runs it is fed, and a budget of a dozen experiments leaves it a
+handful of modelled draws. Yet many levers trade the target against the non-targets by how
+far they move from the reference (how long or how hard a model trains, how much of one kind of
+data it sees, how far a prompt departs from the one that works): part of the way back keeps
+part of the gain and sheds the damage. Tempering looks for that point on the segment between
+the reference and the infeasible config:
+
+- :func:`blend` is the config at fraction ``t`` of the way from the reference (``t = 0``) to
+  the source config (``t = 1``): each numeric knob at that fraction of the way in its
+  normalised coordinate (``log10`` of the value for a ``log`` knob), rounded to its type; each
+  choice or bool knob as in the source (tempering changes how far a config moves, not what kind
+  of change it makes; the sampler explores kinds).
+- :func:`next_fraction` bisects: the first step is ``t = 1/2``; each later one halves the
+  interval between the largest fraction found feasible (the reference's 0 before any) and the
+  smallest found infeasible (the source's 1 before any). A failed run counts as infeasible. The
+  steps are read from the tempering direction's runs in order, so the rule keeps no state and a
+  resumed campaign takes the same next step.
+- :func:`temper_source` picks what to temper: the infeasible, not failed run whose dev target
+  (before the non-target penalty) beats the reference and every feasible run by more than the
+  noise floor, best first; one tempering per source.
+
+Scores are the view's (oriented so higher is better). Pure functions; the Main agent
+(:mod:`~rsilab.orchestrator.builtin.main._agent`) opens, runs and closes the tempering
+directions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from pydantic import JsonValue
+
+from rsilab.orchestrator.builtin._state import Run
+from rsilab.orchestrator.builtin.worker._rules import config_key, from_unit, to_unit
+from rsilab.tasks import Knob, KnobType
+
+TEMPER_STEPS = 3
+"""Bisection steps per source: fractions 1/2, then 1/4 or 3/4, then the eighth between."""
+TEMPER_SHARE = 1 / 3
+"""Share of the experiment budget all tempering together may use (the rest is search)."""
+
+Config = dict[str, JsonValue]
+
+
+def numeric(space: Sequence[Knob]) -> list[Knob]:
+    """The knobs of ``space`` that tempering moves (float and int)."""
+    return [k for k in space if k.type in (KnobType.FLOAT, KnobType.INT)]
+
+
+def blend(
+    space: Sequence[Knob],
+    reference: Mapping[str, JsonValue],
+    source: Mapping[str, JsonValue],
+    t: float,
+) -> Config:
+    """The config at fraction ``t`` (0 to 1) of the way from ``reference`` to ``source`` (see
+    the module docstring). A numeric knob ``reference`` lacks is taken at the knob's default.
+    ``ValueError`` unless ``0 <= t <= 1``."""
+    if not 0.0 <= t <= 1.0:
+        raise ValueError(f"t must lie in [0, 1], got {t!r}")
+    out: Config = {}
+    for knob in space:
+        value = source[knob.name]
+        if knob.type in (KnobType.FLOAT, KnobType.INT) and isinstance(value, int | float):
+            start = reference.get(knob.name, knob.default)
+            if isinstance(start, int | float) and not isinstance(start, bool):
+                a, b = to_unit(knob, float(start)), to_unit(knob, float(value))
+                value = from_unit(knob, a + t * (b - a))
+        out[knob.name] = value
+    return out
+
+
+def next_fraction(feasible: Sequence[bool], steps: int = TEMPER_STEPS) -> float | None:
+    """The fraction of the next bisection step after steps whose outcomes are ``feasible``
+    (in order); None once ``steps`` are done."""
+    if len(feasible) >= steps:
+        return None
+    low, high = 0.0, 1.0
+    for ok in feasible:
+        t = (low + high) / 2.0
+        low, high = (t, high) if ok else (low, t)
+    return (low + high) / 2.0
+
+
+def is_feasible(run: Run) -> bool:
+    """True when ``run`` ran and no non-target fell beyond the policy's margin."""
+    return not run.failed and run.shortfall <= 0.0
+
+
+def temper_source(
+    runs: Sequence[Run],
+    ref_ids: Collection[str],
+    ref_score: float,
+    noise_floor: float,
+    tempered: Collection[str],
+) -> Run | None:
+    """The run to temper next (see the module docstring), or None: none is infeasible with a
+    target gain beyond ``noise_floor`` over both ``ref_score`` and the best feasible run, or
+    each such run is in ``tempered`` (experiment ids) already."""
+    searched = [r for r in runs if r.experiment_id not in ref_ids and not r.failed]
+    best_feasible = max((r.score for r in searched if is_feasible(r)), default=ref_score)
+    bar = max(ref_score, best_feasible) + noise_floor
+    found = [
+        r
+        for r in searched
+        if not is_feasible(r) and r.target > bar and r.experiment_id not in tempered
+    ]
+    return max(found, key=lambda r: (r.target, -r.index)) if found else None
+
+
+def next_temper_config(
+    space: Sequence[Knob],
+    reference: Mapping[str, JsonValue],
+    source: Mapping[str, JsonValue],
+    steps: Sequence[Run],
+    tried: Collection[str],
+) -> Config | None:
+    """The config of the next bisection step between ``reference`` and ``source`` after the
+    tempering runs ``steps`` (oldest first); None when the steps are done or the step's blend
+    was tried already (:func:`~rsilab.orchestrator.builtin.worker._rules.config_key` keys in
+    ``tried``: rounding of int knobs leaves nothing new in between)."""
+    t = next_fraction([is_feasible(r) for r in steps])
+    if t is None:
+        return None
+    config = blend(space, reference, source, t)
+    return None if config_key(config, space) in tried else config

@@ -1,0 +1,153 @@
+"""Tempering: configs on the segment from the reference to an infeasible gain, bisected by
+feasibility; which run is tempered; and a campaign on the constrained tuning family (not a
+benchmark task) that turns an infeasible gain into a feasible one."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from pydantic import JsonValue
+
+from rsilab.orchestrator.builtin._state import Run
+from rsilab.orchestrator.builtin.ablation import Ablation
+from rsilab.orchestrator.builtin.main._temper import (
+    blend,
+    next_fraction,
+    next_temper_config,
+    temper_source,
+)
+from rsilab.orchestrator.builtin.runner import run_campaign
+from rsilab.orchestrator.research.dag import ResearchDag
+from rsilab.records import Intent
+from rsilab.store import Lab
+from rsilab.tasks import Budget, Knob, KnobType
+from tests.orchestrator.builtin.tuning_tasks import damage, space, spec_for, tuning_task
+
+SPACE = [
+    Knob(name="lr", type=KnobType.FLOAT, low=1e-4, high=1.0, log=True, default=0.01),
+    Knob(name="epochs", type=KnobType.INT, low=0, high=20, default=0),
+    Knob(name="template", type=KnobType.CHOICE, choices=["qa", "chat"], default="qa"),
+    Knob(name="tools", type=KnobType.BOOL, default=False),
+]
+REF: dict[str, JsonValue] = {"lr": 1e-4, "epochs": 0, "template": "qa", "tools": False}
+FAR: dict[str, JsonValue] = {"lr": 1e-2, "epochs": 16, "template": "chat", "tools": True}
+
+
+@pytest.fixture(autouse=True)
+def _process_sandbox(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+
+
+def test_a_blend_moves_numeric_knobs_part_way_and_keeps_the_source_kind() -> None:
+    half = blend(SPACE, REF, FAR, 0.5)
+    assert half["lr"] == pytest.approx(math.sqrt(1e-4 * 1e-2))  # a log knob: geometric mean
+    assert half["epochs"] == 8
+    assert (half["template"], half["tools"]) == ("chat", True)
+    assert blend(SPACE, REF, FAR, 0.25)["epochs"] == 4
+    assert blend(SPACE, REF, FAR, 1.0) == FAR
+    start = blend(SPACE, REF, FAR, 0.0)
+    assert (start["lr"], start["epochs"]) == (1e-4, 0)
+    # a knob the reference leaves out starts at its default
+    assert blend(SPACE, {"epochs": 0}, FAR, 0.5)["lr"] == pytest.approx(1e-2)
+    with pytest.raises(ValueError, match="t must lie"):
+        blend(SPACE, REF, FAR, 1.5)
+
+
+def test_bisection_moves_toward_the_reference_after_a_break_and_away_after_a_keep() -> None:
+    assert next_fraction([]) == 0.5
+    assert next_fraction([False]) == 0.25
+    assert next_fraction([True]) == 0.75
+    assert next_fraction([False, True]) == 0.375
+    assert next_fraction([True, False]) == 0.625
+    assert next_fraction([False, False, False]) is None
+    assert next_fraction([True], steps=1) is None
+
+
+def _run(n: int, score: float, shortfall: float = 0.0, failed: bool = False) -> Run:
+    # a Run's score is its target less the penalty of its shortfall (10 per unit)
+    return Run(n, f"exp-{n}", "d", dict(FAR), score - 10.0 * shortfall, failed, {}, shortfall)
+
+
+def test_the_largest_infeasible_gain_over_every_feasible_run_is_tempered_once() -> None:
+    ref = _run(1, 0.10)
+    runs = [ref, _run(2, 0.30, shortfall=0.02), _run(3, 0.50, shortfall=0.01), _run(4, 0.20)]
+    found = temper_source(runs, ["exp-1"], 0.10, 0.05, set())
+    assert found is not None and found.experiment_id == "exp-3"
+    again = temper_source(runs, ["exp-1"], 0.10, 0.05, {"exp-3"})
+    assert again is not None and again.experiment_id == "exp-2"
+    # a feasible run as good as the infeasible one (within the noise floor): nothing to temper
+    assert (
+        temper_source([ref, _run(2, 0.30, 0.02), _run(5, 0.27)], ["exp-1"], 0.1, 0.05, ()) is None
+    )
+    # a failed run or a gain inside the noise floor is never a source
+    assert temper_source([ref, _run(2, 0.3, 0.02, failed=True)], ["exp-1"], 0.1, 0.05, ()) is None
+    assert temper_source([ref, _run(2, 0.12, 0.02)], ["exp-1"], 0.1, 0.05, ()) is None
+
+
+def test_the_next_step_follows_the_outcomes_and_stops_on_a_config_already_tried() -> None:
+    broke = _run(5, 0.2, shortfall=0.01)
+    first = next_temper_config(SPACE, REF, FAR, [], set())
+    assert first is not None and first["epochs"] == 8
+    second = next_temper_config(SPACE, REF, FAR, [broke], set())
+    assert second is not None and second["epochs"] == 4
+    assert next_temper_config(SPACE, REF, FAR, [broke, broke, broke], set()) is None
+    from rsilab.orchestrator.builtin.worker._rules import config_key
+
+    assert next_temper_config(SPACE, REF, FAR, [], {config_key(first, SPACE)}) is None
+
+
+def _runs_of(lab: Lab, campaign_id: str) -> list[dict[str, JsonValue]]:
+    done = [
+        i
+        for i in lab.store.query_as(Intent, campaign_id=campaign_id)
+        if i.key.startswith("exp:") and i.result
+    ]
+    return [dict(i.result or {}) for i in sorted(done, key=lambda i: int(i.key[4:]))]
+
+
+def test_a_campaign_tempers_an_infeasible_gain_into_a_feasible_one(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """Constrained tuning family seed 3: the search's early draws improve the target but move
+    far from the defaults, which the non-target ``keep`` does not allow. Tempering's steps lie
+    on the segment from the reference to the source (checked here against the defaults with a
+    second computation), and one of them is feasible by the family's true damage."""
+    seed = 3
+    task = tuning_task(tmp_path / "task", seed=seed, constrained=True)
+    result = run_campaign(lab, task, budget=Budget(experiments=14), seed=seed)
+    dag = ResearchDag.load(lab.store, result.campaign_id)
+    tempering = [d for d in dag.directions.values() if d.title.startswith("temper ")]
+    assert len(tempering) >= 1
+    d = tempering[0]
+    runs = _runs_of(lab, result.campaign_id)
+    by_id = {str(r["experiment_id"]): r for r in runs}
+    source_id = d.title.split()[1]
+    source = by_id[source_id]["config"]
+    assert isinstance(source, dict)
+    home = {k.name: k.default for k in space()}
+    steps = [r for r in runs if r["direction_id"] == d.id]
+    assert 1 <= len(steps) <= 3
+    spec = spec_for(seed)
+    assert damage(source, spec) > 0.025  # the source broke keep beyond the policy's margin
+    for step in steps:
+        config = step["config"]
+        assert isinstance(config, dict) and config["kind"] == source["kind"]
+        # on the segment: the same fraction of the way for lr (in log10) and mix
+        t_lr = (math.log10(config["lr"]) - math.log10(home["lr"])) / (
+            math.log10(source["lr"]) - math.log10(home["lr"])
+        )
+        t_mix = (config["mix"] - home["mix"]) / (source["mix"] - home["mix"])
+        assert t_lr == pytest.approx(t_mix, abs=1e-3) and 0.0 < t_lr < 1.0
+    assert min(damage(s["config"], spec) for s in steps) < 0.025  # type: ignore[arg-type]
+    assert d.state.is_finished()
+
+
+def test_without_tempering_no_tempering_direction_opens(lab: Lab, tmp_path: Path) -> None:
+    task = tuning_task(tmp_path / "task", seed=3, constrained=True)
+    result = run_campaign(
+        lab, task, budget=Budget(experiments=14), seed=3, ablate={Ablation.TEMPERING}
+    )
+    dag = ResearchDag.load(lab.store, result.campaign_id)
+    assert not [d for d in dag.directions.values() if d.title.startswith("temper ")]
