@@ -18,9 +18,9 @@ from rsilab.orchestrator.builtin.main._temper import (
     next_temper_config,
     temper_source,
 )
-from rsilab.orchestrator.builtin.runner import run_campaign
+from rsilab.orchestrator.builtin.runner import Progress, run_campaign
 from rsilab.orchestrator.research.dag import ResearchDag
-from rsilab.records import Intent
+from rsilab.records import Campaign, Intent
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Knob, KnobType
 from tests.orchestrator.builtin.tuning_tasks import damage, space, spec_for, tuning_task
@@ -151,3 +151,37 @@ def test_without_tempering_no_tempering_direction_opens(lab: Lab, tmp_path: Path
     )
     dag = ResearchDag.load(lab.store, result.campaign_id)
     assert not [d for d in dag.directions.values() if d.title.startswith("temper ")]
+
+
+def test_a_campaign_stopped_mid_bisection_resumes_to_the_same_configs(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """The bisection is read from the records: a campaign stopped after tempering's first step
+    proposes, once resumed, exactly what an unbroken campaign does."""
+    task = tuning_task(tmp_path / "task", seed=3, constrained=True)
+    other = Lab.init(tmp_path / "other")
+    try:
+        whole = run_campaign(other, task, budget=Budget(experiments=14), seed=3)
+        unbroken = [r["config"] for r in _runs_of(other, whole.campaign_id)]
+    finally:
+        other.close()
+    stopped_at: list[int] = []
+
+    def interrupt(progress: Progress) -> None:
+        if progress.kind != "experiment" or stopped_at:
+            return
+        campaign = lab.store.query_as(Campaign)[0].id
+        dag = ResearchDag.load(lab.store, campaign)
+        temper = [d for d in dag.directions.values() if d.title.startswith("temper ")]
+        runs = _runs_of(lab, campaign)
+        if temper and any(r["direction_id"] == temper[0].id for r in runs):
+            stopped_at.append(len(runs))
+            raise KeyboardInterrupt
+
+    first = run_campaign(lab, task, budget=Budget(experiments=14), seed=3, on_progress=interrupt)
+    assert first.state == "stopped" and stopped_at and stopped_at[0] < 14
+    resumed = run_campaign(
+        lab, task, budget=Budget(experiments=14), seed=3, campaign_id=first.campaign_id
+    )
+    assert resumed.state == "finished"
+    assert [r["config"] for r in _runs_of(lab, first.campaign_id)] == unbroken
