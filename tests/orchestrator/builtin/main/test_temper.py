@@ -14,11 +14,13 @@ from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._temper import (
     blend,
+    falsified,
     next_fraction,
     next_temper_config,
     temper_source,
 )
 from rsilab.orchestrator.builtin.runner import Progress, run_campaign
+from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Campaign, Intent
 from rsilab.store import Lab
@@ -87,15 +89,29 @@ def test_the_largest_infeasible_gain_over_every_feasible_run_is_tempered_once() 
 
 
 def test_the_next_step_follows_the_outcomes_and_stops_on_a_config_already_tried() -> None:
-    broke = _run(5, 0.2, shortfall=0.01)
-    first = next_temper_config(SPACE, REF, FAR, [], set())
+    source = _run(2, 0.5, shortfall=0.04)
+    broke = _run(5, 0.2, shortfall=0.01)  # at t = 1/2: 0.01 <= 0.5 * 0.04, it shrank
+    first = next_temper_config(SPACE, REF, source, [], set())
     assert first is not None and first["epochs"] == 8
-    second = next_temper_config(SPACE, REF, FAR, [broke], set())
+    second = next_temper_config(SPACE, REF, source, [broke], set())
     assert second is not None and second["epochs"] == 4
-    assert next_temper_config(SPACE, REF, FAR, [broke, broke, broke], set()) is None
-    from rsilab.orchestrator.builtin.worker._rules import config_key
+    third = next_temper_config(SPACE, REF, source, [broke, _run(6, 0.15, 0.004)], set())
+    assert third is not None and third["epochs"] == 2  # 0.004 <= 0.25 * 0.04
+    assert next_temper_config(SPACE, REF, source, [broke, broke, broke], set()) is None
+    assert next_temper_config(SPACE, REF, source, [], {config_key(first, SPACE)}) is None
 
-    assert next_temper_config(SPACE, REF, FAR, [], {config_key(first, SPACE)}) is None
+
+def test_a_regression_that_does_not_shrink_toward_the_reference_ends_the_tempering() -> None:
+    source = _run(2, 0.5, shortfall=0.04)
+    # half way back, yet more than half the source's shortfall: not a matter of distance
+    assert falsified([_run(5, 0.3, shortfall=0.03)], 0.04)
+    assert next_temper_config(SPACE, REF, source, [_run(5, 0.3, shortfall=0.03)], set()) is None
+    # a quarter of the way, after a break at a half: the bar is a quarter of the source's
+    assert falsified([_run(5, 0.3, 0.01), _run(6, 0.2, 0.02)], 0.04)
+    assert not falsified([_run(5, 0.3, 0.01), _run(6, 0.2, 0.009)], 0.04)
+    # a feasible step never falsifies; a failed one does (nothing learned from it)
+    assert not falsified([_run(5, 0.3)], 0.04)
+    assert falsified([_run(5, 0.0, failed=True)], 0.04)
 
 
 def _runs_of(lab: Lab, campaign_id: str) -> list[dict[str, JsonValue]]:

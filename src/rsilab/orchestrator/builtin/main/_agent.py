@@ -63,6 +63,7 @@ from rsilab.orchestrator.builtin.main._rules import DirectionStats, choose_direc
 from rsilab.orchestrator.builtin.main._temper import (
     TEMPER_SHARE,
     TEMPER_STEPS,
+    falsified,
     is_feasible,
     next_temper_config,
     numeric,
@@ -200,7 +201,11 @@ class MainAgent:
             if d.state.is_finished() or busy[d.id]:
                 continue
             steps = view.runs_in(d.id)
-            far = self._base_config(view, d)
+            far = next((r for r in view.runs if r.experiment_id == base_of(d)), None)
+            if far is None:  # a plan naming no run of this campaign: nothing to temper
+                self.moves.close(d, "tempered: its source is not a run of this campaign")
+                return ACTED
+            far = replace(far, config={**view.ref_config(), **far.config})
             tried = {config_key(r.config, space) for r in view.runs}
             tried |= {config_key(o.config, space) for o in inflight}
             config = next_temper_config(space, view.ref_config(), far, steps, tried)
@@ -209,7 +214,10 @@ class MainAgent:
                 best = max(kept, key=lambda r: (r.score, -r.index)) if kept else None
                 self.moves.close(
                     d,
-                    "tempered: no step kept the non-targets"
+                    "tempered: no step kept the non-targets (the regression did not shrink "
+                    "toward the reference)"
+                    if best is None and falsified(steps, far.shortfall)
+                    else "tempered: no step kept the non-targets"
                     if best is None
                     else f"tempered: {best.experiment_id} is feasible at dev "
                     f"{self.ctx.target} {view.raw(best.score):.4g}",

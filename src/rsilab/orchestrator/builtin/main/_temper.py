@@ -19,6 +19,9 @@ the reference and the infeasible config:
   smallest found infeasible (the source's 1 before any). A failed run counts as infeasible. The
   steps are read from the tempering direction's runs in order, so the rule keeps no state and a
   resumed campaign takes the same next step.
+- :func:`falsified` ends a tempering early when a step falls short by more than its fraction
+  of the source's shortfall: the regression does not shrink toward the reference, so the
+  source is left to the sampler.
 - :func:`temper_source` picks what to temper: the infeasible, not failed run whose dev target
   (before the non-target penalty) beats the reference and every feasible run by more than the
   noise floor, best first; one tempering per source.
@@ -112,19 +115,39 @@ def temper_source(
     return max(found, key=lambda r: (r.target, -r.index)) if found else None
 
 
+def falsified(steps: Sequence[Run], source_shortfall: float) -> bool:
+    """True when a step shows that the regression does not shrink toward the reference: an
+    infeasible step at fraction ``t`` falls short by more than ``t`` times the source's
+    shortfall (``source_shortfall``). Tempering assumes the regression grows with the distance
+    from the reference at least in proportion (zero at the reference, convex along the way:
+    then the shortfall at ``t`` is at most ``t`` times the source's); a step above that line
+    says this source's regression comes from what kind of change it makes, not how far it
+    goes (a knob whose reference value does nothing there, moved toward it, can make the
+    regression worse), so the steps left would be spent for nothing."""
+    fractions: list[bool] = []
+    for run in steps:
+        t = next_fraction(fractions, steps=len(fractions) + 1)
+        assert t is not None  # one more step is always allowed here
+        if not is_feasible(run) and (run.failed or run.shortfall > t * source_shortfall):
+            return True
+        fractions.append(is_feasible(run))
+    return False
+
+
 def next_temper_config(
     space: Sequence[Knob],
     reference: Mapping[str, JsonValue],
-    source: Mapping[str, JsonValue],
+    source: Run,
     steps: Sequence[Run],
     tried: Collection[str],
 ) -> Config | None:
-    """The config of the next bisection step between ``reference`` and ``source`` after the
-    tempering runs ``steps`` (oldest first); None when the steps are done or the step's blend
-    was tried already (:func:`~rsilab.orchestrator.builtin.worker._rules.config_key` keys in
-    ``tried``: rounding of int knobs leaves nothing new in between)."""
+    """The config of the next bisection step between ``reference`` and ``source``'s config
+    after the tempering runs ``steps`` (oldest first); None when the steps are done, when a
+    step :func:`falsified` tempering for this source, or when the step's blend was tried
+    already (:func:`~rsilab.orchestrator.builtin.worker._rules.config_key` keys in ``tried``:
+    rounding of int knobs leaves nothing new in between)."""
     t = next_fraction([is_feasible(r) for r in steps])
-    if t is None:
+    if t is None or falsified(steps, source.shortfall):
         return None
-    config = blend(space, reference, source, t)
+    config = blend(space, reference, source.config, t)
     return None if config_key(config, space) in tried else config
