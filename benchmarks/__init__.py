@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 OUTPUTS = ("BENCHMARKS.md", "benchmarks/figures", "benchmarks/results")
@@ -31,14 +31,20 @@ def current_commit() -> str:
 
 
 @contextmanager
-def key_dir_at(folder: Path) -> Iterator[None]:
-    """Point RSILAB_KEY_DIR at ``folder`` for the block, so no key lands in the user's folder."""
-    previous = os.environ.get("RSILAB_KEY_DIR")
-    os.environ["RSILAB_KEY_DIR"] = str(folder)
+def env_at(name: str, value: str) -> Iterator[None]:
+    """Set the environment variable ``name`` to ``value`` for the block, then put back what
+    was there (or nothing)."""
+    previous = os.environ.get(name)
+    os.environ[name] = value
     try:
         yield
     finally:
         if previous is None:
-            os.environ.pop("RSILAB_KEY_DIR", None)
+            os.environ.pop(name, None)
         else:
-            os.environ["RSILAB_KEY_DIR"] = previous
+            os.environ[name] = previous
+
+
+def key_dir_at(folder: Path) -> AbstractContextManager[None]:
+    """Point RSILAB_KEY_DIR at ``folder`` for the block, so no key lands in the user's folder."""
+    return env_at("RSILAB_KEY_DIR", str(folder))

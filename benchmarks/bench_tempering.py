@@ -10,10 +10,7 @@ the same seeds with the same campaign seed; the controller judges every proposal
 
 from __future__ import annotations
 
-import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ from tests.orchestrator.builtin.tuning_tasks import (
     tuning_task,
 )
 
+from benchmarks import env_at
 from benchmarks.search.report import mean_ci
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.runner import run_campaign
@@ -38,21 +36,6 @@ FULL = {12: 60, 24: 60}
 QUICK = {12: 12}
 """Experiment budget -> seeds, quick."""
 ARMS = {"with tempering": frozenset(), "without tempering": frozenset({Ablation.TEMPERING})}
-
-
-@contextmanager
-def _process_sandbox() -> Iterator[None]:
-    """Run the family's jobs in plain subprocesses: its harness is this project's generated
-    code, and the policy's decisions do not depend on the sandbox (set for this suite only)."""
-    before = os.environ.get("RSILAB_SANDBOX")
-    os.environ["RSILAB_SANDBOX"] = "process"
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("RSILAB_SANDBOX", None)
-        else:
-            os.environ["RSILAB_SANDBOX"] = before
 
 
 def one_campaign(
@@ -108,7 +91,12 @@ def run_tempering(quick: bool) -> list[dict[str, Any]]:
     minus without, by seed. Jobs run in plain subprocesses (the harness is generated here).
     """
     rows: list[dict[str, Any]] = []
-    with _process_sandbox(), tempfile.TemporaryDirectory(prefix="rsilab-bench-temper-") as tmp:
+    # the family's harness is generated here, and the policy's decisions do not depend on
+    # the sandbox: plain subprocesses, for this suite only
+    with (
+        env_at("RSILAB_SANDBOX", "process"),
+        tempfile.TemporaryDirectory(prefix="rsilab-bench-temper-") as tmp,
+    ):
         for budget, seeds in (QUICK if quick else FULL).items():
             found: dict[str, list[dict[str, Any]]] = {}
             for a, (arm, ablate) in enumerate(ARMS.items()):

@@ -63,8 +63,7 @@ from rsilab.orchestrator.builtin.main._rules import DirectionStats, choose_direc
 from rsilab.orchestrator.builtin.main._temper import (
     TEMPER_SHARE,
     TEMPER_STEPS,
-    falsified,
-    is_feasible,
+    conclusion,
     next_temper_config,
     numeric,
     temper_source,
@@ -210,17 +209,16 @@ class MainAgent:
             tried |= {config_key(o.config, space) for o in inflight}
             config = next_temper_config(space, view.ref_config(), far, steps, tried)
             if config is None:
-                kept = [r for r in steps if is_feasible(r)]
-                best = max(kept, key=lambda r: (r.score, -r.index)) if kept else None
                 self.moves.close(
                     d,
-                    "tempered: no step kept the non-targets (the regression did not shrink "
-                    "toward the reference)"
-                    if best is None and falsified(steps, far.shortfall)
-                    else "tempered: no step kept the non-targets"
-                    if best is None
-                    else f"tempered: {best.experiment_id} is feasible at dev "
-                    f"{self.ctx.target} {view.raw(best.score):.4g}",
+                    conclusion(
+                        steps,
+                        far.shortfall,
+                        lambda r: (
+                            f"{r.experiment_id} is feasible at dev {self.ctx.target} "
+                            f"{view.raw(r.score):.4g}"
+                        ),
+                    ),
                 )
                 return ACTED
             if not can_dispatch:

@@ -33,7 +33,7 @@ directions.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from pydantic import JsonValue
 
@@ -77,16 +77,22 @@ def blend(
     return out
 
 
+def step_fractions(feasible: Sequence[bool]) -> list[float]:
+    """The fraction each bisection step ran at, given the outcomes ``feasible`` of the steps
+    in order, then the fraction of the next step (``len(feasible) + 1`` values)."""
+    low, high = 0.0, 1.0
+    out = []
+    for ok in feasible:
+        t = (low + high) / 2.0
+        out.append(t)
+        low, high = (t, high) if ok else (low, t)
+    return [*out, (low + high) / 2.0]
+
+
 def next_fraction(feasible: Sequence[bool], steps: int = TEMPER_STEPS) -> float | None:
     """The fraction of the next bisection step after steps whose outcomes are ``feasible``
     (in order); None once ``steps`` are done."""
-    if len(feasible) >= steps:
-        return None
-    low, high = 0.0, 1.0
-    for ok in feasible:
-        t = (low + high) / 2.0
-        low, high = (t, high) if ok else (low, t)
-    return (low + high) / 2.0
+    return None if len(feasible) >= steps else step_fractions(feasible)[-1]
 
 
 def is_feasible(run: Run) -> bool:
@@ -124,14 +130,25 @@ def falsified(steps: Sequence[Run], source_shortfall: float) -> bool:
     says this source's regression comes from what kind of change it makes, not how far it
     goes (a knob whose reference value does nothing there, moved toward it, can make the
     regression worse), so the steps left would be spent for nothing."""
-    fractions: list[bool] = []
-    for run in steps:
-        t = next_fraction(fractions, steps=len(fractions) + 1)
-        assert t is not None  # one more step is always allowed here
-        if not is_feasible(run) and (run.failed or run.shortfall > t * source_shortfall):
-            return True
-        fractions.append(is_feasible(run))
-    return False
+    at = step_fractions([is_feasible(r) for r in steps])
+    return any(
+        not is_feasible(run) and (run.failed or run.shortfall > t * source_shortfall)
+        for run, t in zip(steps, at, strict=False)
+    )
+
+
+def conclusion(steps: Sequence[Run], source_shortfall: float, say: Callable[[Run], str]) -> str:
+    """How a finished tempering is closed: the best feasible step (``say`` words its score),
+    or why none was kept."""
+    kept = [r for r in steps if is_feasible(r)]
+    if kept:
+        return f"tempered: {say(max(kept, key=lambda r: (r.score, -r.index)))}"
+    if falsified(steps, source_shortfall):
+        return (
+            "tempered: no step kept the non-targets (the regression did not shrink toward "
+            "the reference)"
+        )
+    return "tempered: no step kept the non-targets"
 
 
 def next_temper_config(
