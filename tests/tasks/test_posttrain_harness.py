@@ -118,3 +118,73 @@ def test_a_model_folder_is_a_base_and_kinds_come_from_the_data(
     assert isinstance(outputs["c"], list) and len(outputs["c"]) == 2, "k programs for pass@k"
     assert isinstance(outputs["a"], str), "answers are voted down to one text"
     assert isinstance(outputs["n"], str), "an input without a kind is of the default kind"
+
+
+def _choice(item_id: str, options: list[str], right: str) -> dict[str, object]:
+    question = "Which colour is the sky of Vell?"
+    letter = "ABCDEFGH"[options.index(right)]
+    return {"id": item_id, "input": {"kind": "choice", "question": question, "options": options},
+            "target": letter}  # fmt: skip
+
+
+def _harness(workspace: Path, script: str, *args: str, stdin: str = "") -> str:
+    ran = subprocess.run([sys.executable, script, *args], cwd=workspace, input=stdin,
+                         capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    return ran.stdout
+
+
+def test_options_are_answered_by_the_likelihood_of_their_text(tmp_path: Path, tiny: Path) -> None:
+    """Trained on one fact asked as a choice, always with its answer under B, the model is asked
+    it with the answer moved to A, C and D: by likelihood (the default) it names the option whose
+    text it learned, wherever it sits; asked for the letter instead, it repeats the letter it
+    was taught (B) - so the likelihood path reads the option's text, not its place."""
+    colours = ["green", "blue", "red", "black"]
+    workspace = _workspace(tmp_path, tiny, epochs=60, lr=0.01, few_shot=0, batch_size=8)
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [_choice(f"t{i}", colours, "blue") for i in range(8)]
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model = tmp_path / "model.safetensors"
+    _harness(workspace, "train.py", "--data", str(data), "--model-out", str(model))
+    moved = {"a": ["blue", "red", "green", "black"], "c": ["black", "green", "blue", "red"],
+             "d": ["red", "black", "green", "blue"]}  # fmt: skip
+    items = "".join(json.dumps(_choice(k, v, "blue")) + "\n" for k, v in moved.items())
+    out = _harness(workspace, "predict.py", "--model", str(model), stdin=items)
+    answered = {o["id"]: o["output"] for o in map(json.loads, out.splitlines())}
+    assert answered == {"a": "A", "c": "C", "d": "D"}
+
+    settings = json.loads((workspace / "config.json").read_text())
+    (workspace / "config.json").write_text(json.dumps({**settings, "options_by": "letter"}))
+    by_letter = tmp_path / "by-letter.safetensors"
+    _harness(workspace, "train.py", "--data", str(data), "--model-out", str(by_letter))
+    out = _harness(workspace, "predict.py", "--model", str(by_letter), stdin=items)
+    generated = {o["id"]: o["output"].strip()[:1] for o in map(json.loads, out.splitlines())}
+    assert generated == {"a": "B", "c": "B", "d": "B"}
+
+
+def test_a_bad_options_setting_or_too_many_options_is_one_clear_line(
+    tmp_path: Path, tiny: Path
+) -> None:
+    workspace = _workspace(tmp_path, tiny, options_by="vote")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text(json.dumps(_choice("t", ["x", "blue"], "blue")) + "\n")
+    ran = subprocess.run([sys.executable, "train.py", "--data", str(data), "--model-out",
+                          str(tmp_path / "m.safetensors")], cwd=workspace,
+                         capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode != 0
+    assert ran.stderr.strip().splitlines()[-1] == (
+        "config options_by is 'vote'; use one of ['likelihood', 'letter']"
+    )
+    settings = json.loads((workspace / "config.json").read_text())
+    (workspace / "config.json").write_text(json.dumps({**settings, "options_by": "likelihood"}))
+    model = tmp_path / "m.safetensors"
+    _harness(workspace, "train.py", "--data", str(data), "--model-out", str(model))
+    nine = _choice("nine", [f"o{i}" for i in range(8)] + ["blue"], "o0")
+    ran = subprocess.run([sys.executable, "predict.py", "--model", str(model)], cwd=workspace,
+                         input=json.dumps(nine) + "\n", capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode != 0
+    assert ran.stderr.strip().splitlines()[-1] == (
+        "item nine has 9 options; at most 8 can be answered by letter"
+    )

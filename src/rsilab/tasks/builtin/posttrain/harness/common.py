@@ -158,6 +158,45 @@ def answer_text(target) -> str:
     return json.dumps(target)
 
 
+OPTIONS_BY = ("likelihood", "letter")
+"""How an item with options is answered: "likelihood" (each option's text scored as the answer
+to the question asked without the options, the most likely one's letter written out: how
+multiple choice is read from a model too small to map a recalled value to its letter), or
+"letter" (the letter is generated like any answer)."""
+
+
+def options_by(config: dict) -> str:
+    """The config's ``options_by`` (default "likelihood"); a value not in OPTIONS_BY is refused."""
+    how = str(config.get("options_by", OPTIONS_BY[0]))
+    if how not in OPTIONS_BY:
+        raise SystemExit(f"config options_by is {how!r}; use one of {list(OPTIONS_BY)}")
+    return how
+
+
+def has_options(item_input) -> bool:
+    """Whether the item lists options to choose from (a non-empty list "options")."""
+    return (
+        isinstance(item_input, dict)
+        and bool(item_input.get("options"))
+        and isinstance(item_input["options"], list)
+    )
+
+
+def cloze(row: dict) -> dict:
+    """An item with options as a question without them whose answer is the right option's
+    text (the target letter's option); an item without options, or whose target is not one
+    of its letters, is returned as it is."""
+    item_input, target = row.get("input"), row.get("target")
+    if not has_options(item_input) or not isinstance(target, str):
+        return row
+    index = LETTERS.find(target.strip())
+    options = item_input["options"]
+    if len(target.strip()) != 1 or not 0 <= index < len(options):
+        return row
+    asked = {k: v for k, v in item_input.items() if k != "options"}
+    return {**row, "input": asked, "target": str(options[index])}
+
+
 def template_of(config: dict) -> tuple[str, str]:
     name = str(config.get("template", "qa"))
     if name not in TEMPLATES:

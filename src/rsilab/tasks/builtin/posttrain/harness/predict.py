@@ -6,7 +6,11 @@ at ``temperature``). With several samples, ``aggregate_<kind>`` (default ``aggre
 default "vote") is "vote" (self-consistency: the most frequent text is the output) or "all"
 (the output is the list of samples, e.g. for pass@k). New tokens are capped per kind (see
 ``common.new_tokens``); the text is cut at the first blank line or end token. The scorers
-extract the answer; this file never does.
+extract the answer; this file never does. Items with options are answered, with
+``options_by`` "likelihood" (the default), by the letter of the option whose text is the most
+likely answer to the question asked without the options (summed log-probability of its
+tokens after the prompt; deterministic, whatever the decoding), and with "letter" by
+generating like any other item.
 """
 
 import argparse
@@ -15,12 +19,17 @@ import sys
 
 import torch
 from common import (
+    LETTERS,
     SEPARATOR,
+    cloze,
     device,
+    has_options,
     kind_of,
     load_model,
     new_tokens,
+    options_by,
     prompt,
+    template_of,
     threads,
     vote,
 )
@@ -71,6 +80,48 @@ def generate(model, tok, prompts: list[str], limit: int, config: dict) -> list[l
     return [texts[i * count : (i + 1) * count] for i in range(len(prompts))]
 
 
+def option_letters(model, tok, items: list[dict], shots: list[dict], config: dict) -> list[str]:
+    """Per item (each with options), the letter of its most likely option: the summed
+    log-probability of the option's answer text after the prompt of its question without the
+    options (shots in the same form), as train.py learns it."""
+    answer = template_of(config)[1]
+    rows, spans = [], []
+    shown = [cloze(s) for s in shots]
+    for item in items:
+        if len(item["input"]["options"]) > len(LETTERS):
+            raise SystemExit(f"item {item['id']} has {len(item['input']['options'])} options; "
+                             f"at most {len(LETTERS)} can be answered by letter")  # fmt: skip
+        asked = {k: v for k, v in item["input"].items() if k != "options"}
+        head = tok.encode(prompt(asked, shown, config), add_special_tokens=False)
+        for option in item["input"]["options"]:
+            tail = tok.encode(answer.format(answer=str(option)), add_special_tokens=False)
+            spans.append((len(head), len(head) + len(tail)))
+            rows.append(head + tail)
+    scores = []
+    batch = max(1, int(config.get("predict_batch", 32)))
+    for start in range(0, len(rows), batch):
+        chunk, where = rows[start : start + batch], spans[start : start + batch]
+        width = max(len(r) for r in chunk)
+        ids = torch.full((len(chunk), width), tok.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for i, row in enumerate(chunk):  # right padding: positions stay those of training
+            ids[i, : len(row)] = torch.tensor(row)
+            mask[i, : len(row)] = 1
+        with torch.no_grad():
+            logits = model(input_ids=ids.to(device()), attention_mask=mask.to(device())).logits
+        logp = torch.log_softmax(logits.float(), dim=-1).cpu()
+        for i, (begin, end) in enumerate(where):
+            targets = ids[i, begin:end]
+            scores.append(float(logp[i, begin - 1 : end - 1].gather(1, targets[:, None]).sum()))
+    letters, at = [], 0
+    for item in items:
+        count = len(item["input"]["options"])
+        mine = scores[at : at + count]
+        letters.append(LETTERS[max(range(count), key=mine.__getitem__)])
+        at += count
+    return letters
+
+
 def combine(samples: list[str], config: dict, kind: str):
     """One output from an item's samples: the vote, or the list of them all."""
     how = config.get(f"aggregate_{kind}", config.get("aggregate", "vote"))
@@ -96,6 +147,12 @@ def main() -> None:
     outputs: dict[str, object] = {}
     for kind in sorted({kind_of(i["input"]) for i in items}):
         mine = [i for i in items if kind_of(i["input"]) == kind]
+        if options_by(config) == "likelihood":
+            chosen = [i for i in mine if has_options(i["input"])]
+            mine = [i for i in mine if not has_options(i["input"])]
+            for item, letter in zip(chosen, option_letters(model, tok, chosen, shots.get(kind, []),
+                                                           config), strict=True):  # fmt: skip
+                outputs[item["id"]] = letter
         limit = new_tokens(config, kind)
         for start in range(0, len(mine), batch):
             chunk = mine[start : start + batch]

@@ -4,7 +4,10 @@ The model to start from: --model-in, else the config's base_model (a model file,
 Hugging Face model folder), else the base model the task's runtime holds. Loss is on the
 answer tokens (and the end token) only. Each kind's items are used ``mix_<kind>`` times
 (default 1; 0 leaves a kind out; 1.5 repeats half of them). With epochs 0 the model is
-written unchanged, with this config and the few-shot examples predict will use.
+written unchanged, with this config and the few-shot examples predict will use. With
+``options_by`` "likelihood" (the default), items with options are learned, and shown as shots,
+as their question without the options answered by the right option's text (``common.cloze``),
+the form predict.py scores them in.
 """
 
 import argparse
@@ -16,11 +19,13 @@ import torch
 from common import (
     answer_text,
     base_model_path,
+    cloze,
     device,
     dtype_of,
     kind_of,
     kinds_in,
     load_model,
+    options_by,
     prompt,
     read_jsonl,
     save_model,
@@ -112,6 +117,8 @@ def main() -> None:
     rng = random.Random(args.seed)
     model, tok, meta = load_model(args.model_in or base_model_path(config), dtype_of(config))
     rows = read_jsonl(Path(args.data) / "train.jsonl")
+    if options_by(config) == "likelihood":
+        rows = [cloze(r) for r in rows]
     if int(config["epochs"]) > 0:
         model = sft(model, mixture(rows, config, rng), tok, config, args.seed)
     shots = {}
