@@ -26,6 +26,7 @@ from rsilab.tasks import (
     Budget,
     FileSplits,
     Knob,
+    KnobCondition,
     Manifest,
     PoolSplits,
     Task,
@@ -63,6 +64,9 @@ def type_of(annotation: Any) -> str:
         return "one of " + ", ".join(f'`"{m.value}"`' for m in annotation)
     if annotation is Budget:
         return "string or table, see [budget](#budget)"
+    if annotation is KnobCondition:
+        keys = ", ".join(f"`{name}`" for name in KnobCondition.model_fields)
+        return f"inline table with keys {keys} (`knob` and one of the other two)"
     names = {str: "string", bool: "boolean", int: "integer", float: "number"}
     if annotation in names:
         return names[annotation]

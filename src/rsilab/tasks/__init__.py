@@ -13,6 +13,7 @@ first time :func:`get_task` or :func:`task_names` is called; nothing else needs 
 from rsilab.tasks._budget import Budget, parse_budget, parse_count, parse_duration
 from rsilab.tasks._check import Problem, check_run, check_task, check_toml
 from rsilab.tasks._code_scorer import PROGRAM_LIMITS, Program, ProgramLimits, run_programs
+from rsilab.tasks._conditions import active_names, is_active
 from rsilab.tasks._data_places import data_files, data_places
 from rsilab.tasks._drivers import (
     Driver,
@@ -65,7 +66,16 @@ from rsilab.tasks._scorers import (
 )
 from rsilab.tasks._secret import SECRET_FILE, derive_seed, lab_secret
 from rsilab.tasks._source import load_ref
-from rsilab.tasks._spec import Benchmark, Knob, KnobType, Setting, Task, Trap, TrapKind
+from rsilab.tasks._spec import (
+    Benchmark,
+    Knob,
+    KnobCondition,
+    KnobType,
+    Setting,
+    Task,
+    Trap,
+    TrapKind,
+)
 from rsilab.tasks._splits import (
     SplitError,
     Splits,
@@ -107,6 +117,7 @@ __all__ = [
     "GeneratedSplits",
     "HarnessOutputError",
     "Knob",
+    "KnobCondition",
     "KnobType",
     "Manifest",
     "ManifestError",
@@ -131,6 +142,7 @@ __all__ = [
     "Trap",
     "TrapKind",
     "VariantError",
+    "active_names",
     "apply_variant",
     "check_run",
     "check_task",
@@ -147,6 +159,7 @@ __all__ = [
     "get_scorer",
     "get_task",
     "init_task",
+    "is_active",
     "lab_secret",
     "leaked_final_tier",
     "load_manifest",

@@ -20,6 +20,7 @@ from rsilab import stats
 from rsilab.records import Model, TaskRef
 from rsilab.sandbox.runtime import Runtime, require_task_runtime, task_runtime
 from rsilab.tasks._budget import Budget
+from rsilab.tasks._conditions import check_conditions
 from rsilab.tasks._origin import anchored, anchored_source
 from rsilab.tasks._samples import SampleSource
 from rsilab.tasks._scorers import get_scorer, scorer_names
@@ -113,6 +114,36 @@ class KnobType(StrEnum):
     BOOL = "bool"
 
 
+class KnobCondition(Model):
+    """When a knob matters: another knob's value is one of ``one_of``, or at least
+    ``at_least`` (exactly one of the two)."""
+
+    knob: str = Field(min_length=1, description="The knob whose value decides.")
+    one_of: list[JsonValue] | None = Field(
+        default=None, description="The values (of a choice or bool knob) under which it matters."
+    )
+    at_least: float | None = Field(
+        default=None, description="The least value (of a numeric knob) from which it matters."
+    )
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> KnobCondition:
+        if (self.one_of is None) == (self.at_least is None):
+            raise ValueError(f"a condition on {self.knob!r} needs exactly one of one_of, at_least")
+        if self.one_of is not None and not self.one_of:
+            raise ValueError(f"a condition on {self.knob!r}: one_of lists no value")
+        return self
+
+    def holds(self, value: JsonValue) -> bool:
+        """Whether ``value`` (the deciding knob's) makes the conditioned knob matter."""
+        if self.one_of is not None:
+            return any(type(v) is type(value) and v == value for v in self.one_of)
+        assert self.at_least is not None  # the validator ensures one rule
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        return value >= self.at_least
+
+
 class Knob(Model):
     """One tunable setting of the harness config, for search policies."""
 
@@ -123,6 +154,12 @@ class Knob(Model):
     log: bool = Field(default=False, description="Search on a log scale (bounds must be > 0).")
     choices: list[JsonValue] = Field(default_factory=list, description="Values of a choice knob.")
     default: JsonValue = Field(description="The starting config's value.")
+    when: KnobCondition | None = Field(
+        default=None,
+        description="Matters only under this condition on another knob (e.g. a learning rate "
+        "only when the model trains: epochs at least 1); a config that differs from another "
+        "only in knobs that do not matter is the same config to a search.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Knob:
@@ -244,6 +281,7 @@ class Task(Model):
         if len(set(knobs)) != len(knobs):
             raise ValueError("search_space knob names must be unique")
         check_variants(self.code_variants, knobs)
+        check_conditions(self.search_space)
         if self.model is not None and not self.model.is_absolute():
             raise ValueError(f"model must be an absolute path, not {str(self.model)!r}")
         return self
@@ -283,6 +321,9 @@ class Task(Model):
         if not self.runtime_build_id:  # nor build ids
             left_out.add("runtime_build_id")
         data = self.model_dump(mode="json", exclude=left_out)
+        for knob in data.get("search_space", []):  # knobs from before conditions: same digest
+            if knob.get("when") is None:
+                knob.pop("when", None)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 

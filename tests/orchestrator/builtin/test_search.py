@@ -15,7 +15,7 @@ from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.main._race import next_race_config, race_budget, rungs, winner
 from rsilab.orchestrator.builtin.runner import Progress, run_campaign
 from rsilab.orchestrator.research.dag import ResearchDag
-from rsilab.records import Intent
+from rsilab.records import Experiment, Intent
 from rsilab.store import Lab
 from rsilab.tasks import Budget
 from tests.orchestrator.builtin.tuning_tasks import quality, random_search_best, space, spec_for
@@ -178,3 +178,55 @@ def test_the_policy_finds_a_better_config_than_random_search(
     spec = spec_for(seed)
     best = max(quality(c, spec) for _, c in _configs(lab, result.campaign_id))
     assert best > random_search_best(spec, 20, seed) + 0.05
+
+
+def _described_configs(lab: Lab, campaign_id: str) -> list[tuple[str, dict[str, JsonValue]]]:
+    """(description, config) of each experiment of the campaign, oldest first."""
+    found = lab.store.query_as(Experiment, campaign_id=campaign_id)
+    names = [k.name for k in space()]
+    return [
+        (e.description, {k: e.config[k] for k in names})
+        for e in sorted(found, key=lambda e: e.created_at)
+    ]
+
+
+def _system(config: dict[str, JsonValue]) -> str:
+    """The gated family's system, worked out here from its formula: with kind "a", lr and mix
+    change nothing."""
+    acting = {k: v for k, v in config.items() if config["kind"] != "a" or k not in ("lr", "mix")}
+    return json.dumps(acting, sort_keys=True)
+
+
+def _searched_twice(lab: Lab, campaign_id: str) -> int:
+    """Search experiments that ran a system an earlier experiment ran (re-runs of the race and
+    of the reference are meant to repeat one, and are not counted)."""
+    seen: set[str] = set()
+    again = 0
+    for described, config in _described_configs(lab, campaign_id):
+        system = _system(config)
+        if "re-run" not in described and system in seen:
+            again += 1
+        seen.add(system)
+    return again
+
+
+@pytest.mark.parametrize("seed", [2, 7])
+def test_knobs_that_do_not_matter_are_not_searched_again(
+    lab: Lab, tmp_path: Path, seed: int
+) -> None:
+    """The gated family: lr and mix act only when kind is not "a" (the default). Declared with
+    ``when``, no search experiment runs a system already run; the same task with the condition
+    left out of its space spends search experiments on the reference's system under other
+    learning rates. Measured on family seeds 1-8 at 16 experiments: declared, 0 repeats in
+    each; left out, 5, 5, 5 and 8 repeats in seeds 2, 3, 4 and 7, none in the other four (the
+    seeds here are two of those four)."""
+    declared = make_task(tmp_path / "declared", seed=seed, gated=True)
+    result = run_campaign(lab, declared, budget=Budget(experiments=16), seed=seed)
+    assert _searched_twice(lab, result.campaign_id) == 0
+    silent = make_task(tmp_path / "silent", seed=seed, gated=True, declared=False)
+    other = Lab.init(tmp_path / "other")
+    try:
+        blind = run_campaign(other, silent, budget=Budget(experiments=16), seed=seed)
+        assert _searched_twice(other, blind.campaign_id) >= 1
+    finally:
+        other.close()

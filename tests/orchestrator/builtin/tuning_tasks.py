@@ -19,7 +19,16 @@ from pathlib import Path
 from pydantic import JsonValue
 
 from rsilab.records import DataTier
-from rsilab.tasks import Benchmark, Budget, FileSplits, Knob, KnobType, Task, load_task
+from rsilab.tasks import (
+    Benchmark,
+    Budget,
+    FileSplits,
+    Knob,
+    KnobCondition,
+    KnobType,
+    Task,
+    load_task,
+)
 
 TIERS = ("train", "dev", "accept", "final")
 CHOICES = ["a", "b", "c"]
@@ -74,6 +83,8 @@ def quality(config, spec):
             v, low, high = math.log10(v), math.log10(low), math.log10(high)
         u.append((v - low) / (high - low))
     d = [ui - oi for ui, oi in zip(u, spec["optimum"])]
+    if spec.get("gated") and config["kind"] == "a":
+        d[0] = d[1] = 0.0  # gated family: lr and mix act only when kind is not "a"
     bowl = sum(w * di * di for w, di in zip(spec["weights"], d)) + spec["coupling"] * d[0] * d[1]
     factor = 1.0 if config["kind"] == spec["best_kind"] else 0.8
     return factor * math.exp(-bowl)
@@ -100,11 +111,13 @@ KEEP_TOLERANCE = 0.05
 """Constrained family: the ``keep`` non-target's tolerance (absolute error units)."""
 
 
-def spec_for(seed: int, flat: bool = False) -> dict[str, JsonValue]:
+def spec_for(seed: int, flat: bool = False, gated: bool = False) -> dict[str, JsonValue]:
     """The generated task's hidden parameters for ``seed`` (``flat``: every config has the
-    same quality, so nothing beats the defaults but seed noise)."""
+    same quality, so nothing beats the defaults but seed noise; ``gated``: ``lr`` and ``mix``
+    act only when ``kind`` is not ``"a"``)."""
     rng = random.Random(f"tuning-task:{seed}")
     return {
+        "gated": gated,
         "harm": HARM,
         "home": {"lr": 0.5, "mix": 0.95, "depth": 2},
         "flat": flat,
@@ -132,30 +145,58 @@ def damage(config: dict[str, JsonValue], spec: dict[str, JsonValue]) -> float:
     return float(formula(config, spec))
 
 
-def space(small: bool = False) -> list[Knob]:
+GATE = KnobCondition(knob="kind", one_of=CHOICES[1:])
+"""The gated family's condition on ``lr`` and ``mix``: they act when ``kind`` is not "a"."""
+
+
+def space(small: bool = False, gated: bool = False) -> list[Knob]:
     """The family's search space (the same for every seed; the optimum moves); ``small``: only
-    ``depth`` in 1..2 and ``kind``, six configs in all."""
+    ``depth`` in 1..2 and ``kind``, six configs in all; ``gated``: ``lr`` and ``mix`` declare
+    :data:`GATE`."""
     if small:
         return [
             Knob(name="depth", type=KnobType.INT, low=1, high=2, default=2),
             Knob(name="kind", type=KnobType.CHOICE, choices=list(CHOICES), default="a"),
         ]
     return [
-        Knob(name="lr", type=KnobType.FLOAT, low=1e-4, high=1.0, log=True, default=0.5),
-        Knob(name="mix", type=KnobType.FLOAT, low=0.0, high=1.0, default=0.95),
+        Knob(
+            name="lr",
+            type=KnobType.FLOAT,
+            low=1e-4,
+            high=1.0,
+            log=True,
+            default=0.5,
+            when=GATE if gated else None,
+        ),
+        Knob(
+            name="mix",
+            type=KnobType.FLOAT,
+            low=0.0,
+            high=1.0,
+            default=0.95,
+            when=GATE if gated else None,
+        ),
         Knob(name="depth", type=KnobType.INT, low=1, high=32, default=2),
         Knob(name="kind", type=KnobType.CHOICE, choices=list(CHOICES), default="a"),
     ]
 
 
 def tuning_task(
-    folder: Path, seed: int, small: bool = False, flat: bool = False, constrained: bool = False
+    folder: Path,
+    seed: int,
+    small: bool = False,
+    flat: bool = False,
+    constrained: bool = False,
+    gated: bool = False,
+    declared: bool = True,
 ) -> Task:
     """Write the generated task of ``seed`` under ``folder`` and load it from its file
     (``small``: the six-config space of :func:`space`; ``flat``: see :func:`spec_for`;
     ``constrained``: a non-target ``keep`` whose error grows with the squared distance from the
     defaults (:func:`damage`), so the optimum of most seeds lies beyond what ``keep`` allows
-    and the best feasible config lies part of the way toward it)."""
+    and the best feasible config lies part of the way toward it; ``gated``: ``lr`` and ``mix``
+    act only when ``kind`` is not "a", which the space declares unless ``declared`` is
+    false)."""
     harness = folder / "harness"
     harness.mkdir(parents=True)
     (harness / "harness.toml").write_text(
@@ -164,7 +205,7 @@ def tuning_task(
     )
     (harness / "train.py").write_text(_TRAIN)
     (harness / "predict.py").write_text(_PREDICT.replace("QUALITY", _QUALITY))
-    (harness / "spec.json").write_text(json.dumps(spec_for(seed, flat)))
+    (harness / "spec.json").write_text(json.dumps(spec_for(seed, flat, gated)))
     (harness / "config.json").write_text(json.dumps({k.name: k.default for k in space()}))
     for t, tier in enumerate(TIERS):
         rows = []
@@ -186,12 +227,15 @@ def tuning_task(
         "from pathlib import Path\nfrom rsilab import task\n"
         "from tests.orchestrator.builtin.tuning_tasks import build\n\n\n"
         f"@task\ndef {name}():\n"
-        f"    return build(Path(__file__).parent, {name!r}, {small!r}, {constrained!r})\n"
+        f"    return build(Path(__file__).parent, {name!r}, {small!r}, {constrained!r}, "
+        f"{gated and declared!r})\n"
     )
     return load_task(folder / "task.py")
 
 
-def build(folder: Path, name: str, small: bool = False, constrained: bool = False) -> Task:
+def build(
+    folder: Path, name: str, small: bool = False, constrained: bool = False, gated: bool = False
+) -> Task:
     """The task :func:`tuning_task` wrote under ``folder``."""
     files = {DataTier(t): folder / f"{t}.jsonl" for t in TIERS}
     benchmarks = [
@@ -220,7 +264,7 @@ def build(folder: Path, name: str, small: bool = False, constrained: bool = Fals
         harness=folder / "harness",
         benchmarks=benchmarks,
         budget=Budget(experiments=20),
-        search_space=space(small),
+        search_space=space(small, gated),
     )
 
 

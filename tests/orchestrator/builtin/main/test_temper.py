@@ -24,7 +24,7 @@ from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Campaign, Intent
 from rsilab.store import Lab
-from rsilab.tasks import Budget, Knob, KnobType
+from rsilab.tasks import Budget, Knob, KnobCondition, KnobType
 from tests.orchestrator.builtin.tuning_tasks import damage, space, spec_for, tuning_task
 
 SPACE = [
@@ -201,3 +201,26 @@ def test_a_campaign_stopped_mid_bisection_resumes_to_the_same_configs(
     )
     assert resumed.state == "finished"
     assert [r["config"] for r in _runs_of(lab, first.campaign_id)] == unbroken
+
+
+def test_a_knob_that_does_not_matter_in_the_reference_stays_at_the_source_value() -> None:
+    """The reference trains nothing (epochs 0), so its learning rate says nothing: tempering
+    shortens the training and keeps the source's rate, where a plain blend would raise it
+    toward the reference's inert 1e-2."""
+    gated = [
+        Knob(name="epochs", type=KnobType.INT, low=0, high=20, default=0),
+        Knob(
+            name="lr",
+            type=KnobType.FLOAT,
+            low=1e-4,
+            high=1.0,
+            log=True,
+            default=0.01,
+            when=KnobCondition(knob="epochs", at_least=1),
+        ),
+    ]
+    reference: dict[str, JsonValue] = {"epochs": 0, "lr": 1e-2}
+    source: dict[str, JsonValue] = {"epochs": 16, "lr": 1e-4}
+    assert blend(gated, reference, source, 0.5) == {"epochs": 8, "lr": 1e-4}
+    trained: dict[str, JsonValue] = {"epochs": 4, "lr": 1e-2}  # a reference that trains: it moves
+    assert blend(gated, trained, source, 0.5)["lr"] == pytest.approx(1e-3)

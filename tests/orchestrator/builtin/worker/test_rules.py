@@ -15,7 +15,7 @@ from rsilab.orchestrator.builtin.worker._rules import (
     propose_configs,
     step_size,
 )
-from rsilab.tasks import Knob
+from rsilab.tasks import Knob, KnobCondition
 from rsilab.tasks.builtin.synthetic import SEARCH_SPACE, noise_sd, true_score
 
 SPACE = [
@@ -160,3 +160,29 @@ def test_simulated_search_beats_the_defaults_and_random_search() -> None:
     random_ = statistics.mean(_random_search(s) for s in SEEDS)
     assert builtin >= 0.15, builtin
     assert builtin > random_, (builtin, random_)
+
+
+def test_configs_that_differ_only_in_knobs_that_do_not_matter_share_a_key() -> None:
+    """A learning rate is inert when nothing trains: two such configs run one system."""
+    gated = [
+        Knob(name="epochs", type="int", low=0, high=5, default=0),
+        Knob(
+            name="lr",
+            type="float",
+            low=1e-4,
+            high=1.0,
+            log=True,
+            default=0.01,
+            when=KnobCondition(knob="epochs", at_least=1),
+        ),
+    ]
+    assert config_key({"epochs": 0, "lr": 0.5}, gated) == config_key(
+        {"epochs": 0, "lr": 0.01}, gated
+    )
+    assert config_key({"epochs": 0, "lr": 0.5}, gated) == '{"epochs":0}'
+    assert config_key({"epochs": 2, "lr": 0.5}, gated) != config_key(
+        {"epochs": 2, "lr": 0.01}, gated
+    )
+    # propose_configs never offers the reference again under a new learning rate
+    found = propose_configs(gated, [({"epochs": 0, "lr": 0.01}, 1.0)], random.Random(4), 6)
+    assert all(c["epochs"] != 0 for c in found)

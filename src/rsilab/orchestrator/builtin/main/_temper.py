@@ -13,7 +13,11 @@ the reference and the infeasible config:
   the source config (``t = 1``): each numeric knob at that fraction of the way in its
   normalised coordinate (``log10`` of the value for a ``log`` knob), rounded to its type; each
   choice or bool knob as in the source (tempering changes how far a config moves, not what kind
-  of change it makes; the sampler explores kinds).
+  of change it makes; the sampler explores kinds). A knob that does not matter in the
+  reference (:func:`rsilab.tasks.is_active`: a learning rate where the reference trains
+  nothing) is taken as in the source too: the reference's value of it says nothing about the
+  reference, and blending toward it would move the knob for no reason (toward an inert
+  learning rate of 1e-3 from a source's 1e-4 *raises* the rate as the training shortens).
 - :func:`next_fraction` bisects: the first step is ``t = 1/2``; each later one halves the
   interval between the largest fraction found feasible (the reference's 0 before any) and the
   smallest found infeasible (the source's 1 before any). A failed run counts as infeasible. The
@@ -39,7 +43,7 @@ from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.worker._rules import config_key, from_unit, to_unit
-from rsilab.tasks import Knob, KnobType
+from rsilab.tasks import Knob, KnobType, active_names
 
 TEMPER_STEPS = 3
 """Bisection steps per source: fractions 1/2, then 1/4 or 3/4, then the eighth between."""
@@ -61,14 +65,17 @@ def blend(
     t: float,
 ) -> Config:
     """The config at fraction ``t`` (0 to 1) of the way from ``reference`` to ``source`` (see
-    the module docstring). A numeric knob ``reference`` lacks is taken at the knob's default.
+    the module docstring). A numeric knob ``reference`` lacks is taken at the knob's default;
+    one that does not matter in ``reference`` as in ``source``.
     ``ValueError`` unless ``0 <= t <= 1``."""
     if not 0.0 <= t <= 1.0:
         raise ValueError(f"t must lie in [0, 1], got {t!r}")
     out: Config = {}
+    matters = set(active_names(reference, space))
     for knob in space:
         value = source[knob.name]
-        if knob.type in (KnobType.FLOAT, KnobType.INT) and isinstance(value, int | float):
+        moves = knob.type in (KnobType.FLOAT, KnobType.INT) and knob.name in matters
+        if moves and isinstance(value, int | float):
             start = reference.get(knob.name, knob.default)
             if isinstance(start, int | float) and not isinstance(start, bool):
                 a, b = to_unit(knob, float(start)), to_unit(knob, float(value))

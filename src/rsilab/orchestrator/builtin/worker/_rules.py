@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from pydantic import JsonValue
 
-from rsilab.tasks import Knob, KnobType
+from rsilab.tasks import Knob, KnobType, active_names
 
 Config = dict[str, JsonValue]
 """Knob name -> value; a proposal holds exactly the space's knobs."""
@@ -66,12 +66,15 @@ DEFAULT_SETTINGS = SearchSettings()
 
 
 def config_key(config: Mapping[str, JsonValue], space: Sequence[Knob]) -> str:
-    """Canonical key of ``config`` restricted to the knobs of ``space`` (sorted JSON).
+    """Canonical key of ``config`` restricted to the knobs of ``space`` that matter in it
+    (sorted JSON; see :func:`rsilab.tasks.active_names`).
 
-    Two configs with equal knob values have equal keys whatever their key order or extra keys.
-    A knob missing from ``config`` keys as null.
+    Two configs with equal values of the knobs that matter have equal keys whatever their
+    key order, extra keys, or values of knobs that do not matter (a learning rate when nothing
+    trains): they run the same system. A knob missing from ``config`` keys as null.
     """
-    projected = {k.name: config.get(k.name) for k in space}
+    active = set(active_names(config, space))
+    projected = {k.name: config.get(k.name) for k in space if k.name in active}
     return json.dumps(projected, sort_keys=True, separators=(",", ":"))
 
 

@@ -24,7 +24,16 @@ copies it as the template for a user's own model.
 
 from __future__ import annotations
 
-from rsilab.tasks import Benchmark, GeneratedSplits, Knob, Setting, Task, leaked_final_tier, task
+from rsilab.tasks import (
+    Benchmark,
+    GeneratedSplits,
+    Knob,
+    KnobCondition,
+    Setting,
+    Task,
+    leaked_final_tier,
+    task,
+)
 from rsilab.tasks.builtin.posttrain import _bench, _scorer
 from rsilab.tasks.builtin.posttrain._base import build_id, install_base
 
@@ -34,22 +43,31 @@ KINDS = ("arith", "fncall", "facts", "choice", "code")
 RUNTIME_REQUIREMENTS = ["transformers==5.24.0", "tokenizers==0.23.3", "peft==0.21.2"]
 """What the harness imports beyond the base runtime (torch, numpy, safetensors)."""
 
+TRAINS = KnobCondition(knob="epochs", at_least=1)
+"""The recipe knobs matter only when the model trains (``epochs`` 0: the base, unchanged)."""
+SAMPLES = KnobCondition(knob="decoding", one_of=["sample"])
+"""The sampling knobs matter only when the decoding samples (greedy decodes once)."""
 SEARCH_SPACE = [
     Knob(name="epochs", type="int", low=0, high=20, default=0),
-    Knob(name="lr", type="float", low=1e-5, high=1e-2, log=True, default=1e-3),
-    Knob(name="lora_rank", type="choice", choices=[0, 4, 8, 16], default=0),
-    Knob(name="batch_size", type="choice", choices=[8, 16, 32], default=16),
-    *(Knob(name=f"mix_{k}", type="float", low=0.0, high=3.0, default=1.0) for k in KINDS),
+    Knob(name="lr", type="float", low=1e-5, high=1e-2, log=True, default=1e-3, when=TRAINS),
+    Knob(name="lora_rank", type="choice", choices=[0, 4, 8, 16], default=0, when=TRAINS),
+    Knob(name="batch_size", type="choice", choices=[8, 16, 32], default=16, when=TRAINS),
+    *(
+        Knob(name=f"mix_{k}", type="float", low=0.0, high=3.0, default=1.0, when=TRAINS)
+        for k in KINDS
+    ),
     Knob(name="template", type="choice", choices=["qa", "plain"], default="qa"),
     Knob(name="few_shot", type="int", low=0, high=4, default=2),
     Knob(name="decoding", type="choice", choices=["greedy", "sample"], default="greedy"),
-    Knob(name="temperature", type="float", low=0.1, high=1.5, default=0.7),
-    Knob(name="samples", type="int", low=1, high=8, default=1),
+    Knob(name="temperature", type="float", low=0.1, high=1.5, default=0.7, when=SAMPLES),
+    Knob(name="samples", type="int", low=1, high=8, default=1, when=SAMPLES),
     Knob(name="max_new_tokens", type="int", low=4, high=64, default=48),
 ]
 """The recipe and harness knobs (harness/config.json holds their starting values - the
 ``mix_<kind>`` weights it leaves out, at their default 1 - and the
-per-kind token caps ``max_new_tokens_<kind>`` and ``aggregate_<kind>``, which stay fixed)."""
+per-kind token caps ``max_new_tokens_<kind>`` and ``aggregate_<kind>``, which stay fixed).
+``when``: a knob that matters only under a condition on another (see :data:`TRAINS`,
+:data:`SAMPLES`), so a search does not run the base again under a new learning rate."""
 
 
 NON_TARGET_TOLERANCE = 0.05

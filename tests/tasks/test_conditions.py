@@ -1,0 +1,151 @@
+"""Conditional knobs: which knobs matter in a config, chains of conditions, the faults refused
+when a task loads, and ``when`` in task.toml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import JsonValue, ValidationError
+
+from rsilab.tasks import (
+    Knob,
+    KnobCondition,
+    KnobType,
+    Task,
+    TaskLoadError,
+    active_names,
+    get_task,
+    is_active,
+    load_toml,
+)
+from tests.tasks.conftest import write_small_task
+
+TRAINS = KnobCondition(knob="epochs", at_least=1)
+SPACE = [
+    Knob(name="epochs", type=KnobType.INT, low=0, high=10, default=0),
+    Knob(name="lora", type=KnobType.BOOL, default=False, when=TRAINS),
+    Knob(
+        name="rank",
+        type=KnobType.CHOICE,
+        choices=[4, 8],
+        default=4,
+        when=KnobCondition(knob="lora", one_of=[True]),
+    ),
+    Knob(name="decoding", type=KnobType.CHOICE, choices=["greedy", "sample"], default="greedy"),
+    Knob(
+        name="temperature",
+        type=KnobType.FLOAT,
+        low=0.1,
+        high=2.0,
+        default=0.7,
+        when=KnobCondition(knob="decoding", one_of=["sample"]),
+    ),
+]
+
+
+def _task_with(knobs: list[Knob]) -> Task:
+    """synthetic with ``knobs`` as its search space, validated as a task is when it loads."""
+    task = get_task("synthetic")
+    return Task(
+        **{**{name: getattr(task, name) for name in Task.model_fields}, "search_space": knobs}
+    )
+
+
+def _config(**values: JsonValue) -> dict[str, JsonValue]:
+    base: dict[str, JsonValue] = {
+        "epochs": 0, "lora": False, "rank": 4, "decoding": "greedy", "temperature": 0.7,
+    }  # fmt: skip
+    return {**base, **values}
+
+
+def test_a_knob_matters_when_its_condition_and_every_condition_above_it_hold() -> None:
+    assert active_names(_config(), SPACE) == ["epochs", "decoding"]
+    assert active_names(_config(epochs=3), SPACE) == ["epochs", "lora", "decoding"]
+    # rank hangs on lora, which hangs on epochs: lora on but no training leaves rank inert
+    assert not is_active(SPACE[2], _config(lora=True), SPACE)
+    assert is_active(SPACE[2], _config(epochs=1, lora=True), SPACE)
+    assert active_names(_config(decoding="sample"), SPACE) == ["epochs", "decoding", "temperature"]
+    # a deciding knob the config leaves out is read at its default (epochs 0: nothing trains)
+    assert active_names({"lora": True, "rank": 8}, SPACE) == ["epochs", "decoding"]
+
+
+def test_at_least_reads_numbers_and_one_of_matches_type_and_value() -> None:
+    assert TRAINS.holds(1) and TRAINS.holds(2.5) and not TRAINS.holds(0)
+    assert not TRAINS.holds(True) and not TRAINS.holds("3")  # a bool or text is no count
+    flag = KnobCondition(knob="lora", one_of=[True])
+    assert flag.holds(True) and not flag.holds(1)  # 1 == True in Python, not here
+
+
+@pytest.mark.parametrize(
+    ("when", "problem"),
+    [
+        (KnobCondition(knob="steps", at_least=1), "its condition names 'steps', not a knob here"),
+        (KnobCondition(knob="scale", at_least=1), "its condition names itself"),
+        (
+            KnobCondition(knob="mode", at_least=1),
+            "at_least needs a numeric knob; 'mode' is a choice",
+        ),
+        (KnobCondition(knob="mode", one_of=["x", "z"]), "'mode' never takes ['z']"),
+    ],
+)
+def test_a_condition_that_cannot_be_judged_is_refused(when: KnobCondition, problem: str) -> None:
+    knobs = [
+        Knob(name="mode", type=KnobType.CHOICE, choices=["x", "y"], default="x"),
+        Knob(name="scale", type=KnobType.FLOAT, low=0.0, high=1.0, default=0.5, when=when),
+    ]
+    with pytest.raises(ValidationError, match=problem.replace("[", r"\[").replace("]", r"\]")):
+        _task_with(knobs)
+
+
+def test_conditions_in_a_cycle_and_a_condition_without_one_rule_are_refused() -> None:
+    a = Knob(name="a", type=KnobType.INT, low=0, high=3, default=0,
+             when=KnobCondition(knob="b", at_least=1))  # fmt: skip
+    b = Knob(name="b", type=KnobType.INT, low=0, high=3, default=0,
+             when=KnobCondition(knob="a", at_least=1))  # fmt: skip
+    with pytest.raises(ValidationError, match="knobs a -> b -> a: conditions form a cycle"):
+        _task_with([a, b])
+    with pytest.raises(ValidationError, match="exactly one of one_of, at_least"):
+        KnobCondition(knob="a", one_of=[1], at_least=1)
+    with pytest.raises(ValidationError, match="exactly one of one_of, at_least"):
+        KnobCondition(knob="a")
+
+
+def test_when_in_task_toml_loads_and_a_bad_one_names_its_field(tmp_path: Path) -> None:
+    knobs = """
+[[search_space]]
+name = "epochs"
+type = "int"
+low = 0
+high = 5
+default = 0
+
+[[search_space]]
+name = "lr"
+type = "float"
+low = 0.001
+high = 0.1
+log = true
+default = 0.01
+when = { knob = "epochs", at_least = 1 }
+"""
+    task = load_toml(write_small_task(tmp_path / "good", toml_extra=knobs))
+    assert task.search_space[1].when == KnobCondition(knob="epochs", at_least=1)
+    assert active_names({"epochs": 0, "lr": 0.05}, task.search_space) == ["epochs"]
+    bad = knobs.replace('when = { knob = "epochs", at_least = 1 }', 'when = { knob = "epochs" }')
+    with pytest.raises(TaskLoadError) as info:
+        load_toml(write_small_task(tmp_path / "bad", toml_extra=bad))
+    assert "search_space.1.when" in str(info.value)
+    assert "exactly one of one_of, at_least" in str(info.value)
+
+
+def test_the_posttrain_recipe_knobs_matter_only_when_the_model_trains() -> None:
+    task = get_task("posttrain")
+    start = task.default_config()
+    assert active_names(start, task.search_space) == [
+        "epochs", "template", "few_shot", "decoding", "max_new_tokens",
+    ]  # fmt: skip
+    trained = {**start, "epochs": 2, "decoding": "sample"}
+    assert {"lr", "lora_rank", "batch_size", "mix_arith", "temperature", "samples"} <= set(
+        active_names(trained, task.search_space)
+    )
