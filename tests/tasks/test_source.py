@@ -23,6 +23,9 @@ def _spec_digest(path: Path) -> str:
     later = {"code_variants", "runtime_requirements", "runtime_build_id"}
     empty = {name for name in later if not getattr(task, name, None)}
     data = task.model_dump(mode="json", exclude={"source", "seconds_per_experiment", *empty})
+    for knob in data["search_space"]:  # so are a knob's: no condition, no "when" key
+        if knob["when"] is None:
+            del knob["when"]
     return hashlib.sha256(
         json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()

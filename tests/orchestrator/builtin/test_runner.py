@@ -11,6 +11,7 @@ from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Campaign, DataTier, Evaluation, Experiment, Review
 from rsilab.store import Lab, verify_store
 from rsilab.tasks import Budget, Setting, Task, get_task
+from rsilab.tasks._secret import SECRET_FILE
 from tests.orchestrator.runner_checks import check_campaign
 
 
@@ -64,9 +65,13 @@ def test_parallel_workers_share_the_budget_without_overshooting_it(lab: Lab) -> 
     assert done == list(range(1, 10))
 
 
-def test_reviews_decide_the_main_agents_next_move(lab: Lab) -> None:
+@pytest.mark.parametrize("secret", ["5e", "a7"])
+def test_reviews_decide_the_main_agents_next_move(lab: Lab, secret: str) -> None:
     # without tempering: its bisection steps are Main's own (no review steers them) and take
-    # budget from the search directions whose reviews this measures
+    # budget from the search directions whose reviews this measures. The lab's secret is
+    # fixed: it draws synthetic's data and so every score and review, and a random one made
+    # this one campaign's measure differ from lab to lab (0.4 in one clean-clone run)
+    (lab.path / SECRET_FILE).write_text(secret * 32)
     result = run_campaign(
         lab, get_task("synthetic"), budget=Budget(experiments=14), ablate={Ablation.TEMPERING}
     )
