@@ -20,13 +20,20 @@ from __future__ import annotations
 
 import math
 import random
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import optuna
 from pydantic import JsonValue
 
-from rsilab.orchestrator.builtin._search import build_study, sampler_seed, suggest
+from rsilab.orchestrator.builtin._search import (
+    build_study,
+    conditional,
+    draw_conditional,
+    sampler_seed,
+    suggest,
+)
 from rsilab.orchestrator.builtin._state import (
     NON_TARGET_MARGIN,
     NON_TARGET_PENALTY,
@@ -252,6 +259,10 @@ class OptunaTPE:
     is told: 0.0 when feasible, 1.0 when not (values <= 0 are satisfied); constrained TPE
     then models the feasible trials apart. The starting config is enqueued as the first
     trial (as the other policies start from it). A failed run is told as a failed trial.
+    A space whose knobs declare conditions (:attr:`~rsilab.tasks.Knob.when`) is drawn
+    define-by-run with ``group=True``, as Optuna's documentation advises for conditional
+    spaces: a knob is suggested only where it matters (the built-in's own
+    :func:`~rsilab.orchestrator.builtin._search.draw_conditional`).
     """
 
     name = "optuna-tpe"
@@ -260,21 +271,31 @@ class OptunaTPE:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.space = list(space)
         self.startup = min(10, max(2, budget // 2))
-        sampler = optuna.samplers.TPESampler(
-            multivariate=True,
-            seed=seed,
-            n_startup_trials=self.startup,
-            constant_liar=workers > 1,
-        )
+        with warnings.catch_warnings():  # group is experimental since Optuna 2.8
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(
+                multivariate=True,
+                group=conditional(self.space),  # Optuna's advice for conditional spaces
+                seed=seed,
+                n_startup_trials=self.startup,
+                constant_liar=workers > 1,
+            )
         self.study = optuna.create_study(direction="maximize", sampler=sampler)
         self.study.enqueue_trial({k.name: to_optuna(k, k.default) for k in self.space})
         self.distributions = {k.name: optuna_distribution(k) for k in self.space}
         self.trials: dict[Ticket, optuna.trial.Trial] = {}
 
     def ask(self) -> tuple[Ticket, Config]:
-        trial = self.study.ask(self.distributions)
+        if conditional(self.space):
+            # knobs that declare when they matter are drawn define-by-run, as a user writes an
+            # Optuna objective with conditional parameters; a knob not drawn stays at its default
+            trial = self.study.ask()
+            config = draw_conditional(trial, self.space, {})
+        else:
+            trial = self.study.ask(self.distributions)
+            config = {k.name: from_optuna(k, trial.params[k.name]) for k in self.space}
         self.trials[trial.number] = trial
-        return trial.number, {k.name: from_optuna(k, trial.params[k.name]) for k in self.space}
+        return trial.number, config
 
     def tell(self, ticket: Ticket, score: float | None, feasible: bool = True) -> None:
         trial = self.trials.pop(ticket)

@@ -24,7 +24,7 @@ from benchmarks.search.protocol import Feasibility, RunResult
 from benchmarks.search.report import experiments_to_reach, mean_ci, paired, plot_curves
 
 from rsilab.orchestrator.builtin.worker._rules import is_valid
-from rsilab.tasks import Knob, KnobType, get_task
+from rsilab.tasks import Knob, KnobCondition, KnobType, get_task
 
 SPACE = [
     Knob(name="lr", type=KnobType.FLOAT, low=1e-4, high=1.0, log=True, default=0.1),
@@ -64,6 +64,44 @@ def test_optuna_tpe_starts_from_the_defaults_and_stays_in_the_space() -> None:
     states = [t.state for t in tpe.study.trials]
     assert states.count(optuna.trial.TrialState.FAIL) == 1
     assert states.count(optuna.trial.TrialState.COMPLETE) == 7
+
+
+def test_optuna_tpe_suggests_a_gated_knob_only_where_it_acts() -> None:
+    # steps and rate act only when the model trains (mode "tune"); the rate only from 2 steps
+    gated = [
+        Knob(
+            name="rate",
+            type=KnobType.FLOAT,
+            low=1e-4,
+            high=1.0,
+            log=True,
+            default=0.01,
+            when=KnobCondition(knob="steps", at_least=2),
+        ),
+        Knob(
+            name="steps",
+            type=KnobType.INT,
+            low=0,
+            high=8,
+            default=0,
+            when=KnobCondition(knob="mode", one_of=["tune"]),
+        ),
+        Knob(name="mode", type=KnobType.CHOICE, choices=["frozen", "tune"], default="frozen"),
+    ]
+    tpe = OptunaTPE(gated, seed=4, budget=30)
+    configs = []
+    for _ in range(30):
+        ticket, config = tpe.ask()
+        assert is_valid(config, gated), config
+        configs.append(config)
+        tpe.tell(ticket, float(config["rate"]) if config["mode"] == "tune" else 0.0)  # type: ignore[arg-type]
+    for config, trial in zip(configs, tpe.study.trials, strict=True):
+        trains = config["mode"] == "tune"
+        rated = trains and config["steps"] in range(2, 9)
+        assert ("steps" in trial.params) == trains and ("rate" in trial.params) == rated
+        if not rated:
+            assert config["rate"] == 0.01  # not drawn: the default, as the harness would run
+    assert any(c["mode"] == "frozen" for c in configs) and any(c["rate"] != 0.01 for c in configs)
 
 
 def test_optuna_tpe_configuration() -> None:

@@ -86,6 +86,39 @@ def test_a_space_with_nothing_new_gives_no_config() -> None:
     assert suggest(study, small, {"depth", "kind"}, {"depth": 2, "kind": "a"}, tried) is None
 
 
+def test_a_gated_study_holds_only_the_knobs_that_acted() -> None:
+    # lr and mix act only when kind is not "a": a trial of a kind-"a" run holds depth and kind
+    gated = space(gated=True)
+    study = build_study(gated, RUNS, seed=5)
+    held = [sorted(t.params) for t in study.trials]
+    assert held == [
+        ["depth", "kind"],
+        ["depth", "kind", "lr", "mix"],
+        ["depth", "kind", "lr", "mix"],
+        ["depth", "kind", "lr", "mix"],
+    ]
+    # without conditions every trial holds every knob, as before
+    assert {len(t.params) for t in build_study(space(), RUNS, seed=5).trials} == {4}
+
+
+def test_a_gated_knob_is_drawn_only_where_it_acts() -> None:
+    gated = space(gated=True)
+    runs = [*RUNS, *(_run(5 + i, _config(0.02, 0.4, 3 + i, "c"), -0.3) for i in range(6))]
+    study = build_study(gated, runs, seed=11)
+    base = _config(0.5, 0.95, 2, "a")
+    drawn = [suggest(study, gated, {"lr", "mix", "kind", "depth"}, base, set()) for _ in range(40)]
+    configs = [c for c in drawn if c is not None]
+    inert = [c for c in configs if c["kind"] == "a"]
+    acting = [c for c in configs if c["kind"] != "a"]
+    assert inert and acting  # both sides of the gate were drawn
+    # where kind is "a" the rate and mixture keep the base's values: nothing was drawn for them
+    assert {(c["lr"], c["mix"]) for c in inert} == {(0.5, 0.95)}
+    assert len({c["lr"] for c in acting}) > len(acting) // 2  # drawn where they act
+    # the study saw each draw with only its active knobs (left running so the next avoids it)
+    asked = study.trials[len(runs) :]
+    assert all(("lr" in t.params) == (t.params["kind"] != "a") for t in asked)
+
+
 def test_the_race_reruns_the_reference_once_then_halves_the_field() -> None:
     assert race_budget(5) == 0 and race_budget(20) == 5 and race_budget(40) == 10
     assert rungs(4) == [2, 1, 1] and rungs(7) == [4, 2, 1]

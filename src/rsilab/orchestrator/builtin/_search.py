@@ -18,6 +18,15 @@ is deprecated there and does the same), and constrained TPE models feasible tria
 A direction opens a subset of the knobs from a base config (the reference, or the best config
 found anywhere): :func:`suggest` fixes the other knobs at the base's values
 (``PartialFixedSampler``) and lets TPE model the open ones over every trial of the study.
+
+Conditional knobs (:attr:`~rsilab.tasks.Knob.when`): a trial holds only the knobs that matter in
+its config, and :func:`suggest` draws define-by-run, deciding knobs first, so a knob is drawn
+only where it acts (a learning rate when the model trains). The values a config gives a knob
+that does not matter are noise to TPE's model (they change no score); left out, the knob's
+density is fitted on the trials where it acted. Such a space uses TPE's grouped multivariate
+mode (``group=True``), which models each set of knobs that appear together; a knob left
+undrawn keeps the base's value, as tempering does. A space without conditions is sampled as
+before (one joint space, no groups).
 """
 
 from __future__ import annotations
@@ -40,7 +49,7 @@ from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.worker._rules import config_key, is_valid
-from rsilab.tasks import Knob, KnobType
+from rsilab.tasks import Knob, KnobType, active_names
 
 CONSTRAINT = "non_target_shortfall"
 """The trials' constraint: the runs' non-target shortfall beyond the margin (<= 0 feasible)."""
@@ -99,8 +108,34 @@ def from_param(knob: Knob, value: Any) -> JsonValue:
     return value  # type: ignore[no-any-return]
 
 
+def conditional(space: Sequence[Knob]) -> bool:
+    """Whether some knob of ``space`` matters only in part of it (declares ``when``)."""
+    return any(k.when is not None for k in space)
+
+
 def _params(space: Sequence[Knob], config: Mapping[str, JsonValue]) -> dict[str, Any]:
-    return {k.name: to_param(k, config[k.name]) for k in space}
+    """The trial parameters of ``config``: the knobs that matter in it (every knob when none
+    declares a condition)."""
+    active = set(active_names(config, space))
+    return {k.name: to_param(k, config[k.name]) for k in space if k.name in active}
+
+
+def _distributions(space: Sequence[Knob], params: Mapping[str, Any]) -> dict[str, BaseDistribution]:
+    return {k.name: distribution(k) for k in space if k.name in params}
+
+
+def draw_order(space: Sequence[Knob]) -> list[Knob]:
+    """The knobs of ``space`` with every deciding knob before the knobs it decides (declaration
+    order otherwise; conditions are acyclic, :func:`rsilab.tasks.check_conditions`)."""
+    by_name = {k.name: k for k in space}
+
+    def depth(knob: Knob) -> int:
+        n, rule = 0, knob.when
+        while rule is not None and rule.knob in by_name:
+            n, rule = n + 1, by_name[rule.knob].when
+        return n
+
+    return sorted(space, key=depth)  # sorted is stable: declaration order within a depth
 
 
 def build_study(
@@ -114,15 +149,21 @@ def build_study(
     ``running``, its TPE sampler seeded with ``seed`` (see the module docstring). Runs whose
     config is not valid in ``space`` (a task whose space changed) are left out."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(
-        multivariate=True, seed=seed, n_startup_trials=STARTUP_TRIALS, constant_liar=True
-    )
+    with warnings.catch_warnings():  # group is experimental since Optuna 2.8
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(
+            multivariate=True,
+            group=conditional(space),
+            seed=seed,
+            n_startup_trials=STARTUP_TRIALS,
+            constant_liar=True,
+        )
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    dists = {k.name: distribution(k) for k in space}
     for run in runs:
         if not is_valid(run.config, space):
             continue
         params = _params(space, run.config)
+        dists = _distributions(space, params)
         if run.failed:
             trial = optuna.trial.create_trial(
                 state=TrialState.FAIL, params=params, distributions=dists
@@ -137,9 +178,12 @@ def build_study(
         study.add_trial(trial)
     for config in running:
         if is_valid(config, space):
+            params = _params(space, config)
             study.add_trial(
                 optuna.trial.create_trial(
-                    state=TrialState.RUNNING, params=_params(space, config), distributions=dists
+                    state=TrialState.RUNNING,
+                    params=params,
+                    distributions=_distributions(space, params),
                 )
             )
     return study
@@ -167,12 +211,10 @@ def suggest(
     with warnings.catch_warnings():  # experimental since Optuna 2.4 and stable in use since
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.sampler = optuna.samplers.PartialFixedSampler(fixed, base_sampler)
-    dists = {k.name: distribution(k) for k in space}
     seen = set(tried)
     try:
         for _ in range(tries):
-            trial = study.ask(dists)
-            config = {k.name: from_param(k, trial.params[k.name]) for k in space}
+            config = _draw(study, space, base)
             key = config_key(config, space)
             if key not in seen:
                 return config
@@ -180,6 +222,39 @@ def suggest(
     finally:
         study.sampler = base_sampler
     return None
+
+
+def _draw(study: optuna.Study, space: Sequence[Knob], base: Mapping[str, JsonValue]) -> Config:
+    """One config asked of ``study``: every knob drawn at once in a space without conditions;
+    define-by-run otherwise, a knob drawn only when it matters given the knobs before it."""
+    if not conditional(space):
+        trial = study.ask({k.name: distribution(k) for k in space})
+        return {k.name: from_param(k, trial.params[k.name]) for k in space}
+    return draw_conditional(study.ask(), space, base)
+
+
+def draw_conditional(
+    trial: optuna.Trial, space: Sequence[Knob], base: Mapping[str, JsonValue]
+) -> Config:
+    """A config of ``space`` drawn define-by-run in ``trial``: knobs in :func:`draw_order`, each
+    drawn only when it matters given the values before it; a knob not drawn keeps ``base``'s
+    value (its default where ``base`` lacks it)."""
+    config: Config = {k.name: base.get(k.name, k.default) for k in space}
+    for knob in draw_order(space):
+        if knob.name in active_names(config, space):
+            config[knob.name] = from_param(knob, _suggest(trial, knob))
+    return {k.name: config[k.name] for k in space}
+
+
+def _suggest(trial: optuna.Trial, knob: Knob) -> Any:
+    """``knob``'s parameter drawn in ``trial`` from :func:`distribution`'s distribution."""
+    dist = distribution(knob)
+    if isinstance(dist, FloatDistribution):
+        return trial.suggest_float(knob.name, dist.low, dist.high, log=dist.log)
+    if isinstance(dist, IntDistribution):
+        return trial.suggest_int(knob.name, dist.low, dist.high, log=dist.log)
+    assert isinstance(dist, CategoricalDistribution)  # distribution() makes only these three
+    return trial.suggest_categorical(knob.name, dist.choices)
 
 
 def importance(study: optuna.Study, space: Sequence[Knob]) -> list[str]:
@@ -192,6 +267,9 @@ def importance(study: optuna.Study, space: Sequence[Knob]) -> list[str]:
     try:
         with warnings.catch_warnings():  # PED-ANOVA is marked experimental
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            # a conditional knob acts in few trials early on; the evaluator warns that its
+            # ranking is rough, which a ranking that only orders directions can take
+            warnings.filterwarnings("ignore", message="Some regimes", category=UserWarning)
             evaluator = optuna.importance.PedAnovaImportanceEvaluator()
             ranked = optuna.importance.get_param_importances(study, evaluator=evaluator)
     except (RuntimeError, ValueError):  # a degenerate study: no ranking to trust
