@@ -15,6 +15,7 @@ from rsilab.tasks import (
     Task,
     TaskLoadError,
     active_names,
+    deciding_first,
     get_task,
     is_active,
     load_toml,
@@ -149,3 +150,12 @@ def test_the_posttrain_recipe_knobs_matter_only_when_the_model_trains() -> None:
     assert {"lr", "lora_rank", "batch_size", "mix_arith", "temperature", "samples"} <= set(
         active_names(trained, task.search_space)
     )
+
+
+def test_deciding_knobs_come_first_whatever_the_declaration_order() -> None:
+    backwards = list(reversed(SPACE))  # temperature, decoding, rank, lora, epochs
+    order = [k.name for k in deciding_first(backwards)]
+    assert order == ["decoding", "epochs", "temperature", "lora", "rank"]
+    outside = Knob(name="lr", type=KnobType.FLOAT, low=0.1, high=1.0, default=0.5, when=TRAINS)
+    # a condition on a knob this space lacks ends the chain: the knob has nothing to wait for
+    assert [k.name for k in deciding_first([outside, SPACE[3]])] == ["lr", "decoding"]

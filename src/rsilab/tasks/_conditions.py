@@ -83,3 +83,19 @@ def is_active(knob: Knob, config: Mapping[str, JsonValue], space: Sequence[Knob]
 def active_names(config: Mapping[str, JsonValue], space: Sequence[Knob]) -> list[str]:
     """The names of the knobs of ``space`` that matter in ``config``, in ``space``'s order."""
     return [k.name for k in space if is_active(k, config, space)]
+
+
+def deciding_first(space: Sequence[Knob]) -> list[Knob]:
+    """The knobs of ``space`` with every deciding knob before the knobs it decides (by the
+    length of their chain of conditions; declaration order within a length), the order in
+    which a search draws a config so that each knob's activity is known when it is reached.
+    A condition on a knob outside ``space`` ends the chain (as in :func:`is_active`)."""
+    by_name = {k.name: k for k in space}
+
+    def chain(knob: Knob) -> int:
+        n, rule = 0, knob.when
+        while rule is not None and rule.knob in by_name:
+            n, rule = n + 1, by_name[rule.knob].when
+        return n
+
+    return sorted(space, key=chain)  # sorted is stable: declaration order within a length

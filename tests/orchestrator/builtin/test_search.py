@@ -14,10 +14,11 @@ from rsilab.orchestrator.builtin._search import build_study, suggest
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.main._race import next_race_config, race_budget, rungs, winner
 from rsilab.orchestrator.builtin.runner import Progress, run_campaign
+from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Experiment, Intent
 from rsilab.store import Lab
-from rsilab.tasks import Budget
+from rsilab.tasks import Budget, Knob, KnobCondition, KnobType
 from tests.orchestrator.builtin.tuning_tasks import quality, random_search_best, space, spec_for
 from tests.orchestrator.builtin.tuning_tasks import tuning_task as make_task
 
@@ -117,6 +118,42 @@ def test_a_gated_knob_is_drawn_only_where_it_acts() -> None:
     # the study saw each draw with only its active knobs (left running so the next avoids it)
     asked = study.trials[len(runs) :]
     assert all(("lr" in t.params) == (t.params["kind"] != "a") for t in asked)
+
+
+def test_a_chain_of_conditions_is_drawn_in_order() -> None:
+    # rank matters when lora is on, lora when the model trains (steps >= 1); declared backwards
+    chain = [
+        Knob(
+            name="rank",
+            type=KnobType.INT,
+            low=2,
+            high=64,
+            default=8,
+            when=KnobCondition(knob="lora", one_of=[True]),
+        ),
+        Knob(
+            name="lora",
+            type=KnobType.BOOL,
+            default=False,
+            when=KnobCondition(knob="steps", at_least=1),
+        ),
+        Knob(name="steps", type=KnobType.INT, low=0, high=3, default=0),
+    ]
+    study = build_study(chain, [], seed=2)
+    tried: set[str] = set()
+    for _ in range(12):
+        config = suggest(study, chain, {"rank", "lora", "steps"}, {}, tried)
+        if config is None:
+            break
+        tried.add(config_key(config, chain))
+        if config["steps"] == 0 or config["lora"] is False:
+            assert config["rank"] == 8  # not drawn: the default, since the base lacks it
+        if config["steps"] == 0:
+            assert config["lora"] is False
+    asked = study.trials
+    assert all(("lora" in t.params) == (t.params["steps"] >= 1) for t in asked)
+    assert all(("rank" in t.params) == (t.params.get("lora") is True) for t in asked)
+    assert any("rank" in t.params for t in asked)
 
 
 def test_the_race_reruns_the_reference_once_then_halves_the_field() -> None:

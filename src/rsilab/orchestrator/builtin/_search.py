@@ -49,7 +49,7 @@ from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.worker._rules import config_key, is_valid
-from rsilab.tasks import Knob, KnobType, active_names
+from rsilab.tasks import Knob, KnobType, active_names, deciding_first
 
 CONSTRAINT = "non_target_shortfall"
 """The trials' constraint: the runs' non-target shortfall beyond the margin (<= 0 feasible)."""
@@ -122,20 +122,6 @@ def _params(space: Sequence[Knob], config: Mapping[str, JsonValue]) -> dict[str,
 
 def _distributions(space: Sequence[Knob], params: Mapping[str, Any]) -> dict[str, BaseDistribution]:
     return {k.name: distribution(k) for k in space if k.name in params}
-
-
-def draw_order(space: Sequence[Knob]) -> list[Knob]:
-    """The knobs of ``space`` with every deciding knob before the knobs it decides (declaration
-    order otherwise; conditions are acyclic, :func:`rsilab.tasks.check_conditions`)."""
-    by_name = {k.name: k for k in space}
-
-    def depth(knob: Knob) -> int:
-        n, rule = 0, knob.when
-        while rule is not None and rule.knob in by_name:
-            n, rule = n + 1, by_name[rule.knob].when
-        return n
-
-    return sorted(space, key=depth)  # sorted is stable: declaration order within a depth
 
 
 def build_study(
@@ -236,11 +222,12 @@ def _draw(study: optuna.Study, space: Sequence[Knob], base: Mapping[str, JsonVal
 def draw_conditional(
     trial: optuna.Trial, space: Sequence[Knob], base: Mapping[str, JsonValue]
 ) -> Config:
-    """A config of ``space`` drawn define-by-run in ``trial``: knobs in :func:`draw_order`, each
-    drawn only when it matters given the values before it; a knob not drawn keeps ``base``'s
-    value (its default where ``base`` lacks it)."""
+    """A config of ``space`` drawn define-by-run in ``trial``: knobs in
+    :func:`~rsilab.tasks.deciding_first` order, each drawn only when it matters given the
+    values before it; a knob not drawn keeps ``base``'s value (its default where ``base``
+    lacks it)."""
     config: Config = {k.name: base.get(k.name, k.default) for k in space}
-    for knob in draw_order(space):
+    for knob in deciding_first(space):
         if knob.name in active_names(config, space):
             config[knob.name] = from_param(knob, _suggest(trial, knob))
     return {k.name: config[k.name] for k in space}
