@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.sandbox.helpers import bwrap_problem
-from tests.sandbox.unprivileged import run_pytest_as_test_user
+from tests.sandbox.unprivileged import _blocked, run_pytest_as_test_user
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0, reason="run as a non-root user, the whole suite already takes that path"
@@ -41,3 +41,19 @@ def test_the_security_tests_pass_as_an_unprivileged_user(tmp_path: Path) -> None
     skipped = re.findall(r"SKIPPED \[\d+\] (\S+?):\d+: (.*)", output)
     assert all("as root" in why or "only root" in why for _, why in skipped), skipped
     assert not any("test_escape" in where for where, _ in skipped), skipped
+
+
+def test_a_needed_folder_the_test_user_cannot_enter_is_covered_with_all_its_entries(
+    tmp_path: Path,
+) -> None:
+    # A checkout cloned straight into `mktemp -d` is itself 0700 (CI's clean clone can be).
+    closed = tmp_path / "checkout"
+    (closed / "tests").mkdir(parents=True)
+    (closed / "pyproject.toml").write_text("")
+    closed.chmod(0o700)
+    open_folder = tmp_path / "open"
+    open_folder.mkdir(mode=0o755)
+    open_folder.chmod(0o755)
+    covers = _blocked([closed, open_folder])
+    assert covers[closed] == {"tests", "pyproject.toml"}
+    assert open_folder not in covers

@@ -55,16 +55,21 @@ def _enterable_by_others(folder: Path) -> bool:
 
 
 def _blocked(paths: Iterable[Path]) -> dict[Path, set[str]]:
-    """For each folder others cannot enter on the way to ``paths``: the names under it that
-    lead there. The mount script covers them outermost first, so a folder below one already
-    covered is reached through its bind mount and covered in turn."""
+    """For each folder others cannot enter on the way to ``paths`` or among them: the names
+    under it that the run needs (on the way: the one that leads on; a needed folder itself:
+    all its entries). The mount script covers them outermost first, so a folder below one
+    already covered is reached through its bind mount and covered in turn."""
     covers: dict[Path, set[str]] = {}
     for path in paths:
-        parts = path.resolve().parts
+        resolved = path.resolve()
+        parts = resolved.parts
         for depth in range(1, len(parts)):
             folder = Path(*parts[:depth])
             if not _enterable_by_others(folder):
                 covers.setdefault(folder, set()).add(parts[depth])
+        # A checkout cloned into `mktemp -d` is itself 0700: its own entries are needed.
+        if resolved.is_dir() and not _enterable_by_others(resolved):
+            covers.setdefault(resolved, set()).update(entry.name for entry in resolved.iterdir())
     return covers
 
 
@@ -72,7 +77,9 @@ def _depth(item: tuple[Path, set[str]]) -> int:
     return len(item[0].parts)
 
 
-def _mount_script(covers: Mapping[Path, set[str]], stash: Path, command: Sequence[str]) -> str:
+def _mount_script(
+    covers: Mapping[Path, set[str]], stash: Path, command: Sequence[str], workdir: Path
+) -> str:
     lines = ["set -eu"]
     for index, (folder, names) in enumerate(sorted(covers.items(), key=_depth)):
         kept = stash / str(index)
@@ -88,6 +95,9 @@ def _mount_script(covers: Mapping[Path, set[str]], stash: Path, command: Sequenc
                 f"{make} {shlex.quote(str(place))}",
                 f"mount --bind {shlex.quote(str(source))} {shlex.quote(str(place))}",
             ]
+    # Enter the checkout again through the mounts: the folder this shell started in may be one
+    # the test user cannot enter, and a relative path is looked up from it.
+    lines.append(f"cd {shlex.quote(str(workdir))}")
     lines.append("exec " + shlex.join(command))
     return "\n".join(lines) + "\n"
 
@@ -95,7 +105,22 @@ def _mount_script(covers: Mapping[Path, set[str]], stash: Path, command: Sequenc
 def run_pytest_as_test_user(
     args: Sequence[str], workdir: Path, *, env: Mapping[str, str] | None = None, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m pytest ARGS`` from the checkout as a fresh unprivileged uid.
+    """Run ``python -m pytest ARGS`` from the checkout as a fresh unprivileged uid (see
+    :func:`run_as_test_user`)."""
+    pytest_args = ["-m", "pytest", "-p", "no:cacheprovider", *args]
+    return run_as_test_user(pytest_args, workdir, env=env, timeout=timeout)
+
+
+def run_as_test_user(
+    python_args: Sequence[str],
+    workdir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float,
+    reachable: Sequence[Path] = (),
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python PYTHON_ARGS`` (this interpreter, with rsilab importable) from the checkout
+    as a fresh unprivileged uid; ``reachable`` names more paths it must be able to get to.
 
     ``workdir`` (made by the caller, root's) holds the test user's home and temporary folder.
     Raises RuntimeError when this is not root or a tool it needs is missing.
@@ -117,6 +142,7 @@ def run_pytest_as_test_user(
         REPO,
         runtime_path(),
         home,
+        *reachable,
     ]
     runtime = str(runtime_path())
     environment = {
@@ -138,11 +164,7 @@ def run_pytest_as_test_user(
         "-i",
         *[f"{k}={v}" for k, v in environment.items()],
         sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        *args,
+        *python_args,
     ]
     covers = _blocked(needed)
     # Where the covered folders stay reachable for the bind mounts: not under any of them.
@@ -151,7 +173,7 @@ def run_pytest_as_test_user(
         if any(stash.is_relative_to(folder) for folder in covers):
             raise RuntimeError(f"{stash} lies under a folder the test user cannot enter")
         script = workdir / "enter.sh"
-        script.write_text(_mount_script(covers, stash, command))
+        script.write_text(_mount_script(covers, stash, command, REPO))
         return subprocess.run(
             ["unshare", "--mount", "--propagation", "private", "bash", str(script)],
             cwd=REPO,

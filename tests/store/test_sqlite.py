@@ -8,7 +8,6 @@ import random
 import shutil
 import sqlite3
 import subprocess
-import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from rsilab.store.ledger import (
     record_text,
     sha256_text,
 )
+from tests.sandbox.unprivileged import run_as_test_user
 from tests.store.helpers import draft, fill, finding
 
 
@@ -357,28 +357,23 @@ WRITE_ONCE = textwrap.dedent(
 )
 
 
-def run_as_nobody(code: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run Python code as user 65534, whom file permissions bind (they do not bind root)."""
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("running as root and setpriv is missing: cannot drop to an unprivileged user")
-    drop = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-
-    def run(source: str, *argv: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*drop, "-c", source, *argv],
-            capture_output=True,
-            text=True,
-            timeout=60,
+def run_as_unprivileged(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run Python code as a fresh unprivileged uid, whom file permissions bind (they do not
+    bind root); ``args`` are paths it is given. The run sees this interpreter and checkout
+    wherever they lie (tests/sandbox/unprivileged.py), so the check never has to be skipped."""
+    workdir = Path(tempfile.mkdtemp(prefix="rsilab-test-user-home-"))
+    keys = os.environ.get("RSILAB_KEY_DIR")
+    env = {"RSILAB_KEY_DIR": keys} if keys else {}
+    try:
+        return run_as_test_user(
+            ["-c", code, *args],
+            workdir,
             env=env,
-            check=False,
+            timeout=120,
+            reachable=[Path(arg) for arg in args],
         )
-
-    probe = run("import rsilab.store")
-    if probe.returncode != 0:
-        pytest.skip(f"user 65534 cannot run this Python with rsilab: {probe.stderr[-300:]}")
-    return run(code, *args)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def test_unwritable_lab_gives_lab_error(shared_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -389,7 +384,7 @@ def test_unwritable_lab_gives_lab_error(shared_dir: Path, monkeypatch: pytest.Mo
     (shared_dir / "keys").chmod(0o755)
 
     if os.geteuid() == 0:
-        proc = run_as_nobody(WRITE_ONCE, str(path))
+        proc = run_as_unprivileged(WRITE_ONCE, str(path))
         output = proc.stdout + proc.stderr
         assert proc.returncode == 3, output
         assert "LabError" in output
