@@ -364,13 +364,10 @@ def run_as_unprivileged(code: str, *args: str) -> subprocess.CompletedProcess[st
     workdir = Path(tempfile.mkdtemp(prefix="rsilab-test-user-home-"))
     keys = os.environ.get("RSILAB_KEY_DIR")
     env = {"RSILAB_KEY_DIR": keys} if keys else {}
+    reachable = [Path(arg) for arg in args] + ([Path(keys)] if keys else [])
     try:
         return run_as_test_user(
-            ["-c", code, *args],
-            workdir,
-            env=env,
-            timeout=120,
-            reachable=[Path(arg) for arg in args],
+            ["-c", code, *args], workdir, env=env, timeout=120, reachable=reachable
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
