@@ -33,11 +33,16 @@ def test_a_posttrain_campaign_runs_in_its_runtime_and_records_its_base(
         campaign = lab.store.get_as(result.campaign_id, Campaign)
         jobs = lab.store.query_as(Job, campaign_id=campaign.id)
         stamp = runtime.stamp() or {}
-        digest = hashlib.sha256(Path(stamp["built"]["posttrain_base"]).read_bytes()).hexdigest()
+        digests = {
+            name: hashlib.sha256(Path(stamp["built"][name]).read_bytes()).hexdigest()
+            for name in ("posttrain_base", "posttrain_corpus")
+        }
+        digest = digests["posttrain_base"]
         assert campaign.state is CampaignState.FINISHED, result.message
-        assert campaign.settings["runtime"]["built"] == {"posttrain_base": digest}
+        assert campaign.settings["runtime"]["built"] == digests
         assert campaign.settings["runtime"]["path"] == str(runtime.path)
         assert lab.artifacts.has(digest), "the base model's bytes are in the artifact store"
+        assert lab.artifacts.has(digests["posttrain_corpus"]), "and so are its corpus's"
         assert result.experiments == 2
         assert jobs and all(j.status is JobStatus.SUCCEEDED for j in jobs), [
             (j.id, j.status) for j in jobs

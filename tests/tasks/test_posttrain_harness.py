@@ -188,3 +188,98 @@ def test_a_bad_options_setting_or_too_many_options_is_one_clear_line(
     assert ran.stderr.strip().splitlines()[-1] == (
         "item nine has 9 options; at most 8 can be answered by letter"
     )
+
+
+_NLL = """
+import json, sys, torch
+from common import load_model
+model, tok, _ = load_model(sys.argv[1])
+docs = json.loads(sys.stdin.read())
+total = 0.0
+with torch.no_grad():
+    for doc in docs:
+        ids = torch.tensor([tok.encode(doc, add_special_tokens=False)])
+        total += model(input_ids=ids, labels=ids).loss.item()
+print(total / len(docs))
+"""
+
+
+def _corpus_loss(workspace: Path, model: Path, docs: list[str]) -> float:
+    """The model's mean per-token loss on ``docs`` (the harness's own model loader)."""
+    return float(_harness(workspace, "-c", _NLL, str(model), stdin=json.dumps(docs)))
+
+
+def test_replay_keeps_learning_the_corpus_beside_the_sft_items(tmp_path: Path, tiny: Path) -> None:
+    """The same SFT on arithmetic items, with and without replaying a text the SFT items never
+    show: only the run that replays lowers the model's loss on that text, and the SFT items
+    are learned either way."""
+    text = ["The lighthouse of Orvane is painted violet and ochre.",
+            "Twelve herons nest on the roof of the Orvane lighthouse."]  # fmt: skip
+    workspace = _workspace(tmp_path, tiny, epochs=6, lr=0.01, few_shot=0, batch_size=8)
+    (workspace / "notes.txt").write_text("\n\n\n".join(text))
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{"id": f"a{i}", "input": {"kind": "arith", "question": f"What is {i} plus 2?"},
+             "target": str(i + 2)} for i in range(8)]  # fmt: skip
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    settings = json.loads((workspace / "config.json").read_text())
+    losses = {}
+    for replay in (0.0, 1.0):
+        config = {**settings, "replay": replay, "replay_corpus": "notes.txt"}
+        (workspace / "config.json").write_text(json.dumps(config))
+        model = tmp_path / f"replay-{replay}.safetensors"
+        _harness(workspace, "train.py", "--data", str(data), "--model-out", str(model))
+        losses[replay] = _corpus_loss(workspace, model, text)
+    before = _corpus_loss(workspace, workspace / "base.safetensors", text)
+    assert losses[1.0] < before - 0.5, (before, losses)
+    assert losses[0.0] > losses[1.0] + 0.5, (before, losses)
+
+
+@pytest.mark.parametrize(
+    ("config", "corpus", "line"),
+    [
+        ({"replay": -0.5}, None, "config replay is -0.5; use 0 (no replay) or more"),
+        (
+            {"replay": 0.5, "replay_corpus": "absent.txt"},
+            None,
+            "config replay is 0.5 but the replay corpus absent.txt does not exist: set"
+            " replay_corpus to a text file of documents, or replay to 0",
+        ),
+        (
+            {"replay": 1, "replay_corpus": "blank.txt"},
+            "\n\n\n  \n\n\n",
+            "the replay corpus blank.txt holds no text: fill it, or set replay to 0",
+        ),
+    ],
+)
+def test_a_bad_replay_setting_is_one_clear_line(
+    tmp_path: Path, tiny: Path, config: dict[str, object], corpus: str | None, line: str
+) -> None:
+    workspace = _workspace(tmp_path, tiny, epochs=1, **config)
+    if corpus is not None:
+        (workspace / "blank.txt").write_text(corpus)
+    data = tmp_path / "data"
+    data.mkdir()
+    item = {"id": "a", "input": {"kind": "arith", "question": "What is 1 plus 2?"}, "target": "3"}
+    (data / "train.jsonl").write_text(json.dumps(item) + "\n")
+    ran = subprocess.run([sys.executable, "train.py", "--data", str(data), "--model-out",
+                          str(tmp_path / "m.safetensors")], cwd=workspace,
+                         capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode != 0
+    assert ran.stderr.strip().splitlines()[-1] == line
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_replay_reads_the_corpus_the_runtime_holds(
+    tmp_path: Path, tiny: Path, sandbox: ProcessSandbox
+) -> None:
+    """Without ``replay_corpus`` the job replays the corpus the runtime's install wrote beside
+    its base model: an experiment in the task's runtime (installed by ``make test``) trains."""
+    task = get_task("posttrain")
+    if not task.runtime().is_installed():
+        pytest.skip("posttrain's runtime is not installed (rsilab runtime install --task T)")
+    workspace = _workspace(tmp_path, tiny, epochs=1, lr=0.01, lora_rank=4, replay=0.5)
+    outcome = run_experiment(task, sandbox, SECRET, seed=3, workspace=workspace)
+    assert set(outcome.scores) == set(KINDS)
+    with safe_open(str(outcome.model), framework="pt") as handle:
+        assert json.loads(handle.metadata()["lm"])["harness"]["replay"] == 0.5

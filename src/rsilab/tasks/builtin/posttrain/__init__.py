@@ -56,6 +56,7 @@ SEARCH_SPACE = [
         Knob(name=f"mix_{k}", type="float", low=0.0, high=3.0, default=1.0, when=TRAINS)
         for k in KINDS
     ),
+    Knob(name="replay", type="float", low=0.0, high=1.0, default=0.0, when=TRAINS),
     Knob(name="template", type="choice", choices=["qa", "plain"], default="qa"),
     Knob(name="few_shot", type="int", low=0, high=4, default=2),
     Knob(name="decoding", type="choice", choices=["greedy", "sample"], default="greedy"),

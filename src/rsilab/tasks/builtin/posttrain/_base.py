@@ -31,6 +31,9 @@ from rsilab.tasks.builtin.posttrain._corpus import CORPUS_SHA256, DOC_SEPARATOR,
 BASE_DIR = "share/rsilab-posttrain"
 """Folder of the base model inside the task's runtime (``sys.prefix`` in a job)."""
 BASE_FILE = "base.safetensors"
+CORPUS_FILE = "corpus.txt"
+"""The base model's training text beside it (documents separated by :data:`DOC_SEPARATOR`),
+what the harness's ``replay`` draws from (``harness/common.py``: ``RUNTIME_CORPUS``)."""
 SPECIALS = ["<|pad|>", "<|eos|>"]
 METADATA_KEY = "lm"
 """The file's one metadata entry: JSON with ``config`` (the transformers config as an
@@ -205,8 +208,17 @@ def build_id() -> str:
 
 def install_base(runtime: Path, log: Callable[[str], None] = print) -> dict[str, str]:
     """The task's runtime build step: the base model (:func:`installed_variant`) into
-    ``runtime``/:data:`BASE_DIR`; what the runtime's stamp records (the file's path and
-    sha256)."""
+    ``runtime``/:data:`BASE_DIR`, and beside it (:data:`CORPUS_FILE`) the corpus it was
+    trained on, which the harness replays during SFT; what the runtime's stamp records (each
+    file's path and sha256)."""
+    variant = installed_variant()
     out = runtime / BASE_DIR / BASE_FILE
-    digest = build_base(out, installed_variant(), log)
-    return {"posttrain_base": str(out), "posttrain_base_sha256": digest}
+    digest = build_base(out, variant, log)
+    text = runtime / BASE_DIR / CORPUS_FILE
+    text.write_text(corpus(VARIANTS[variant].corpus), encoding="utf-8")
+    return {
+        "posttrain_base": str(out),
+        "posttrain_base_sha256": digest,
+        "posttrain_corpus": str(text),
+        "posttrain_corpus_sha256": hashlib.sha256(text.read_bytes()).hexdigest(),
+    }

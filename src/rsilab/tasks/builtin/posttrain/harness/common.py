@@ -32,6 +32,8 @@ from transformers import (
 META_KEY = "lm"
 RUNTIME_BASE = "share/rsilab-posttrain/base.safetensors"
 """The base model a task's runtime holds (under sys.prefix), used when the config names none."""
+RUNTIME_CORPUS = "share/rsilab-posttrain/corpus.txt"
+"""The text the runtime's base model was trained on (under sys.prefix): the default replay."""
 DEFAULT_KIND = "default"
 LETTERS = "ABCDEFGH"
 TEMPLATES = {
@@ -61,6 +63,13 @@ def base_model_path(config: dict) -> str:
     if config.get("base_model"):
         return str(config["base_model"])
     return str(Path(sys.prefix) / RUNTIME_BASE)
+
+
+def replay_corpus_path(config: dict) -> Path:
+    """The config's replay corpus, else the corpus of the runtime's base model."""
+    if config.get("replay_corpus"):
+        return Path(str(config["replay_corpus"]))
+    return Path(sys.prefix) / RUNTIME_CORPUS
 
 
 def _tokenizer_from(meta: dict) -> PreTrainedTokenizerFast:

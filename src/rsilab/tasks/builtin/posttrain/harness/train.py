@@ -8,6 +8,12 @@ written unchanged, with this config and the few-shot examples predict will use. 
 ``options_by`` "likelihood" (the default), items with options are learned, and shown as shots,
 as their question without the options answered by the right option's text (``common.cloze``),
 the form predict.py scores them in.
+
+Replay: with ``replay`` r > 0, each epoch also learns r documents of plain text per SFT item
+(every token, the language-modelling loss the model was pre-trained with), drawn at random
+from ``replay_corpus`` (a text file whose documents are separated by two blank lines; unset:
+the corpus the runtime's base model was trained on). Fine-tuning on a narrow task makes a
+small model forget what it only knows from pre-training; replaying that text keeps it.
 """
 
 import argparse
@@ -28,6 +34,7 @@ from common import (
     options_by,
     prompt,
     read_jsonl,
+    replay_corpus_path,
     save_model,
     template_of,
     threads,
@@ -57,6 +64,40 @@ def encode(row: dict, tok, config: dict) -> tuple[list[int], list[int]]:
     return head + tail, [-100] * len(head) + tail
 
 
+REPLAY_SEPARATOR = "\n\n\n"
+"""Between the documents of a replay corpus."""
+REPLAY_TOKENS = 128
+"""A replayed document is cut to this many tokens (the end token counts)."""
+
+
+def replay_documents(config: dict) -> list[str]:
+    """The replay corpus's documents; [] when ``replay`` is 0."""
+    share = float(config.get("replay", 0.0))
+    if share < 0:
+        raise SystemExit(f"config replay is {share}; use 0 (no replay) or more")
+    if share == 0:
+        return []
+    path = replay_corpus_path(config)
+    if not path.is_file():
+        raise SystemExit(
+            f"config replay is {share} but the replay corpus {path} does not exist: set"
+            " replay_corpus to a text file of documents, or replay to 0"
+        )
+    documents = [d for d in path.read_text().split(REPLAY_SEPARATOR) if d.strip()]
+    if not documents:
+        raise SystemExit(f"the replay corpus {path} holds no text: fill it, or set replay to 0")
+    return documents
+
+
+def replayed(documents: list[str], count: int, tok, rng: random.Random) -> list:
+    """``count`` documents drawn from ``documents``, encoded to learn every token."""
+    chosen = []
+    for text in rng.choices(documents, k=count):
+        ids = [*tok.encode(text, add_special_tokens=False), tok.eos_token_id][:REPLAY_TOKENS]
+        chosen.append((ids, list(ids)))
+    return chosen
+
+
 def batches(encoded: list, size: int, pad: int):
     for start in range(0, len(encoded), size):
         chunk = encoded[start : start + size]
@@ -79,21 +120,25 @@ def with_lora(model, rank: int):
 
 
 def sft(model, rows: list[dict], tok, config: dict, seed: int):
-    """Fine-tune ``model`` on ``rows`` (linear decay of the learning rate to 0)."""
+    """Fine-tune ``model`` on ``rows`` and the replayed text (linear decay of the learning
+    rate to 0)."""
     rank = int(config.get("lora_rank", 0))
     if rank > 0:
         model = with_lora(model, rank)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=float(config["lr"]), weight_decay=0.0)
     encoded = [encode(r, tok, config) for r in rows]
+    documents = replay_documents(config)
+    per_epoch = round(float(config.get("replay", 0.0)) * len(encoded)) if documents else 0
     epochs, size = int(config["epochs"]), int(config["batch_size"])
-    total = max(1, epochs * -(-len(encoded) // size))
+    total = max(1, epochs * -(-(len(encoded) + per_epoch) // size))
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / total))
     model.train()
     rng = random.Random(seed)
     for _ in range(epochs):
-        rng.shuffle(encoded)
-        for ids, labels, mask in batches(encoded, size, tok.pad_token_id):
+        epoch = encoded + replayed(documents, per_epoch, tok, rng)
+        rng.shuffle(epoch)
+        for ids, labels, mask in batches(epoch, size, tok.pad_token_id):
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             opt.zero_grad()
             loss.backward()
