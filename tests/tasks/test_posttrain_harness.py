@@ -250,13 +250,20 @@ def test_replay_keeps_learning_the_corpus_beside_the_sft_items(tmp_path: Path, t
             "\n\n\n  \n\n\n",
             "the replay corpus blank.txt holds no text: fill it, or set replay to 0",
         ),
+        (
+            {"replay": 0.25, "replay_corpus": "blank.txt"},
+            b"caf\xe9 au lait",
+            "the replay corpus blank.txt is not UTF-8 text (byte 3): save it as UTF-8",
+        ),
     ],
 )
 def test_a_bad_replay_setting_is_one_clear_line(
-    tmp_path: Path, tiny: Path, config: dict[str, object], corpus: str | None, line: str
+    tmp_path: Path, tiny: Path, config: dict[str, object], corpus: str | bytes | None, line: str
 ) -> None:
     workspace = _workspace(tmp_path, tiny, epochs=1, **config)
-    if corpus is not None:
+    if isinstance(corpus, bytes):
+        (workspace / "blank.txt").write_bytes(corpus)
+    elif corpus is not None:
         (workspace / "blank.txt").write_text(corpus)
     data = tmp_path / "data"
     data.mkdir()

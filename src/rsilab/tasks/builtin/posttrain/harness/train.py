@@ -83,7 +83,13 @@ def replay_documents(config: dict) -> list[str]:
             f"config replay is {share} but the replay corpus {path} does not exist: set"
             " replay_corpus to a text file of documents, or replay to 0"
         )
-    documents = [d for d in path.read_text().split(REPLAY_SEPARATOR) if d.strip()]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise SystemExit(
+            f"the replay corpus {path} is not UTF-8 text (byte {exc.start}): save it as UTF-8"
+        ) from None
+    documents = [d for d in text.split(REPLAY_SEPARATOR) if d.strip()]
     if not documents:
         raise SystemExit(f"the replay corpus {path} holds no text: fill it, or set replay to 0")
     return documents
