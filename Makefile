@@ -99,6 +99,11 @@ posttrain-runtime: runtime
 
 install: system-deps $(STAMP) runtime
 
+# The suite runs against runtimes of its own under .venv (the base one, and posttrain's with
+# the tiny base), so `make test` and `make check` never replace the runtimes `rsilab run` uses:
+# a full posttrain base takes minutes to build again.
+TEST_RUNTIME := $(abspath $(VENV))/test-runtime
+test check: export RSILAB_RUNTIME = $(TEST_RUNTIME)
 test: export RSILAB_POSTTRAIN_BASE = tiny
 # The checks that take a minute run before the suite that takes twenty, so a stale reference in
 # the docs or a type error fails at once rather than after the tests.
