@@ -264,7 +264,7 @@ class _CountedIds:
 
 
 @pytest.fixture(autouse=True)
-def _deterministic(monkeypatch: pytest.MonkeyPatch, lab: Lab) -> None:
+def _deterministic(monkeypatch: pytest.MonkeyPatch, lab: Lab) -> Iterator[None]:
     monkeypatch.setenv("RSILAB_SANDBOX", "process")
     original, ids = record_base.new_id, _CountedIds()
     for module in list(sys.modules.values()):  # records, and each module that imported new_id
@@ -273,6 +273,13 @@ def _deterministic(monkeypatch: pytest.MonkeyPatch, lab: Lab) -> None:
     (lab.path / SECRET_FILE).write_text("5e" * 32)
     keep_alive = Lease.keep_alive
     monkeypatch.setattr(Lease, "keep_alive", lambda self, interval_s=None: keep_alive(self, 3600))
+    yield
+    # A module first imported during this test took the counter as its new_id, and
+    # monkeypatch restores only what it patched: without this, the next test's modules would
+    # count afresh beside it and hand out the same ids in one lab.
+    for module in list(sys.modules.values()):
+        if module.__name__.startswith("rsilab") and getattr(module, "new_id", None) is ids:
+            module.new_id = original  # type: ignore[attr-defined]
 
 
 @pytest.fixture

@@ -7,14 +7,20 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from pydantic import JsonValue
 
-from rsilab.orchestrator.builtin.reviewer._predict import acceptance_probability, estimate
+from rsilab.orchestrator.builtin.reviewer import _agent as reviewer_agent
+from rsilab.orchestrator.builtin.reviewer._predict import (
+    Prediction,
+    acceptance_probability,
+    estimate,
+)
 from rsilab.orchestrator.builtin.runner import run_campaign
-from rsilab.records import Candidate, CandidateState, DataTier, Intent
+from rsilab.records import Candidate, CandidateState, DataTier, Intent, Recommendation, Review
 from rsilab.store import Lab
 from rsilab.tasks import Benchmark, Budget, FileSplits
 from tests.orchestrator.builtin.tuning_tasks import tuning_task
@@ -117,6 +123,73 @@ def test_a_noise_winner_is_proposed_last_and_rejected(lab: Lab, tmp_path: Path) 
     assert isinstance(probability, float) and 0.1 <= probability < 0.9
     assert final["experiment_id"] == candidates[0].experiment_id
     assert isinstance(final["race_winner"], str)  # the race's own pick, recorded beside it
+    # The review of what was proposed does not advise holding it (here its probability is
+    # under one half, where a mid-campaign proposal would be held).
+    on_it = f"verdict on {final['experiment_id']} "
+    reviews = [
+        r
+        for r in lab.store.query_as(Review, campaign_id=result.campaign_id)
+        if on_it in r.rationale
+    ]
+    assert len(reviews) == 1 and reviews[0].recommendation == Recommendation.CONTINUE
+    assert "hold the proposal" not in reviews[0].rationale
+
+
+_REF = SimpleNamespace(experiment_id="exp-ref", failed=False, config={"lr": 0.1}, score=0.5)
+_WIN = SimpleNamespace(experiment_id="exp-win", failed=False, config={"lr": 0.2}, score=0.6)
+
+
+class _Door:
+    """Keeps the arguments of the last tool call the Reviewer made."""
+
+    def __init__(self) -> None:
+        self.said: dict[str, object] = {}
+
+    def reviewer(self, tool: str, **args: object) -> None:
+        self.said = {"tool": tool, **args}
+
+
+@pytest.mark.parametrize(
+    ("probability", "advice", "words"),
+    [
+        (0.3, Recommendation.CONTINUE, "the campaign's last proposal should be held"),
+        (0.05, Recommendation.STOP, "hold the proposal"),
+        (None, Recommendation.STOP, "nothing to judge"),
+        (0.7, Recommendation.CONTINUE, "likely accepts it: propose it"),
+    ],
+)
+def test_the_last_proposals_review_advises_what_the_floor_decides(
+    lab: Lab,
+    monkeypatch: pytest.MonkeyPatch,
+    probability: float | None,
+    advice: Recommendation,
+    words: str,
+) -> None:
+    """A last proposal is held only below the floor (0.1 here), so its review advises holding
+    only then; a mid-campaign proposal's review advises holding below one half."""
+    accepts = probability is not None and probability >= 0.5
+    fixed = Prediction(accepts, "r", {"acc": True, "robust": accepts}, probability)
+    monkeypatch.setattr(reviewer_agent, "predict_acceptance", lambda *a, **k: fixed)
+    door = _Door()
+    context = SimpleNamespace(
+        door=door,
+        store=lab.store,
+        task=None,
+        tier=DataTier.DEV,
+        seed=1,
+        target="acc",
+        say=lambda *args: None,
+    )
+    reviewer = reviewer_agent.Reviewer(context)  # type: ignore[arg-type]
+    view = SimpleNamespace(runs=[_REF, _WIN], ref_config=lambda: dict(_REF.config))
+    direction, winner = SimpleNamespace(id="dir-1"), SimpleNamespace(runs=[_WIN], mean=0.6)
+    reviewer.predict(view, direction, winner, 2, last_floor=0.1)  # type: ignore[arg-type]
+    assert door.said["recommendation"] == str(advice)
+    assert words in str(door.said["rationale"])
+    if probability is not None and 0.1 <= probability < 0.5:  # mid-campaign: held
+        reviewer.predict(view, direction, winner, 2)  # type: ignore[arg-type]
+        assert door.said["recommendation"] == str(Recommendation.STOP)
+        assert "robust fails): hold the proposal" in str(door.said["rationale"])
 
 
 def test_run_noise_on_each_sample_is_averaged_as_the_controllers_seeds_average_it(

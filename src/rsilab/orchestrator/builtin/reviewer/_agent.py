@@ -97,16 +97,25 @@ class Reviewer:
             return DEFAULT_NOISE_FLOOR
 
     def predict(
-        self, view: CampaignView, direction: Direction, winner: Contender, proposal_index: int
+        self,
+        view: CampaignView,
+        direction: Direction,
+        winner: Contender,
+        proposal_index: int,
+        *,
+        last_floor: float | None = None,
     ) -> Prediction:
         """File the Reviewer's prediction of the controller's verdict on ``winner`` (its runs
         against the reference's, :func:`predict_acceptance`) as a review of ``direction``:
         ``continue`` (propose it) when the estimated probability that the controller's
         sequential test accepts is at least
         :data:`~rsilab.orchestrator.builtin.reviewer._predict.PROPOSE_AT`, else ``stop`` (hold
-        it: a proposal the controller would likely reject spends alpha for nothing). The
-        simulation's RNG is seeded from the campaign and the proposal index
-        (:func:`prediction_seed`)."""
+        it: a proposal the controller would likely reject spends alpha for nothing). For the
+        campaign's last proposal (``last_floor`` given), a probability of at least
+        ``last_floor`` is also ``continue``, and the rationale says why: holding the last
+        proposal saves no alpha for a later one, so the review never advises holding what the
+        campaign then proposes. The simulation's RNG is seeded from the campaign and the
+        proposal index (:func:`prediction_seed`)."""
         ref = view.ref_config()
         refs = [r.experiment_id for r in view.runs if not r.failed and r.config == ref]
         ids = [r.experiment_id for r in winner.runs]
@@ -121,15 +130,28 @@ class Reviewer:
         )
         ref_mean = mean_of(view.runs, ref)
         default = default_verdict(winner.mean, ref_mean)
+        failing = [b for b, ok in prediction.passed.items() if not ok]
+        rejects = (
+            "the controller's sequential test likely rejects it "
+            f"({', '.join(failing) or 'their conjunction'} fails)"
+        )
         if prediction.accepted:
             verdict, advice = Verdict.SUPPORTS, Recommendation.CONTINUE
             said = "the controller's sequential test likely accepts it: propose it"
+        elif (
+            last_floor is not None
+            and prediction.probability is not None
+            and prediction.probability >= last_floor
+        ):
+            verdict, advice = Verdict.INCONCLUSIVE, Recommendation.CONTINUE
+            said = (
+                f"{rejects}, but not so likely that the campaign's last proposal should be "
+                "held (holding it saves no alpha for a later one): worth proposing"
+            )
         else:
             verdict, advice = Verdict.INCONCLUSIVE, Recommendation.STOP
-            failing = [b for b, ok in prediction.passed.items() if not ok]
             said = (
-                "the controller's sequential test likely rejects it "
-                f"({', '.join(failing) or 'their conjunction'} fails): hold the proposal"
+                f"{rejects}: hold the proposal"
                 if prediction.probability is not None
                 else f"nothing to judge ({prediction.reason}): hold the proposal"
             )

@@ -151,7 +151,9 @@ class Concluder:
                 best_value, best_prob, best_reason = -1.0, 0.0, ""
                 for contender in field[:MAX_CONTENDERS]:
                     where = view.dag.directions[contender.latest.direction_id]
-                    prediction = self.reviewer.predict(view, where, contender, index)
+                    prediction = self.reviewer.predict(
+                        view, where, contender, index, last_floor=FINAL_FLOOR
+                    )
                     prob = prediction.probability or 0.0
                     value = prob * (contender.mean - ref_mean)
                     if value > best_value:
