@@ -146,7 +146,8 @@ class Reviewer:
             verdict, advice = Verdict.INCONCLUSIVE, Recommendation.CONTINUE
             said = (
                 f"{rejects}, but not so likely that the campaign's last proposal should be "
-                "held (holding it saves no alpha for a later one): worth proposing"
+                "held (holding it saves no alpha for a later one): worth proposing if its "
+                "expected gain is the largest of the race's contenders"
             )
         else:
             verdict, advice = Verdict.INCONCLUSIVE, Recommendation.STOP
