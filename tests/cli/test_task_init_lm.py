@@ -41,6 +41,7 @@ def test_init_lm_writes_the_posttrain_harness_around_the_model(tmp_path: Path, m
         assert filecmp.cmp(task / "harness/base_model" / name, model / name, shallow=False)
     config = json.loads((task / "harness/config.json").read_text())
     assert config["base_model"] == "base_model"
+    assert config["max_train_examples"] == 0, "posttrain's training budget is not the user's"
     spec = load_task(str(task / "task.toml"))
     assert spec.name == "mylm"
     assert spec.runtime_requirements == [

@@ -290,3 +290,58 @@ def test_replay_reads_the_corpus_the_runtime_holds(
     assert set(outcome.scores) == set(KINDS)
     with safe_open(str(outcome.model), framework="pt") as handle:
         assert json.loads(handle.metadata()["lm"])["harness"]["replay"] == 0.5
+
+
+def _trained(model: Path) -> dict[str, int]:
+    with safe_open(str(model), framework="pt") as handle:
+        trained: dict[str, int] = json.loads(handle.metadata()["lm"])["trained"]
+    return trained
+
+
+@pytest.mark.parametrize(
+    ("budget", "trained"),
+    [
+        # 8 items and 4 replayed documents an epoch (replay 0.5), batches of 3: 4 steps an epoch
+        (0, {"examples": 60, "steps": 20, "epochs": 5}),
+        (100, {"examples": 60, "steps": 20, "epochs": 5}),
+        (30, {"examples": 30, "steps": 10, "epochs": 3}),
+        (7, {"examples": 7, "steps": 3, "epochs": 1}),
+    ],
+)
+def test_the_training_budget_caps_the_sequences_learned(
+    tmp_path: Path, tiny: Path, budget: int, trained: dict[str, int]
+) -> None:
+    """``max_train_examples`` stops training once that many sequences (SFT items and replayed
+    documents alike) are learned, whatever the epochs ask for; 0 is no limit, and a budget
+    above the plan changes nothing."""
+    workspace = _workspace(tmp_path, tiny, epochs=5, lr=0.01, few_shot=0, batch_size=3,
+                           mix_arith=1.0, replay=0.5, replay_corpus="notes.txt",
+                           max_train_examples=budget)  # fmt: skip
+    (workspace / "notes.txt").write_text("The lighthouse of Orvane is violet.\n\n\nHerons nest.")
+    data = tmp_path / "data"
+    data.mkdir()
+    rows = [{"id": f"a{i}", "input": {"kind": "arith", "question": f"What is {i} plus 2?"},
+             "target": str(i + 2)} for i in range(8)]  # fmt: skip
+    (data / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model = tmp_path / "m.safetensors"
+    _harness(workspace, "train.py", "--data", str(data), "--model-out", str(model))
+    assert _trained(model) == trained
+
+
+@pytest.mark.parametrize("budget", [-1, "many", True])
+def test_a_bad_training_budget_is_one_clear_line(
+    tmp_path: Path, tiny: Path, budget: object
+) -> None:
+    workspace = _workspace(tmp_path, tiny, epochs=1, max_train_examples=budget)
+    data = tmp_path / "data"
+    data.mkdir()
+    item = {"id": "a", "input": {"kind": "arith", "question": "What is 1 plus 2?"}, "target": "3"}
+    (data / "train.jsonl").write_text(json.dumps(item) + "\n")
+    ran = subprocess.run([sys.executable, "train.py", "--data", str(data), "--model-out",
+                          str(tmp_path / "m.safetensors")], cwd=workspace,
+                         capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode != 0
+    assert ran.stderr.strip().splitlines()[-1] == (
+        f"config max_train_examples is {budget!r}; use a whole number of sequences (0: no limit)"
+    )
+    assert not (tmp_path / "m.safetensors").exists()

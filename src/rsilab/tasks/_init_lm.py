@@ -82,6 +82,9 @@ def write_lm_harness(folder: Path, model: Path, in_place: bool = False) -> list[
     config_path = harness / "config.json"
     config = json.loads(config_path.read_text("utf-8"))
     config["base_model"] = base
+    # posttrain's budget is sized to its 0.56M-parameter base on 2 cores; a user's own model
+    # and data start without one (README.md says how to set it)
+    config["max_train_examples"] = 0
     config_path.write_text(json.dumps(config, indent=2) + "\n", "utf-8")
     toml = folder / "task.toml"
     lines = json.dumps(list(RUNTIME_REQUIREMENTS))  # a JSON list of strings is a TOML array

@@ -14,6 +14,12 @@ Replay: with ``replay`` r > 0, each epoch also learns r documents of plain text 
 from ``replay_corpus`` (a text file whose documents are separated by two blank lines; unset:
 the corpus the runtime's base model was trained on). Fine-tuning on a narrow task makes a
 small model forget what it only knows from pre-training; replaying that text keeps it.
+
+Training budget: ``max_train_examples`` (a fixed setting, not a knob to search; 0 or unset: no
+limit) caps the sequences learned over all epochs, SFT items and replayed documents alike, so
+an experiment's cost is bounded whatever epochs, mixture and replay ask for: training stops
+when the budget is spent, and the learning rate decays to 0 over the steps that will run. The
+model file records what was learned (``trained``: examples, steps, epochs begun).
 """
 
 import argparse
@@ -125,9 +131,19 @@ def with_lora(model, rank: int):
     return get_peft_model(model, lora)
 
 
+def train_budget(config: dict) -> int:
+    """The most sequences one training may learn (``max_train_examples``); 0: no limit."""
+    raw = config.get("max_train_examples", 0)
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise SystemExit(
+            f"config max_train_examples is {raw!r}; use a whole number of sequences (0: no limit)"
+        )
+    return raw
+
+
 def sft(model, rows: list[dict], tok, config: dict, seed: int):
     """Fine-tune ``model`` on ``rows`` and the replayed text (linear decay of the learning
-    rate to 0)."""
+    rate to 0 over the steps the budget allows); (model, what was learned)."""
     rank = int(config.get("lora_rank", 0))
     if rank > 0:
         model = with_lora(model, rank)
@@ -137,21 +153,39 @@ def sft(model, rows: list[dict], tok, config: dict, seed: int):
     documents = replay_documents(config)
     per_epoch = round(float(config.get("replay", 0.0)) * len(encoded)) if documents else 0
     epochs, size = int(config["epochs"]), int(config["batch_size"])
-    total = max(1, epochs * -(-(len(encoded) + per_epoch) // size))
+    budget = train_budget(config) or epochs * (len(encoded) + per_epoch)
+    planned = min(budget, epochs * (len(encoded) + per_epoch))
+    # the steps that will run: whole batches of each epoch, the last epoch cut at the budget
+    total = max(1, _steps(planned, len(encoded) + per_epoch, size))
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / total))
     model.train()
     rng = random.Random(seed)
+    learned = steps = begun = 0
     for _ in range(epochs):
+        if learned >= planned:
+            break
+        begun += 1
         epoch = encoded + replayed(documents, per_epoch, tok, rng)
         rng.shuffle(epoch)
+        epoch = epoch[: planned - learned]
         for ids, labels, mask in batches(epoch, size, tok.pad_token_id):
             loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
             opt.zero_grad()
             loss.backward()
             opt.step()
             schedule.step()
+            steps += 1
+        learned += len(epoch)
     model.eval()
-    return model.merge_and_unload() if rank > 0 else model
+    trained = {"examples": learned, "steps": steps, "epochs": begun}
+    return (model.merge_and_unload() if rank > 0 else model), trained
+
+
+def _steps(examples: int, per_epoch: int, size: int) -> int:
+    """Optimizer steps to learn ``examples`` sequences in epochs of ``per_epoch``, batches of
+    ``size`` (each epoch's last batch may be short)."""
+    whole, rest = divmod(examples, per_epoch) if per_epoch else (0, 0)
+    return whole * -(-per_epoch // size) + -(-rest // size)
 
 
 def main() -> None:
@@ -163,6 +197,7 @@ def main() -> None:
     parser.add_argument("--config", default="config.json")
     args = parser.parse_args()
     config = json.loads(Path(args.config).read_text())
+    train_budget(config)  # a bad budget stops here, before minutes of loading and training
     threads()
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -170,13 +205,15 @@ def main() -> None:
     rows = read_jsonl(Path(args.data) / "train.jsonl")
     if options_by(config) == "likelihood":
         rows = [cloze(r) for r in rows]
+    trained = {"examples": 0, "steps": 0, "epochs": 0}
     if int(config["epochs"]) > 0:
-        model = sft(model, mixture(rows, config, rng), tok, config, args.seed)
+        model, trained = sft(model, mixture(rows, config, rng), tok, config, args.seed)
     shots = {}
     for kind in kinds_in(rows):
         mine = [r for r in rows if kind_of(r["input"]) == kind]
         shots[kind] = rng.sample(mine, min(int(config["few_shot"]), len(mine)))
-    save_model(args.model_out, model, tok, {**meta, "harness": config, "shots": shots})
+    info = {**meta, "harness": config, "shots": shots, "trained": trained}
+    save_model(args.model_out, model, tok, info)
 
 
 if __name__ == "__main__":
