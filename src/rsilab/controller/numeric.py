@@ -45,6 +45,7 @@ from scipy.optimize import linear_sum_assignment
 __all__ = ["CONCENTRATION", "MIN_COLUMNS", "RATIO", "NumericHit", "NumericReference"]
 
 _Floats = npt.NDArray[np.float64]
+_Floats32 = npt.NDArray[np.float32]
 _Ints = npt.NDArray[np.intp]
 
 MIN_COLUMNS = 8
@@ -362,20 +363,29 @@ def _blocks(rows: int, width: int) -> Sequence[slice]:
     return [slice(i, min(rows, i + step)) for i in range(0, rows, step)]
 
 
-def _squared(a: _Floats, b: _Floats, b_norm: _Floats) -> _Floats:
-    # float32 halves the cost; the ratio test does not need more digits
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    out = (a32**2).sum(1)[:, None] + b_norm[None, :].astype(np.float32) - 2 * a32 @ b32.T
-    return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
+def _squared(a: _Floats, b32: _Floats32, b_norm32: _Floats32) -> _Floats32:
+    """Squared distances from each row of ``a`` to each row of ``b32`` (``b_norm32``: its
+    rows' squared norms), in float32: it halves the cost and the memory a block moves, and
+    the ratio test does not need more digits. Callers widen only the entries they pick, so
+    the choices are those a float64 copy of this block would give."""
+    a32 = a.astype(np.float32)
+    out = (a32**2).sum(1)[:, None] + b_norm32[None, :] - 2 * a32 @ b32.T
+    return np.maximum(out, np.float32(0.0), out=out)
+
+
+def _as32(b: _Floats) -> tuple[_Floats32, _Floats32]:
+    """``b`` in float32 and its rows' squared norms (from the float64 rows, then narrowed),
+    converted once for every block that reads them."""
+    return b.astype(np.float32), (b**2).sum(1).astype(np.float32)
 
 
 def _nearest(a: _Floats, b: _Floats) -> tuple[_Floats, _Ints]:
     """Distance from each row of ``a`` to its nearest row of ``b``, and that row."""
-    b_norm = (b**2).sum(1)
+    b32, b_norm32 = _as32(b)
     dist = np.empty(len(a))
     which = np.empty(len(a), dtype=np.intp)
     for block in _blocks(len(a), len(b)):
-        d = _squared(a[block], b, b_norm)
+        d = _squared(a[block], b32, b_norm32)
         which[block] = d.argmin(axis=1)
         dist[block] = d[np.arange(len(d)), which[block]]
     return np.sqrt(dist), which
@@ -383,13 +393,13 @@ def _nearest(a: _Floats, b: _Floats) -> tuple[_Floats, _Ints]:
 
 def _two_nearest(a: _Floats, b: _Floats) -> tuple[_Ints, _Floats]:
     """Each row's nearest row of ``b`` and the ratio of its distance to the second nearest's."""
-    b_norm = (b**2).sum(1)
+    b32, b_norm32 = _as32(b)
     which = np.empty(len(a), dtype=np.intp)
     ratio = np.empty(len(a))
     for block in _blocks(len(a), len(b)):
-        d = _squared(a[block], b, b_norm)
+        d = _squared(a[block], b32, b_norm32)
         two = np.argpartition(d, 1, axis=1)[:, :2]
-        first, second = np.take_along_axis(d, two, axis=1).T
+        first, second = np.take_along_axis(d, two, axis=1).astype(np.float64).T
         swap = second < first
         first, second = np.where(swap, second, first), np.where(swap, first, second)
         which[block] = np.where(swap, two[:, 1], two[:, 0])
