@@ -369,8 +369,9 @@ def _squared(a: _Floats, b32: _Floats32, b_norm32: _Floats32) -> _Floats32:
     the ratio test does not need more digits. Callers widen only the entries they pick, so
     the choices are those a float64 copy of this block would give."""
     a32 = a.astype(np.float32)
-    out = (a32**2).sum(1)[:, None] + b_norm32[None, :] - 2 * a32 @ b32.T
-    return np.maximum(out, np.float32(0.0), out=out)
+    out: _Floats32 = (a32**2).sum(1)[:, None] + b_norm32[None, :] - 2 * a32 @ b32.T
+    np.maximum(out, np.float32(0.0), out=out)
+    return out
 
 
 def _as32(b: _Floats) -> tuple[_Floats32, _Floats32]:
