@@ -235,6 +235,20 @@ def test_replay_keeps_learning_the_corpus_beside_the_sft_items(tmp_path: Path, t
     assert losses[0.0] > losses[1.0] + 0.5, (before, losses)
 
 
+def _refused(workspace: Path, tmp_path: Path) -> str:
+    """train.py on one arithmetic item must stop and write no model; its last stderr line."""
+    data = tmp_path / "data"
+    data.mkdir()
+    item = {"id": "a", "input": {"kind": "arith", "question": "What is 1 plus 2?"}, "target": "3"}
+    (data / "train.jsonl").write_text(json.dumps(item) + "\n")
+    ran = subprocess.run([sys.executable, "train.py", "--data", str(data), "--model-out",
+                          str(tmp_path / "m.safetensors")], cwd=workspace,
+                         capture_output=True, text=True)  # fmt: skip
+    assert ran.returncode != 0
+    assert not (tmp_path / "m.safetensors").exists()
+    return str(ran.stderr.strip().splitlines()[-1])
+
+
 @pytest.mark.parametrize(
     ("config", "corpus", "line"),
     [
@@ -265,16 +279,7 @@ def test_a_bad_replay_setting_is_one_clear_line(
         (workspace / "blank.txt").write_bytes(corpus)
     elif corpus is not None:
         (workspace / "blank.txt").write_text(corpus)
-    data = tmp_path / "data"
-    data.mkdir()
-    item = {"id": "a", "input": {"kind": "arith", "question": "What is 1 plus 2?"}, "target": "3"}
-    (data / "train.jsonl").write_text(json.dumps(item) + "\n")
-    ran = subprocess.run([sys.executable, "train.py", "--data", str(data), "--model-out",
-                          str(tmp_path / "m.safetensors")], cwd=workspace,
-                         capture_output=True, text=True)  # fmt: skip
-    assert ran.returncode != 0
-    assert ran.stderr.strip().splitlines()[-1] == line
-    assert not (tmp_path / "m.safetensors").exists()
+    assert _refused(workspace, tmp_path) == line
 
 
 def test_replay_reads_the_corpus_the_runtime_holds(
@@ -333,15 +338,6 @@ def test_a_bad_training_budget_is_one_clear_line(
     tmp_path: Path, tiny: Path, budget: object
 ) -> None:
     workspace = _workspace(tmp_path, tiny, epochs=1, max_train_examples=budget)
-    data = tmp_path / "data"
-    data.mkdir()
-    item = {"id": "a", "input": {"kind": "arith", "question": "What is 1 plus 2?"}, "target": "3"}
-    (data / "train.jsonl").write_text(json.dumps(item) + "\n")
-    ran = subprocess.run([sys.executable, "train.py", "--data", str(data), "--model-out",
-                          str(tmp_path / "m.safetensors")], cwd=workspace,
-                         capture_output=True, text=True)  # fmt: skip
-    assert ran.returncode != 0
-    assert ran.stderr.strip().splitlines()[-1] == (
+    assert _refused(workspace, tmp_path) == (
         f"config max_train_examples is {budget!r}; use a whole number of sequences (0: no limit)"
     )
-    assert not (tmp_path / "m.safetensors").exists()

@@ -153,8 +153,8 @@ def sft(model, rows: list[dict], tok, config: dict, seed: int):
     documents = replay_documents(config)
     per_epoch = round(float(config.get("replay", 0.0)) * len(encoded)) if documents else 0
     epochs, size = int(config["epochs"]), int(config["batch_size"])
-    budget = train_budget(config) or epochs * (len(encoded) + per_epoch)
-    planned = min(budget, epochs * (len(encoded) + per_epoch))
+    plan = epochs * (len(encoded) + per_epoch)
+    planned = min(train_budget(config) or plan, plan)
     # the steps that will run: whole batches of each epoch, the last epoch cut at the budget
     total = max(1, _steps(planned, len(encoded) + per_epoch, size))
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / total))
