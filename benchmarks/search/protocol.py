@@ -44,6 +44,7 @@ from rsilab.controller.lineage import copy_version, find_lineage, require_lineag
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.services import LabServices
 from rsilab.orchestrator import campaign as lifecycle
+from rsilab.orchestrator.builtin._seeds import config_text, run_seed
 from rsilab.orchestrator.builtin._state import NonTarget
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.runner import run_campaign
@@ -452,14 +453,17 @@ class _Experimenter:
         self.tl, self.door, self.seed, self.direction_id = tl, door, seed, direction_id
         self._lock = threading.Lock()
         self._n = 0
+        self._runs: dict[str, int] = {}
 
     def run(self, config: Config, worker: str) -> tuple[str, dict[str, float]]:
         """(experiment id, dev score of each benchmark; empty when a job failed) of
         ``config`` (knobs written over the head's config file, the code variant applied) in
         ``worker``'s workspace."""
-        with self._lock:
+        with self._lock:  # the k-th run of a config takes the k-th seed, as rsilab's Workers do
             self._n += 1
             n = self._n
+            key = config_text(config)
+            self._runs[key] = ordinal = self._runs.get(key, 0) + 1
         door = self.door
         door.worker(worker, "prepare_workspace", overwrite=True)
         full = self._write_system(worker, config)
@@ -472,7 +476,7 @@ class _Experimenter:
                 config=full,
             )["id"]
         )
-        job_seed = self.seed * 1000 + n
+        job_seed = run_seed(self.seed, ordinal)
         scores: dict[str, float] = {}
         model: dict[str, Any] = {}
         trained: dict[str, Any] = {"status": "succeeded"}

@@ -89,6 +89,9 @@ class Run:
     shortfall: float = 0.0
     """How far, in score units summed over the non-targets, this run falls beyond
     :data:`NON_TARGET_MARGIN` of their tolerances short of the reference (0.0: feasible)."""
+    seed: int | None = None
+    """The seed its jobs ran on (None for runs recorded before seeds were): runs of two configs
+    on one seed are a pair (:mod:`~rsilab.orchestrator.builtin._seeds`)."""
 
     @property
     def target(self) -> float:
@@ -292,6 +295,7 @@ def _run(intent: Intent, higher_is_better: bool) -> Run:
         score if failed else oriented(score, higher_is_better),
         failed,
         {str(k): float(v) for k, v in dict(result.get("scores") or {}).items()},
+        seed=int(result["seed"]) if result.get("seed") is not None else None,
     )
 
 

@@ -1,9 +1,10 @@
 """The Reviewer's acceptance prediction: the power of the controller's sequential test on the
 dev evidence. Campaigns run on the generated tuning family (not a benchmark task): a clearly
-better config is proposed and accepted, a flat task where nothing beats the defaults holds."""
+better config is proposed and accepted, a flat task gives nothing to propose."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -18,9 +19,10 @@ from rsilab.orchestrator.builtin.reviewer._predict import (
     Prediction,
     acceptance_probability,
     estimate,
+    estimate_paired,
 )
 from rsilab.orchestrator.builtin.runner import run_campaign
-from rsilab.records import Candidate, CandidateState, DataTier, Intent, Recommendation, Review
+from rsilab.records import Candidate, CandidateState, DataTier, Intent, Recommendation
 from rsilab.store import Lab
 from rsilab.tasks import Benchmark, Budget, FileSplits
 from tests.orchestrator.builtin.tuning_tasks import tuning_task
@@ -71,6 +73,47 @@ def test_a_clear_gain_is_likely_accepted_and_no_gain_is_not(tmp_path: Path) -> N
     assert again == low  # the same seed, the same prediction
 
 
+def test_paired_by_seed_a_config_that_changes_nothing_is_never_proposed(tmp_path: Path) -> None:
+    """Two seeds whose shared randomness (few-shot draws, say) moves every score: a config that
+    changes nothing scores exactly what the reference does on each seed. Paired, its gain and
+    every spread are 0 and no simulated comparison accepts it; drawn as independent arms, the
+    seeds' difference (+0.05 here) reads as a gain that is often accepted."""
+    target = [_bench("acc", tmp_path, target=True)]
+    rng = np.random.default_rng(4)
+    seeds = np.array([[0.55], [0.45]]) + 0.02 * rng.standard_normal((2, 30))
+    ref = seeds
+    inert = seeds.copy()
+    paired = estimate_paired(inert, ref)
+    assert (paired.gain, paired.gain_var, paired.diff_sd) == (0.0, 0.0, 0.0)
+    p_paired, _ = acceptance_probability({"acc": paired}, target, proposal_index=1, seed=5)
+    assert p_paired == 0.0
+    swapped = estimate(inert[::-1], ref)  # the same rows read as other seeds' runs
+    assert swapped.gain == pytest.approx(0.0)
+    lucky = estimate(inert + np.array([[0.1], [0.0]]), ref)  # one seed's draw was kinder
+    p_unpaired, _ = acceptance_probability({"acc": lucky}, target, proposal_index=1, seed=5)
+    assert p_unpaired > 0.2
+
+
+def test_pairing_removes_the_seed_noise_both_configs_share(tmp_path: Path) -> None:
+    """A real gain of 0.04 under seed noise of sd 0.08 that both configs share: the paired
+    estimate sees the gain on every seed and predicts acceptance; independent arms see two
+    seeds' spread and do not."""
+    target = [_bench("acc", tmp_path, target=True)]
+    rng = np.random.default_rng(6)
+    shared = 0.5 + 0.08 * rng.standard_normal((3, 1)) + 0.01 * rng.standard_normal((3, 40))
+    cand = shared + 0.04 + 0.005 * rng.standard_normal((3, 40))
+    paired = estimate_paired(cand, shared)
+    assert paired.gain == pytest.approx(float((cand - shared).mean()))
+    assert paired.diff_sd is not None and paired.diff_sd < 0.01
+    p_paired, _ = acceptance_probability({"acc": paired}, target, proposal_index=1, seed=7)
+    p_apart, _ = acceptance_probability(
+        {"acc": estimate(cand, shared)}, target, proposal_index=1, seed=7
+    )
+    assert p_paired > 0.9 and p_apart < 0.5
+    with pytest.raises(ValueError, match="one shape"):
+        estimate_paired(cand[:2], shared)
+
+
 def test_a_regression_on_a_non_target_holds_a_clear_target_gain(tmp_path: Path) -> None:
     benches = [
         _bench("acc", tmp_path, target=True),
@@ -106,37 +149,37 @@ def test_a_clearly_better_config_is_proposed_and_accepted(tmp_path: Path) -> Non
             lab.close()
         probability = final["probability"]
         assert isinstance(probability, float) and probability >= 0.5
+        assert "paired seed sd" in str(final["prediction"])  # the race ran on shared seeds
         assert len(candidates) == 1  # proposed once
         accepted += candidates[0].state == CandidateState.ACCEPTED
     assert accepted >= 2  # measured: 3 of 3 (and 8 of 8 seeds at 20 experiments)
 
 
-def test_a_noise_winner_is_proposed_last_and_rejected(lab: Lab, tmp_path: Path) -> None:
-    # A flat task: nothing beats the defaults. The last proposal is held only below the floor
-    # (0.1); measured on flat tasks (seeds 0-5, 12 experiments) the Reviewer estimated 0.38 to
-    # 0.68 for the noise winners, so they are proposed, and the controller rejects them.
+def test_a_flat_task_gives_no_contender_on_shared_seeds(lab: Lab, tmp_path: Path) -> None:
+    # A flat task: every config has the same quality, and a run's noise is its seed's. Each
+    # config's k-th run shares the k-th seed, so every config ties the reference seed by seed
+    # and nothing races or is proposed (drawn on seeds of their own, the best of the noise
+    # was estimated at 0.38 to 0.68 and proposed, and the controller rejected it).
     task = tuning_task(tmp_path / "task", seed=3, flat=True)
     result = run_campaign(lab, task, budget=Budget(experiments=12), seed=3)
     final, candidates = _outcome(lab, result.campaign_id)
-    assert [c.state for c in candidates] == [CandidateState.REJECTED]
-    probability = final["probability"]
-    assert isinstance(probability, float) and 0.1 <= probability < 0.9
-    assert final["experiment_id"] == candidates[0].experiment_id
-    assert isinstance(final["race_winner"], str)  # the race's own pick, recorded beside it
-    # The review of what was proposed does not advise holding it (here its probability is
-    # under one half, where a mid-campaign proposal would be held).
-    on_it = f"verdict on {final['experiment_id']} "
-    reviews = [
-        r
-        for r in lab.store.query_as(Review, campaign_id=result.campaign_id)
-        if on_it in r.rationale
-    ]
-    assert len(reviews) == 1 and reviews[0].recommendation == Recommendation.CONTINUE
-    assert "hold the proposal" not in reviews[0].rationale
+    assert candidates == [] and final == {"accepted": False}
+    done = [i.result for i in lab.store.query_as(Intent, campaign_id=result.campaign_id)]
+    runs = [r for r in done if r is not None and "seed" in r]
+    assert len(runs) == 12
+    firsts: dict[str, int] = {}
+    for r in runs:
+        firsts.setdefault(json.dumps(r["config"], sort_keys=True), r["seed"])
+    assert set(firsts.values()) == {3001}  # every config's first run: campaign seed 3, run 1
+    assert len({r["score"] for r in runs if r["seed"] == 3001}) == 1  # flat: one score a seed
 
 
-_REF = SimpleNamespace(experiment_id="exp-ref", failed=False, config={"lr": 0.1}, score=0.5)
-_WIN = SimpleNamespace(experiment_id="exp-win", failed=False, config={"lr": 0.2}, score=0.6)
+_REF = SimpleNamespace(
+    experiment_id="exp-ref", failed=False, config={"lr": 0.1}, score=0.5, seed=None
+)
+_WIN = SimpleNamespace(
+    experiment_id="exp-win", failed=False, config={"lr": 0.2}, score=0.6, seed=None
+)
 
 
 class _Door:

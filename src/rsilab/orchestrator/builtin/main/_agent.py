@@ -55,6 +55,7 @@ from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._context import RunContext, direction_share
 from rsilab.orchestrator.builtin._search import build_study, sampler_seed, suggest
+from rsilab.orchestrator.builtin._seeds import next_seed
 from rsilab.orchestrator.builtin._state import CampaignView, base_of, knobs_of
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._moves import Moves
@@ -93,7 +94,18 @@ class MainAgent:
         self.concluder = Concluder(ctx, self.reviewer, self.moves)
 
     def step(self, view: CampaignView, inflight: list[Order], can_dispatch: bool) -> Decision:
-        """The next step; see the module docstring for the rules and their order."""
+        """The next step; see the module docstring for the rules and their order. An order
+        comes with its seed: the next of the campaign's run seeds its config has not taken
+        (common random numbers, :mod:`~rsilab.orchestrator.builtin._seeds`)."""
+        decision = self._step(view, inflight, can_dispatch)
+        if not isinstance(decision, Order):
+            return decision
+        ref = view.ref_config()
+        running = [({**ref, **o.config}, o.seed) for o in inflight]
+        seed = next_seed(self.ctx.seed, {**ref, **decision.config}, view.runs, running)
+        return replace(decision, seed=seed)
+
+    def _step(self, view: CampaignView, inflight: list[Order], can_dispatch: bool) -> Decision:
         busy = Counter(o.direction_id for o in inflight)
         if self._read_guidance():
             return ACTED

@@ -4,8 +4,9 @@ Pure functions over the view's runs. Instead of verifying every gain mid-run (re
 later superseded), the policy searches until the last :func:`race_budget` experiments and spends
 those on re-runs: first one re-run of the reference (so the head has
 :data:`REFERENCE_RUNS` runs to compare against), then rungs of successive halving over the
-contenders (distinct configs whose mean beats the reference's), best first: the top ``k`` each get
-a re-run, then the top ``ceil(k / 2)``, and so on down to one; slots left over go to the leader.
+contenders (distinct configs that beat the reference, paired by seed: the k-th runs of all
+configs share a seed, :mod:`~rsilab.orchestrator.builtin._seeds`), best first: the top ``k`` each
+get a re-run, then the top ``ceil(k / 2)``, and so on down to one; slots left over go to the leader.
 The rule is stateless: the next re-run is read from the runs recorded and running, so a resumed
 campaign races on where it stopped. :func:`winner` is the config the policy then proposes, if
 the Reviewer predicts the controller accepts it.
@@ -15,13 +16,13 @@ Scores are the view's (oriented so higher is better, non-target shortfalls weigh
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
 
+from rsilab.orchestrator.builtin._seeds import config_text, paired_gain
 from rsilab.orchestrator.builtin._state import Run
 
 REFERENCE_RUNS = 2
@@ -58,10 +59,13 @@ def rungs(slots: int) -> list[int]:
 
 @dataclass(frozen=True)
 class Contender:
-    """One distinct config and its runs (oldest first)."""
+    """One distinct config, its runs (oldest first) and its gain over the reference."""
 
     config: dict[str, JsonValue]
     runs: list[Run]
+    gain: float = 0.0
+    """How far its runs beat the reference's: paired by seed where they share seeds
+    (:func:`~rsilab.orchestrator.builtin._seeds.paired_gain`)."""
 
     @property
     def mean(self) -> float:
@@ -72,34 +76,39 @@ class Contender:
         return self.runs[-1]
 
 
-def _key(config: Mapping[str, JsonValue]) -> str:
-    return json.dumps(config, sort_keys=True, separators=(",", ":"))
-
-
 def groups(runs: Sequence[Run]) -> list[Contender]:
     """The finished, non-failed runs grouped by their full config, in order of first run."""
     out: dict[str, Contender] = {}
     for run in runs:
         if not run.failed:
-            out.setdefault(_key(run.config), Contender(dict(run.config), [])).runs.append(run)
+            key = config_text(run.config)
+            out.setdefault(key, Contender(dict(run.config), [])).runs.append(run)
     return list(out.values())
 
 
 def mean_of(runs: Sequence[Run], config: Mapping[str, JsonValue]) -> float | None:
     """The mean score of the finished runs of ``config``; None when it has none."""
-    same = [r.score for r in runs if not r.failed and _key(r.config) == _key(config)]
+    key = config_text(config)
+    same = [r.score for r in runs if not r.failed and config_text(r.config) == key]
     return sum(same) / len(same) if same else None
 
 
 def contenders(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> list[Contender]:
-    """Configs other than ``reference`` whose mean beats the reference's, best mean first
-    (ties: the earlier config); [] when the reference has no run."""
+    """Configs other than ``reference`` that beat it (a positive :attr:`Contender.gain`: on
+    the seeds both ran, a config that changes nothing gains exactly 0 and never races), best
+    gain first (ties: the earlier config); [] when the reference has no run."""
     found = groups(runs)
-    ref = [g for g in found if _key(g.config) == _key(reference)]
+    key = config_text(reference)
+    ref = [g for g in found if config_text(g.config) == key]
     if not ref:
         return []
-    better = [g for g in found if _key(g.config) != _key(reference) and g.mean > ref[0].mean]
-    return sorted(better, key=lambda g: -g.mean)
+    better = []
+    for g in found:
+        if config_text(g.config) != key:
+            gain = paired_gain(g.runs, ref[0].runs)
+            if gain > 0.0:
+                better.append(replace(g, gain=gain))
+    return sorted(better, key=lambda g: -g.gain)
 
 
 def next_race_config(
@@ -115,9 +124,10 @@ def next_race_config(
     one). None when nothing beats the reference (no race to run)."""
     count: dict[str, int] = {}
     for config in running:
-        count[_key(config)] = count.get(_key(config), 0) + 1
-    ref_runs = sum(1 for r in runs if not r.failed and _key(r.config) == _key(reference))
-    if ref_runs + count.get(_key(reference), 0) < REFERENCE_RUNS:
+        count[config_text(config)] = count.get(config_text(config), 0) + 1
+    key = config_text(reference)
+    ref_runs = sum(1 for r in runs if not r.failed and config_text(r.config) == key)
+    if ref_runs + count.get(key, 0) < REFERENCE_RUNS:
         return dict(reference)
     field = contenders(runs, reference)
     if not field:
@@ -126,17 +136,18 @@ def next_race_config(
     k = plan[min(slot, len(plan) - 1)]
     top = field[: max(1, k)]
     pick = min(
-        range(len(top)), key=lambda i: (len(top[i].runs) + count.get(_key(top[i].config), 0), i)
+        range(len(top)),
+        key=lambda i: (len(top[i].runs) + count.get(config_text(top[i].config), 0), i),
     )
     return dict(top[pick].config)
 
 
 def winner(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> Contender | None:
-    """The config the race chose: among the contenders with the most runs, the best mean
+    """The config the race chose: among the contenders with the most runs, the best gain
     (successive halving leaves the survivor with the most runs); None when none beats the
     reference."""
     field = contenders(runs, reference)
     if not field:
         return None
     most = max(len(g.runs) for g in field)
-    return max((g for g in field if len(g.runs) == most), key=lambda g: g.mean)
+    return max((g for g in field if len(g.runs) == most), key=lambda g: g.gain)

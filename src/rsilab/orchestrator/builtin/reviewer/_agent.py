@@ -23,11 +23,12 @@ import hashlib
 from dataclasses import replace
 
 from rsilab.orchestrator.builtin._context import RunContext, direction_share
+from rsilab.orchestrator.builtin._seeds import shared_seeds
 from rsilab.orchestrator.builtin._state import CampaignView, Run, dev_matrix
 from rsilab.orchestrator.builtin.main._race import Contender, mean_of
 from rsilab.orchestrator.builtin.main._race import groups as config_groups
 from rsilab.orchestrator.builtin.main._rules import DirectionStats, next_move
-from rsilab.orchestrator.builtin.reviewer._predict import Prediction, predict_acceptance
+from rsilab.orchestrator.builtin.reviewer._predict import MIN_RUNS, Prediction, predict_acceptance
 from rsilab.orchestrator.builtin.reviewer._rules import ReviewFinding, review_pair
 from rsilab.orchestrator.research.measures import DEFAULT_RULE_NOTE
 from rsilab.records import DataTier, Direction, Recommendation, Verdict
@@ -106,7 +107,9 @@ class Reviewer:
         last_floor: float | None = None,
     ) -> Prediction:
         """File the Reviewer's prediction of the controller's verdict on ``winner`` (its runs
-        against the reference's, :func:`predict_acceptance`) as a review of ``direction``:
+        against the reference's, :func:`predict_acceptance`: paired by seed where at least
+        :data:`~rsilab.orchestrator.builtin.reviewer._predict.MIN_RUNS` seeds are shared) as a
+        review of ``direction``:
         ``continue`` (propose it) when the estimated probability that the controller's
         sequential test accepts is at least
         :data:`~rsilab.orchestrator.builtin.reviewer._predict.PROPOSE_AT`, else ``stop`` (hold
@@ -117,16 +120,22 @@ class Reviewer:
         campaign then proposes. The simulation's RNG is seeded from the campaign and the
         proposal index (:func:`prediction_seed`)."""
         ref = view.ref_config()
-        refs = [r.experiment_id for r in view.runs if not r.failed and r.config == ref]
+        ref_runs = [r for r in view.runs if not r.failed and r.config == ref]
+        refs = [r.experiment_id for r in ref_runs]
         ids = [r.experiment_id for r in winner.runs]
+        pairs = shared_seeds(winner.runs, ref_runs)
+        if len(pairs) >= MIN_RUNS:  # paired by seed: what the two configs differ by alone
+            compared = [a.experiment_id for a, _ in pairs], [b.experiment_id for _, b in pairs]
+        else:  # runs recorded without shared seeds: the two arms as independent
+            compared = ids, refs
         prediction = predict_acceptance(
             self.ctx.store,
             self.ctx.task,
-            ids,
-            refs,
+            *compared,
             proposal_index=proposal_index,
             tier=self.ctx.tier,
             seed=prediction_seed(self.ctx.seed, proposal_index),
+            paired=len(pairs) >= MIN_RUNS,
         )
         ref_mean = mean_of(view.runs, ref)
         default = default_verdict(winner.mean, ref_mean)

@@ -37,7 +37,7 @@ from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import CONCLUDE_PREFIX, CampaignView, Run
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._moves import Moves
-from rsilab.orchestrator.builtin.main._race import MAX_CONTENDERS, contenders, mean_of, winner
+from rsilab.orchestrator.builtin.main._race import MAX_CONTENDERS, contenders, winner
 from rsilab.orchestrator.builtin.reviewer._agent import Reviewer, default_verdict
 from rsilab.orchestrator.builtin.worker._agent import write_system
 from rsilab.orchestrator.builtin.worker._rules import config_key
@@ -123,17 +123,17 @@ class Concluder:
         """Propose one of the race's contenders once per campaign (intent ``final-proposal``).
 
         Without Reviewers: the race's :func:`~rsilab.orchestrator.builtin.main._race.winner`
-        (Main's own rule: its mean beats the reference's). With them, the Reviewer predicts the
-        controller's verdict on each contender
+        (Main's own rule: its gain over the reference, paired by seed, is positive). With them,
+        the Reviewer predicts the controller's verdict on each contender
         (:meth:`~rsilab.orchestrator.builtin.reviewer._agent.Reviewer.predict`, the winner
         first) and the one with the largest expected gain (estimated acceptance probability
-        times its mean gain over the reference) is proposed, unless even its probability is
-        below :data:`FINAL_FLOOR`. Why not hold below one half, as a mid-campaign proposal
-        would: this is the campaign's last proposal, so holding saves no alpha for a later
-        one, and the winner of the race on the target may be the contender whose non-targets
-        the controller is least likely to pass. The predictions' reasons and probabilities are
-        recorded either way; a held proposal as ``held``; nothing beating the reference, as
-        ``{"accepted": False}``."""
+        times its gain over the reference, paired by seed) is proposed, unless even its
+        probability is below :data:`FINAL_FLOOR`. Why not hold below one half, as a mid-campaign
+        proposal would: this is the campaign's last proposal, so holding saves no alpha for a
+        later one, and the winner of the race on the target may be the contender whose
+        non-targets the controller is least likely to pass. The predictions' reasons and
+        probabilities are recorded either way; a held proposal as ``held``; nothing beating the
+        reference, as ``{"accepted": False}``."""
         step = self.ctx.intents.begin(FINAL_PROPOSAL, "propose", {})
         if isinstance(step, DoneIntent):
             return
@@ -147,7 +147,6 @@ class Concluder:
             held = None
             if not self.ctx.without(Ablation.REVIEWERS):
                 field = [found] + [c for c in contenders(view.runs, ref) if c != found]
-                ref_mean = mean_of(view.runs, ref) or 0.0
                 best_value, best_prob, best_reason = -1.0, 0.0, ""
                 for contender in field[:MAX_CONTENDERS]:
                     where = view.dag.directions[contender.latest.direction_id]
@@ -155,7 +154,7 @@ class Concluder:
                         view, where, contender, index, last_floor=FINAL_FLOOR
                     )
                     prob = prediction.probability or 0.0
-                    value = prob * (contender.mean - ref_mean)
+                    value = prob * contender.gain
                     if value > best_value:
                         best_value, best_prob, best_reason = value, prob, prediction.reason
                         chosen = contender

@@ -23,8 +23,14 @@ the Reviewer predicts from power instead:
    (all imported, none copied). Each path draws the benchmark's true gain from the dev
    estimate's own uncertainty (seed and sample terms: the dev gain is an estimate, and the race
    winner's leans optimistic), then an accept-tier sample offset (other samples), then
-   per-seed scores of head and candidate. Arms are drawn independently (no credit for the
-   pairing by seed, which can only help) and benchmarks independently of each other;
+   per-seed scores of head and candidate. Where the dev runs were paired by seed (the built-in
+   policy runs every config's k-th run on one seed, :mod:`~rsilab.orchestrator.builtin._seeds`),
+   the estimate is the paired differences' and a path's candidate is the head's seed plus the
+   seed's difference, as the controller's paired test sees it: a config that changes nothing
+   then shows a gain of exactly 0 and is never proposed (drawn as two independent arms, two
+   seeds' few-shot draws read as a gain). Runs without shared seeds are drawn as independent
+   arms (no credit for a pairing that is not there). Benchmarks are drawn independently of
+   each other;
 3. **propose** when the share of accepted paths is at least :data:`PROPOSE_AT`, else hold.
 
 The prediction only decides whether to ask; the controller decides alone, on its own seeds, so
@@ -89,6 +95,9 @@ class Estimate:
     samples): what one pair of seeds adds to a sample's difference."""
     samples: int = 1
     """How many samples the estimate shares."""
+    diff_sd: float | None = None
+    """With the arms paired by seed: the sd over seeds of a seed's mean difference (what the
+    controller's paired test sees); None: the arms are independent."""
 
     def sample_var_at(self, seeds: int) -> float:
         """The per-sample term the controller computes from ``seeds`` paired seeds: the item
@@ -161,6 +170,40 @@ def estimate(candidate: npt.ArrayLike, reference: npt.ArrayLike) -> Estimate:
     )
 
 
+def estimate_paired(candidate: npt.ArrayLike, reference: npt.ArrayLike) -> Estimate:
+    """The :class:`Estimate` of ``candidate[k][sample]`` against ``reference[k][sample]`` whose
+    row ``k`` ran on one seed (oriented, the same shape, at least two seeds: ``ValueError``
+    otherwise). Its terms are the paired differences': a config that changes nothing differs
+    by exactly 0 on every seed and sample, so its gain and every spread are 0."""
+    cand = np.asarray(candidate, dtype=np.float64)
+    ref = np.asarray(reference, dtype=np.float64)
+    if cand.ndim != 2 or cand.shape != ref.shape:
+        raise ValueError(f"paired score matrices must have one shape: {cand.shape}, {ref.shape}")
+    if cand.shape[0] < MIN_RUNS or cand.shape[1] < 2:
+        raise ValueError(f"a paired estimate needs >= {MIN_RUNS} seeds and 2 samples: {cand.shape}")
+    k, n = cand.shape
+    diff = cand - ref
+    rows = diff.mean(axis=1)
+    rows_c, rows_r = cand.mean(axis=1), ref.mean(axis=1)
+    squares = ((rows_c - rows_c.mean()) ** 2).sum() + ((rows_r - rows_r.mean()) ** 2).sum()
+    seed_var = float(squares) / (2 * k - 2)
+    diff_var = float(rows.var(ddof=1))
+    observed = float(np.var(diff.mean(axis=0), ddof=1))
+    within = float(diff.var(axis=0, ddof=1).mean())  # one pair of seeds' noise on a sample
+    item_var = max(0.0, observed - within / k)
+    gain_var = diff_var / k + item_var / n
+    return Estimate(
+        float(rows.mean()),
+        math.sqrt(seed_var),
+        observed / n,
+        gain_var,
+        item_var,
+        within,
+        n,
+        diff_sd=math.sqrt(diff_var),
+    )
+
+
 def acceptance_probability(
     estimates: dict[str, Estimate],
     benchmarks: list[Benchmark],
@@ -183,7 +226,10 @@ def acceptance_probability(
         truth = e.gain + math.sqrt(e.gain_var) * rng.standard_normal(paths)
         offset = math.sqrt(e.item_var_n) * rng.standard_normal(paths)  # accept-tier samples
         head = e.seed_sd * rng.standard_normal((paths, cap))
-        cand = (truth + offset)[:, None] + e.seed_sd * rng.standard_normal((paths, cap))
+        if e.diff_sd is None:  # independent arms
+            cand = (truth + offset)[:, None] + e.seed_sd * rng.standard_normal((paths, cap))
+        else:  # paired by seed: the candidate is the head's seed plus the seed's difference
+            cand = head + (truth + offset)[:, None] + e.diff_sd * rng.standard_normal((paths, cap))
         arms[bench.name] = (cand, head)
     passed = {b.name: np.zeros(paths, bool) for b in benchmarks}
     alive = np.ones(paths, bool)
@@ -222,21 +268,30 @@ def predict_acceptance(
     proposal_index: int,
     tier: DataTier,
     seed: int,
+    paired: bool = False,
 ) -> Prediction:
     """The prediction for ``candidate_ids`` against ``reference_ids`` from their ``tier``
     scores, at ``proposal_index``, simulated with RNG ``seed`` (see the module docstring).
     ``candidate_ids`` are oldest first; with more than :data:`MIN_RUNS` of them the first (the
-    run the search selected the config on) is left out of the estimate.
+    run the search selected the config on) is left out of the estimate. ``paired``: the i-th
+    candidate and the i-th reference ran on one seed, lowest seed first (the first pair holds
+    the selection run, left out likewise), and the estimate is the paired differences'
+    (:func:`estimate_paired`); the lists must then be equally long.
     Held, with the reason, when a benchmark lacks scores on either side, fewer than two samples
     are shared, or an arm has fewer than two runs (fail closed)."""
+    if paired and len(candidate_ids) != len(reference_ids):
+        raise ValueError(f"{len(candidate_ids)} candidates paired with {len(reference_ids)}")
     if len(candidate_ids) > MIN_RUNS:
         # the first run is the one the search picked the config on: its score is the most
         # selected (the winner's curse); the race's re-runs are judged without it
         candidate_ids = candidate_ids[1:]
+        reference_ids = reference_ids[1:] if paired else reference_ids
     estimates: dict[str, Estimate] = {}
     for bench in task.benchmarks:
         cand = score_matrices(store, candidate_ids, bench.name, tier)
         ref = score_matrices(store, reference_ids, bench.name, tier)
+        if paired and (len(cand) != len(candidate_ids) or len(ref) != len(reference_ids)):
+            return Prediction(False, f"a paired run has no {tier} scores of {bench.name}", {})
         rows = [*cand.values(), *ref.values()]
         shared = sorted(set.intersection(*(set(r) for r in rows))) if rows else []
         if not cand or not ref or len(shared) < 2:
@@ -247,9 +302,10 @@ def predict_acceptance(
                 False, f"too few runs to judge ({k} in an arm; the estimate needs {MIN_RUNS})", {}
             )
         sign = 1.0 if bench.higher_is_better else -1.0
-        estimates[bench.name] = estimate(
-            sign * np.array([[row[i] for i in shared] for row in cand.values()]),
-            sign * np.array([[row[i] for i in shared] for row in ref.values()]),
+        judge = estimate_paired if paired else estimate
+        estimates[bench.name] = judge(
+            sign * np.array([[cand[x][i] for i in shared] for x in candidate_ids if x in cand]),
+            sign * np.array([[ref[x][i] for i in shared] for x in reference_ids if x in ref]),
         )
     probability, rates = acceptance_probability(
         estimates, list(task.benchmarks), proposal_index=proposal_index, seed=seed
@@ -257,7 +313,8 @@ def predict_acceptance(
     accepted = probability >= PROPOSE_AT
     parts = [
         f"{name}: gain {e.gain:+.4g} (sd {math.sqrt(e.gain_var):.2g}), seed sd {e.seed_sd:.2g}, "
-        f"sample se {math.sqrt(e.sample_var):.2g} ({math.sqrt(e.sample_var_at(LOOKS[-1])):.2g} "
+        + ("" if e.diff_sd is None else f"paired seed sd {e.diff_sd:.2g}, ")
+        + f"sample se {math.sqrt(e.sample_var):.2g} ({math.sqrt(e.sample_var_at(LOOKS[-1])):.2g} "
         f"at {LOOKS[-1]} seeds), passes {rates[name]:.2f}"
         for name, e in estimates.items()
     ]

@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._context import RunContext
+from rsilab.orchestrator.builtin._seeds import experiment_seed
 from rsilab.orchestrator.builtin._state import EXP_PREFIX, Run, exp_index
 from rsilab.orchestrator.campaign import Intents, StopRequest
 from rsilab.orchestrator.door import RunnerError
@@ -54,6 +55,10 @@ class Order:
     why: str
     payload: dict[str, Any] = field(default_factory=dict)
     """The intent payload as first written (kept as is when an order is run again)."""
+    seed: int | None = None
+    """The seed its jobs run on, chosen by the policy (common random numbers,
+    :mod:`~rsilab.orchestrator.builtin._seeds`); None: the experiment's own,
+    :func:`~rsilab.orchestrator.builtin._seeds.experiment_seed`."""
 
     @property
     def key(self) -> str:
@@ -61,11 +66,14 @@ class Order:
 
     def intent_payload(self) -> dict[str, Any]:
         """What the intent records: enough to run the same experiment again after a crash."""
-        return self.payload or {
+        if self.payload:
+            return self.payload
+        payload: dict[str, Any] = {
             "direction_id": self.direction_id,
             "config": self.config,
             "why": self.why,
         }
+        return payload if self.seed is None else {**payload, "seed": self.seed}
 
     @classmethod
     def from_intent(cls, intent: Intent) -> Order:
@@ -78,7 +86,12 @@ class Order:
             dict(config) if isinstance(config, dict) else {},
             str(p.get("why", "re-run")),
             dict(p),
+            int(p["seed"]) if p.get("seed") is not None else None,
         )
+
+    def job_seed(self, campaign_seed: int) -> int:
+        """The seed this order's jobs run on in a campaign of ``campaign_seed``."""
+        return self.seed if self.seed is not None else experiment_seed(campaign_seed, self.n)
 
 
 class Worker:
@@ -116,7 +129,7 @@ class Worker:
         write_system(self.ctx, worker, full)
         exp = earlier.id if earlier is not None else self._create(worker, order, file_config(full))
         created.set()
-        scores, cancelled = self._train_and_eval(worker, exp, self.ctx.seed * 1000 + order.n)
+        scores, cancelled = self._train_and_eval(worker, exp, order.job_seed(self.ctx.seed))
         if cancelled:
             return None  # left open: the resume's attempt continues it
         score = scores.get(target)
@@ -307,6 +320,7 @@ def _complete(
         "config": config,
         "score": score if score is not None else 0.0,
         "scores": dict(scores),
+        "seed": order.job_seed(ctx.seed),
     }
     if score is None:
         result["failed"] = True
@@ -319,6 +333,7 @@ def _complete(
         0.0 if score is None else ctx.target_benchmark.oriented(score),
         score is None,
         dict(scores),
+        seed=order.job_seed(ctx.seed),
     )
 
 
