@@ -92,8 +92,10 @@ def run_posttrain(quick: bool) -> list[dict[str, Any]]:
     per seed (a regression on a non-target shows as a negative change); *rsilab - optuna-tpe*:
     paired by seed. The runs are kept (``benchmarks/results/search/posttrain-seeds.jsonl``) and the
     table says how many it holds; a quick run runs nothing and reads them. The built-in policy
-    was not tuned on this task. Runs from before the harness answered multiple choice by
-    likelihood (a different baseline) are kept apart in ``posttrain-seeds-choice-by-letter*.jsonl``.
+    was not tuned on this task. Runs of earlier commits are kept apart: before the harness
+    answered multiple choice by likelihood (a different baseline) in
+    ``posttrain-seeds-choice-by-letter*.jsonl``, and those of an earlier harness or policy in
+    ``posttrain-seeds-<commit>.jsonl``.
     """
     task = get_task(TASK)
     log = log_for(TASK, "seeds")

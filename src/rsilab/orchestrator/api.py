@@ -287,8 +287,10 @@ def _check_flag(name: str, value: object) -> None:
 
 MAX_SEED = 2**21
 """The largest campaign seed. Jobs take seeds 0 to 2**31-1 and the built-in Worker derives
-its jobs' as ``seed * 1000 + experiment number``: 2**21 keeps that in range for fifty million
-experiments (the 2**30 allowed before made any seed above 2147482 fail its first job)."""
+its jobs' as ``seed * 1000`` plus a run's ordinal among its config's runs (the experiment's
+number for a policy that does not share seeds, :mod:`rsilab.orchestrator.builtin._seeds`):
+2**21 keeps that in range for fifty million experiments (the 2**30 allowed before made any seed
+above 2147482 fail its first job)."""
 
 
 def draw_seed() -> int:
