@@ -225,7 +225,8 @@ def test_the_last_proposals_review_advises_what_the_floor_decides(
     )
     reviewer = reviewer_agent.Reviewer(context)  # type: ignore[arg-type]
     view = SimpleNamespace(runs=[_REF, _WIN], ref_config=lambda: dict(_REF.config))
-    direction, winner = SimpleNamespace(id="dir-1"), SimpleNamespace(runs=[_WIN], mean=0.6)
+    direction = SimpleNamespace(id="dir-1")
+    winner = SimpleNamespace(runs=[_WIN], mean=0.6, gain=0.1)
     reviewer.predict(view, direction, winner, 2, last_floor=0.1)  # type: ignore[arg-type]
     assert door.said["recommendation"] == str(advice)
     assert words in str(door.said["rationale"])

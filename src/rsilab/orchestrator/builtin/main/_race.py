@@ -86,13 +86,6 @@ def groups(runs: Sequence[Run]) -> list[Contender]:
     return list(out.values())
 
 
-def mean_of(runs: Sequence[Run], config: Mapping[str, JsonValue]) -> float | None:
-    """The mean score of the finished runs of ``config``; None when it has none."""
-    key = config_text(config)
-    same = [r.score for r in runs if not r.failed and config_text(r.config) == key]
-    return sum(same) / len(same) if same else None
-
-
 def contenders(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> list[Contender]:
     """Configs other than ``reference`` that beat it (a positive :attr:`Contender.gain`: on
     the seeds both ran, a config that changes nothing gains exactly 0 and never races), best

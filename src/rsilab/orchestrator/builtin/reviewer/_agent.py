@@ -25,7 +25,7 @@ from dataclasses import replace
 from rsilab.orchestrator.builtin._context import RunContext, direction_share
 from rsilab.orchestrator.builtin._seeds import shared_seeds
 from rsilab.orchestrator.builtin._state import CampaignView, Run, dev_matrix
-from rsilab.orchestrator.builtin.main._race import Contender, mean_of
+from rsilab.orchestrator.builtin.main._race import Contender
 from rsilab.orchestrator.builtin.main._race import groups as config_groups
 from rsilab.orchestrator.builtin.main._rules import DirectionStats, next_move
 from rsilab.orchestrator.builtin.reviewer._predict import MIN_RUNS, Prediction, predict_acceptance
@@ -137,8 +137,8 @@ class Reviewer:
             seed=prediction_seed(self.ctx.seed, proposal_index),
             paired=len(pairs) >= MIN_RUNS,
         )
-        ref_mean = mean_of(view.runs, ref)
-        default = default_verdict(winner.mean, ref_mean)
+        # Main's own rule without reviews: propose the race's winner, a positive paired gain
+        default = default_verdict(winner.gain, 0.0)
         failing = [b for b, ok in prediction.passed.items() if not ok]
         rejects = (
             "the controller's sequential test likely rejects it "
