@@ -5,8 +5,8 @@ run of rsilab's built-in policy and one of Optuna's TPE over the recipe knobs (p
 feasible dev config once), at the same budget of experiments, through the one proposal protocol
 of :mod:`benchmarks.search.protocol` (one lab, one baseline, the same controller). Every finished
 run is kept in ``benchmarks/results/search/posttrain-seeds.jsonl`` with every benchmark's
-final-tier score of its head, so the table fills in over several sittings (a run takes about an
-hour on 2 cores) and a quick run reads only what is kept.
+final-tier score of its head, so the table fills in over several sittings (a run took 13-41
+minutes of wall time on 2 cores, two at a time) and a quick run reads only what is kept.
 """
 
 from __future__ import annotations
@@ -84,16 +84,18 @@ def rows_for(
 def run_posttrain(quick: bool) -> list[dict[str, Any]]:
     """Post-training (posttrain): base model, rsilab's accepted system and Optuna TPE per benchmark.
 
-    Five seeds of the ``posttrain`` task, 12 experiments each, rsilab's built-in policy against
-    Optuna's TPE over the recipe knobs (it proposes its best feasible dev config once), both
-    judged by the same controller against the same baseline in one lab. Cells are the final-tier
-    score of the run's lineage head (the accepted system, or the base when nothing was accepted):
-    mean over the seeds held with its 95% t interval; *- base*: the change from the base model
-    per seed (a regression on a non-target shows as a negative change); *rsilab - optuna-tpe*:
-    paired by seed. The runs are kept (``benchmarks/results/search/posttrain-seeds.jsonl``) and the
-    table says how many it holds; a quick run runs nothing and reads them. The built-in policy
-    was not tuned on this task. Runs of earlier commits are kept apart: before the harness
-    answered multiple choice by likelihood (a different baseline) in
+    Five seeds planned of the ``posttrain`` task (the *seeds with a version accepted* rows say
+    how many each policy holds), 12 experiments each, rsilab's built-in policy against Optuna's
+    TPE over the recipe knobs (it proposes its best feasible dev config once), both judged by
+    the same controller against the same baseline in one lab. Cells are the final-tier score of
+    the run's lineage head (the accepted system, or the base when nothing was accepted): mean
+    over the seeds held with its 95% t interval; *- base*: the change from the base model per
+    seed (a regression on a non-target shows as a negative change); *rsilab - optuna-tpe*:
+    paired by seed, the column to compare the policies by (where one policy holds seeds the
+    other does not, their own means are over different seeds). The runs are kept
+    (``benchmarks/results/search/posttrain-seeds.jsonl``); a quick run runs nothing and reads
+    them. The built-in policy was not tuned on this task. Runs of earlier commits are kept
+    apart: before the harness answered multiple choice by likelihood (a different baseline) in
     ``posttrain-seeds-choice-by-letter*.jsonl``, and those of an earlier harness or policy in
     ``posttrain-seeds-<commit>.jsonl``.
     """

@@ -401,15 +401,37 @@ def posttrain_row(title: str, rows: Table) -> dict[str, str] | None:
     verdict += ", the target's gain significant: " + ("met" if met else "MISSED")
     if runs < POSTTRAIN_SEEDS:
         verdict += f" (PARTIAL: {runs} of {POSTTRAIN_SEEDS} seeds run)"
-    peer = next((c for c in target if c.endswith(" - base") and not c.startswith(BUILTIN)), "")
     return {
         "claim": "post-training a language model: seeds with a version accepted / target "
         "(arith) change from the base model, final tier",
         "rsilab": f"{done} of {runs} / {target.get(f'{BUILTIN} - base', '-')}",
-        "against": f"{peer.removesuffix(' - base')} {target.get(peer, '-')}" if peer else "-",
+        "against": _posttrain_peer(rows, target),
         "verdict": verdict,
         "table": title,
     }
+
+
+def _posttrain_peer(rows: Table, target: dict[str, str]) -> str:
+    """The peer as the column reads elsewhere: its seeds accepted, its own change from the base
+    in words, and the bracket as rsilab minus it on the target, paired by seed."""
+    peer = next(
+        (
+            c.removesuffix(" - base")
+            for c in target
+            if c.endswith(" - base") and c != f"{BUILTIN} - base"
+        ),
+        "",
+    )
+    if not peer:
+        return "-"
+    own = next(
+        (r for r in rows if r.get("benchmark", "") == f"{peer}: seeds with a version accepted"), {}
+    )
+    found = _OF_RUNS.search(own.get(peer, ""))
+    accepted = f"{found.group(1)} of {found.group(2)} accepted, " if found else ""
+    paired = target.get(f"{BUILTIN} - {peer}", "") or "-"
+    own_change = target.get(f"{peer} - base", "-")
+    return f"{peer}: {accepted}change from base {own_change}; rsilab - it {paired}"
 
 
 def glance_rows(text: str) -> list[dict[str, str]]:

@@ -12,7 +12,9 @@ same on CPU with ``gpus = 0``. Steps, each printed with its seconds:
 3. **runtime**: ``rsilab runtime adopt PYTHON --task gpucheck/task.toml`` (the machine's
    Python with its CUDA torch; nothing downloaded), kept under the work folder
    (``$RSILAB_RUNTIME``), never over the user's runtimes;
-4. **preflight**: the task's GPUs are there (:func:`rsilab.sandbox.require_gpus`);
+4. **preflight**, as ``rsilab run`` does it: the task's GPUs are there
+   (:func:`rsilab.sandbox.require_gpus`) and the adopted runtime's torch is a CUDA build
+   (:func:`rsilab.sandbox.require_cuda_torch`);
 5. **jobs** through a :class:`~rsilab.executors.LocalExecutor` over a
    :class:`~rsilab.sandbox.BwrapSandbox` (never a weaker sandbox): a probe (which device
    nodes the job sees, what CUDA says), train on the train tier, predict on the target's
@@ -39,7 +41,14 @@ from tests.tasks.lm_model import make_model_folder
 from rsilab.controller.jobs import job_spec
 from rsilab.executors import JobResult, LocalExecutor
 from rsilab.records import DataTier
-from rsilab.sandbox import BwrapSandbox, Limits, RunSpec, hand_over, require_gpus
+from rsilab.sandbox import (
+    BwrapSandbox,
+    Limits,
+    RunSpec,
+    hand_over,
+    require_cuda_torch,
+    require_gpus,
+)
 from rsilab.sandbox.runtime import Runtime
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.tasks import (
@@ -163,6 +172,12 @@ def jobs(task: Task, executor: LocalExecutor, work: Path, gpus: int) -> dict[str
     return out
 
 
+def preflight(gpus: int, task: str, python: Path) -> None:
+    """What ``rsilab run`` checks before a GPU task's first job (nothing with ``gpus`` 0)."""
+    require_gpus(gpus, task)
+    require_cuda_torch(gpus, task, python)
+
+
 def verdict(found: dict[str, Any], gpus: int) -> list[str]:
     """What is wrong with the jobs' reports (empty: nothing)."""
     problems = []
@@ -200,7 +215,7 @@ def main() -> None:
     task_toml = step("task", summary, lambda: make_task(work, gpus, **big))
     task = load_task(str(task_toml))
     runtime = step("runtime", summary, lambda: adopt(task_toml, args.python or sys.executable))
-    step("preflight", summary, lambda: require_gpus(gpus, task.name))
+    step("preflight", summary, lambda: preflight(gpus, task.name, runtime.python))
     artifacts = ArtifactStore(work / "artifacts")
     artifacts.ensure()
     with BwrapSandbox(runtime=runtime) as sandbox:

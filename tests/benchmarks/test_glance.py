@@ -218,7 +218,8 @@ def test_the_posttrain_headline_reads_its_table() -> None:
     def table(accepted: str, gain: str) -> list[dict[str, str]]:
         return [
             {"benchmark": "arith (target)", "base": "0.110", "rsilab - base": gain,
-             "optuna-tpe - base": "+0.050 [-0.010, +0.110]"},
+             "optuna-tpe - base": "+0.050 [-0.010, +0.110]",
+             "rsilab - optuna-tpe": "+0.120 [-0.030, +0.270]"},
             {"benchmark": "fncall", "base": "0.840", "rsilab - base": "-0.010 [-0.030, +0.010]"},
             {"benchmark": "rsilab: seeds with a version accepted", "rsilab": accepted},
             {"benchmark": "optuna-tpe: seeds with a version accepted", "optuna-tpe": "2 of 5 runs"},
@@ -227,7 +228,10 @@ def test_the_posttrain_headline_reads_its_table() -> None:
     met = posttrain_row("PT", table("4 of 5 runs", "+0.250 [+0.150, +0.350]"))
     assert met is not None and met["verdict"].endswith(": met")
     assert met["rsilab"] == "4 of 5 / +0.250 [+0.150, +0.350]"
-    assert met["against"] == "optuna-tpe +0.050 [-0.010, +0.110]"
+    assert met["against"] == (
+        "optuna-tpe: 2 of 5 accepted, change from base +0.050 [-0.010, +0.110]; "
+        "rsilab - it +0.120 [-0.030, +0.270]"
+    )
     few = posttrain_row("PT", table("3 of 5 runs", "+0.250 [+0.150, +0.350]"))
     assert few is not None and "MISSED" in few["verdict"]
     flat = posttrain_row("PT", table("5 of 5 runs", "+0.050 [-0.020, +0.120]"))

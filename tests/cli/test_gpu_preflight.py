@@ -1,4 +1,6 @@
-"""``rsilab run`` refuses a task whose harness needs GPUs on this machine, which has none."""
+"""``rsilab run`` refuses a task whose harness needs GPUs on this machine, which has none, and,
+where stand-in GPU nodes make it look as if it had them, because the jobs' torch is a CPU
+build."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from rsilab.records import Campaign
 from rsilab.store import Lab
 from tests.cli.helpers import explain, rsilab
+from tests.sandbox.gpu_nodes import make_dev_root
 
 
 @pytest.mark.parametrize("gpus", [1, 2])
@@ -56,3 +59,33 @@ def test_check_run_says_the_gpus_are_missing(tmp_path: Path) -> None:
     checked = rsilab("task", "check", "--run", "--no-probe", task, "--lab", tmp_path / "nolab")
     assert checked.exit_code == 2, explain(checked)
     assert "run: could not start: the job needs 1 GPU(s); this machine has 0" in checked.stdout
+
+
+def test_a_gpu_task_whose_jobs_torch_is_a_cpu_build_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stand-in nodes pass the GPU count; the runtime's torch (the pinned CPU build) does not:
+    before, its jobs would have trained on the CPU and nothing said so."""
+    monkeypatch.setenv("RSILAB_GPU_DEV_ROOT", str(make_dev_root(tmp_path, ("nvidia0",))))
+    task = tmp_path / "gputask"
+    assert rsilab("task", "init", task).exit_code == 0
+    manifest = task / "harness" / "harness.toml"
+    manifest.write_text(manifest.read_text() + "gpus = 1\n")
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    with Lab.open(lab) as opened:
+        head = opened.store.head()
+
+    ran = rsilab("run", task, "--budget", "experiments=1", "--lab", lab)
+
+    assert ran.exit_code == 2, explain(ran)
+    error = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1
+    assert error[0].startswith(
+        "error: task 'gputask' needs 1 GPU(s) (gpus = 1 in harness.toml) but its jobs' torch 2."
+    )
+    assert error[0].endswith("is a CPU build: its jobs could not use a GPU")
+    assert "rsilab runtime adopt PYTHON --task gputask" in ran.stderr
+    with Lab.open(lab) as opened:
+        assert opened.store.head() == head
+        assert opened.store.query_as(Campaign) == []

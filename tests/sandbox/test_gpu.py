@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,13 @@ import pytest
 from rsilab.errors import UserError
 from rsilab.sandbox import BwrapSandbox, ProcessSandbox
 from rsilab.sandbox import _gpu as gpu
-from rsilab.sandbox._gpu import device_args, gpu_numbers, gpu_uuids, require_gpus
+from rsilab.sandbox._gpu import (
+    device_args,
+    gpu_numbers,
+    gpu_uuids,
+    require_cuda_torch,
+    require_gpus,
+)
 from tests.sandbox.gpu_nodes import make_dev_root
 from tests.sandbox.helpers import QUICK, bwrap_problem, py
 
@@ -157,3 +164,58 @@ def test_gpu_jobs_find_a_containers_driver_libraries(
     assert args[-3:] == ["--setenv", "LD_LIBRARY_PATH", str(lib)]
     monkeypatch.setattr(gpu, "DRIVER_LIBS", (str(tmp_path / "absent"),))
     assert "LD_LIBRARY_PATH" not in device_args(1, (0,))
+
+
+def _python_with_torch(folder: Path, source: str | None) -> Path:
+    """A real venv whose ``torch`` package is ``source`` (None: no torch at all)."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True)
+    if source is not None:
+        (site,) = folder.glob("lib/python*/site-packages")
+        (site / "torch").mkdir()
+        (site / "torch" / "__init__.py").write_text(source)
+    return folder / "bin" / "python"
+
+
+_TORCH = "__version__ = {version!r}\nclass version:\n    cuda = {cuda!r}\n"
+
+
+def test_the_jobs_torch_must_be_a_cuda_build_when_the_harness_asks_for_gpus(
+    tmp_path: Path,
+) -> None:
+    cpu = _python_with_torch(tmp_path / "cpu", _TORCH.format(version="2.9.1+cpu", cuda=None))
+    cuda = _python_with_torch(tmp_path / "cuda", _TORCH.format(version="2.9.1+cu128", cuda="12.8"))
+    broken = _python_with_torch(tmp_path / "broken", "raise ImportError('libcudart.so.12')")
+    none = _python_with_torch(tmp_path / "none", None)
+
+    require_cuda_torch(1, "lm", cuda)
+    require_cuda_torch(0, "lm", cpu)  # no GPUs wanted: nothing to check
+    require_cuda_torch(0, "lm", tmp_path / "missing" / "python")
+    with pytest.raises(UserError) as caught:
+        require_cuda_torch(2, "lm", cpu)
+    assert caught.value.message == (
+        f"task 'lm' needs 2 GPU(s) (gpus = 2 in harness.toml) but its jobs' torch 2.9.1+cpu "
+        f"({cpu}) is a CPU build: its jobs could not use a GPU"
+    )
+    assert "`rsilab runtime adopt PYTHON --task lm`" in str(caught.value.hint)
+    with pytest.raises(
+        UserError, match=r"cannot import torch: ImportError: libcudart\.so\.12 \(hint"
+    ):
+        require_cuda_torch(1, "lm", broken)
+    with pytest.raises(UserError, match="cannot import torch: ModuleNotFoundError: No module"):
+        require_cuda_torch(1, "lm", none)
+    with pytest.raises(UserError, match="could not be asked"):
+        require_cuda_torch(1, "lm", tmp_path / "missing" / "python")
+
+
+def test_the_pinned_cpu_torch_is_refused_for_a_gpu_job() -> None:
+    """The real thing: this venv's torch, the CPU build the project pins."""
+    import sys
+
+    import torch
+
+    assert torch.version.cuda is None
+    with pytest.raises(UserError, match=f"its jobs' torch {re.escape(torch.__version__)} "):
+        require_cuda_torch(1, "lm", Path(sys.executable))

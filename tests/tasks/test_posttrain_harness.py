@@ -5,6 +5,7 @@ Face model folder works as the model to start from."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -235,15 +236,20 @@ def test_replay_keeps_learning_the_corpus_beside_the_sft_items(tmp_path: Path, t
     assert losses[0.0] > losses[1.0] + 0.5, (before, losses)
 
 
-def _refused(workspace: Path, tmp_path: Path) -> str:
-    """train.py on one arithmetic item must stop and write no model; its last stderr line."""
+ONE_SUM = {"id": "a", "input": {"kind": "arith", "question": "What is 1 plus 2?"}, "target": "3"}
+
+
+def _refused(
+    workspace: Path, tmp_path: Path, item: object = ONE_SUM, env: dict[str, str] | None = None
+) -> str:
+    """train.py on one item (an arithmetic one unless given) must stop and write no model;
+    its last stderr line."""
     data = tmp_path / "data"
     data.mkdir()
-    item = {"id": "a", "input": {"kind": "arith", "question": "What is 1 plus 2?"}, "target": "3"}
     (data / "train.jsonl").write_text(json.dumps(item) + "\n")
     ran = subprocess.run([sys.executable, "train.py", "--data", str(data), "--model-out",
                           str(tmp_path / "m.safetensors")], cwd=workspace,
-                         capture_output=True, text=True)  # fmt: skip
+                         capture_output=True, text=True, env=env)  # fmt: skip
     assert ran.returncode != 0
     assert not (tmp_path / "m.safetensors").exists()
     return str(ran.stderr.strip().splitlines()[-1])
@@ -341,3 +347,40 @@ def test_a_bad_training_budget_is_one_clear_line(
     assert _refused(workspace, tmp_path) == (
         f"config max_train_examples is {budget!r}; use a whole number of sequences (0: no limit)"
     )
+
+
+@pytest.mark.parametrize(
+    ("item_input", "what"),
+    [
+        ({"kind": "arith", "prompt": "What is 1 plus 2?"},
+         "has no \"question\" text (its keys: ['kind', 'prompt'])"),
+        ({"kind": "arith", "question": 12},
+         "has no \"question\" text (its keys: ['kind', 'question'])"),
+        (None, "is null"),
+        ([1, 2], "is [1, 2]"),
+    ],
+)  # fmt: skip
+def test_an_item_without_question_text_is_one_clear_line(
+    tmp_path: Path, tiny: Path, item_input: object, what: str
+) -> None:
+    """Checked on every item, also one the mixture leaves out (mix 0.2 of one item draws
+    none): before, such an item trained on an empty question and nothing said so."""
+    workspace = _workspace(tmp_path, tiny, epochs=1)
+    assert _refused(workspace, tmp_path, {"id": "p", "input": item_input, "target": "3"}) == (
+        f"an item's input {what}; write each input as "
+        '{"kind": KIND, "question": TEXT} (multiple choice adds "options": [TEXT, ...]) or as '
+        "a plain string"
+    )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this torch can use a GPU")
+def test_a_job_given_a_gpu_its_torch_cannot_use_stops_instead_of_running_on_the_cpu(
+    tmp_path: Path, tiny: Path
+) -> None:
+    """The sandbox sets CUDA_VISIBLE_DEVICES only for a job it gave GPUs; with a CPU torch the
+    job must not quietly train on the CPU."""
+    workspace = _workspace(tmp_path, tiny, epochs=1)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
+    line = _refused(workspace, tmp_path, env=env)
+    assert line.startswith(f"this job was given GPU(s) 0 but torch {torch.__version__} cannot")
+    assert "`rsilab runtime adopt PYTHON --task T`" in line

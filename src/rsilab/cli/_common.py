@@ -25,6 +25,9 @@ EXIT_USAGE = 2
 EXIT_VERIFY_FAILED = 3
 EXIT_INTERRUPTED = 130
 
+TASK_HELP = "Task: a name, a task.toml or its folder, or file.py[:NAME]."
+"""How a command's TASK argument may name a task (what ``load_task`` accepts)."""
+
 EXIT_CODES_HELP = """Exit codes (every command):
 
 * 0: done

@@ -23,6 +23,7 @@ from rsilab.cli._common import (
     EXIT_MEANINGS,
     EXIT_OK,
     EXIT_RUNTIME_FAILURE,
+    TASK_HELP,
     JsonOption,
     LabOption,
     ctrl_c_requests,
@@ -47,7 +48,7 @@ IMPROVER_HELP = (
 
 
 def evolve(
-    task_ref: Annotated[str, typer.Argument(metavar="TASK", help="Task name.")],
+    task_ref: Annotated[str, typer.Argument(metavar="TASK", help=TASK_HELP)],
     rounds: Annotated[int, typer.Option("--rounds", min=1, help="Rounds to run.")] = 3,
     improver: Annotated[str, typer.Option("--improver", help=IMPROVER_HELP)] = "self",
     budget: Annotated[

@@ -24,6 +24,7 @@ from rich.text import Text
 from rsilab.cli._common import (
     EXIT_MEANINGS,
     EXIT_RUNTIME_FAILURE,
+    TASK_HELP,
     JsonOption,
     LabOption,
     ctrl_c_requests,
@@ -100,7 +101,7 @@ def _check_agents(agents: str) -> None:
 
 
 def run(
-    task_ref: Annotated[str, typer.Argument(metavar="TASK", help="Task name.")],
+    task_ref: Annotated[str, typer.Argument(metavar="TASK", help=TASK_HELP)],
     agents: Annotated[str | None, typer.Option("--agents", help=AGENTS_HELP)] = None,
     workers: Annotated[
         int | None,

@@ -35,8 +35,8 @@ TaskOption = Annotated[
     str | None,
     typer.Option(
         "--task",
-        help="A task (name, task.toml or file.py:NAME) whose declared runtime requirements "
-        "get a runtime of their own.",
+        help="A task (name, task.toml or its folder, or file.py:NAME) whose declared runtime "
+        "requirements get a runtime of their own.",
     ),
 ]
 

@@ -57,7 +57,8 @@ and dev), and, inside the sandbox with the harness as workspace, whether any pri
 the lab's secret or a declared data source can be read from there. With `--run`, it also runs
 train (if the harness trains) and predict once on the dev tier, in the sandbox.
 
-A task.toml (every field: docs/reference/task-toml.md; `rsilab task init NAME` writes one):
+A task.toml (every field: docs/reference/task-toml.md, made by `make docs`; `rsilab task init
+NAME` writes one):
 
 ```toml
 name = "mytask"
@@ -163,7 +164,8 @@ def _print_problems(problems: list[Problem], name: str) -> None:
         stderr_console().print(
             Text(
                 "hint: the task.toml format, field by field: docs/reference/task-toml.md "
-                "(from docs/tasks.md); an example: rsilab task check --help",
+                "(made by `make docs`, linked from docs/tasks.md); an example: "
+                "rsilab task check --help",
                 style="dim",
             ),
             soft_wrap=True,

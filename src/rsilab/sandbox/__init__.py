@@ -2,7 +2,7 @@
 the runtime environment jobs see, and :func:`default_sandbox`, which picks one."""
 
 from rsilab.sandbox._bwrap_args import WORKSPACE
-from rsilab.sandbox._gpu import require_gpus
+from rsilab.sandbox._gpu import require_cuda_torch, require_gpus
 from rsilab.sandbox._gpu_pool import host_gpus, run_holding_gpus
 from rsilab.sandbox._identity import SandboxUser, lab_user
 from rsilab.sandbox._images import DiskLimits
@@ -46,6 +46,7 @@ __all__ = [
     "host_gpus",
     "install_runtime",
     "lab_user",
+    "require_cuda_torch",
     "require_gpus",
     "run_holding_gpus",
 ]

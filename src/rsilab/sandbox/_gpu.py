@@ -16,10 +16,12 @@ no job can change it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import stat
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -157,3 +159,45 @@ def require_gpus(wanted: int, task: str, root: Path | None = None) -> None:
         "run it on a machine with enough NVIDIA GPUs and their driver, or set gpus = 0 in "
         "the harness's harness.toml to run it on CPU",
     )
+
+
+CUDA_PROBE = "import json, torch; print(json.dumps([torch.__version__, torch.version.cuda]))"
+"""Asks an interpreter for its torch's version and CUDA version (None for a CPU build), without
+starting CUDA."""
+
+
+def require_cuda_torch(wanted: int, task: str, python: Path) -> None:
+    """Preflight: nothing when ``wanted`` is 0 or the jobs' interpreter ``python`` has a torch
+    built for CUDA. A CPU build would run a GPU task's jobs on the CPU (or fail in each job);
+    refusing here says so once, before anything is written.
+
+    Raises:
+        UserError: ``python`` cannot be asked, cannot import torch, or its torch is a CPU
+            build; the message names the interpreter and the torch version found.
+    """
+    if wanted <= 0:
+        return
+    what = f"task {task!r} needs {wanted} GPU(s) (gpus = {wanted} in harness.toml)"
+    adopt = (
+        f"adopt a Python whose torch is a CUDA build as the runtime: `rsilab runtime adopt "
+        f"PYTHON --task {task}` (same major.minor as rsilab's), or set gpus = 0 in harness.toml"
+    )
+    try:
+        ran = subprocess.run(
+            [str(python), "-c", CUDA_PROBE], capture_output=True, text=True, timeout=300
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(
+            f"{what} but its jobs' Python {python} could not be asked: {exc}", adopt
+        ) from exc
+    lines = (ran.stdout + ran.stderr).strip().splitlines()
+    if ran.returncode != 0:
+        last = lines[-1] if lines else f"exit {ran.returncode}"
+        raise UserError(f"{what} but its jobs' Python {python} cannot import torch: {last}", adopt)
+    version, cuda = json.loads(ran.stdout.strip().splitlines()[-1])
+    if not cuda:
+        raise UserError(
+            f"{what} but its jobs' torch {version} ({python}) is a CPU build: its jobs could "
+            "not use a GPU",
+            adopt,
+        )

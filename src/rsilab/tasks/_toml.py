@@ -48,8 +48,8 @@ from rsilab.tasks._spec import Task
 
 TASK_FILE = "task.toml"
 FORMAT_HINT = (
-    "the task.toml format, field by field: docs/reference/task-toml.md (linked from "
-    "docs/tasks.md); an example: `rsilab task check --help`"
+    "the task.toml format, field by field: docs/reference/task-toml.md (made by `make "
+    "docs`, linked from docs/tasks.md); an example: `rsilab task check --help`"
 )
 
 

@@ -37,8 +37,10 @@ nothing more is written). Either way the lease is released and the campaign is r
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rsilab.controller.lineage import find_lineage
@@ -63,7 +65,7 @@ from rsilab.orchestrator.campaign.result import CampaignResult, campaign_result
 from rsilab.orchestrator.campaign.stop import StopRequest
 from rsilab.orchestrator.writer import ACTOR, write
 from rsilab.records import Campaign, CampaignState, EndReason, Experiment, ExperimentState
-from rsilab.sandbox import require_gpus
+from rsilab.sandbox import require_cuda_torch, require_gpus
 from rsilab.store import Lab, Store
 from rsilab.tasks import Budget, ManifestError, Task, get_scorer, load_manifest
 
@@ -275,14 +277,20 @@ def _evaluation_inputs_unchanged(lab: Lab, task: Task, services: LabServices) ->
 
 def check_harness(task: Task) -> None:
     """UserError, before anything is written, when ``task``'s harness cannot be run (its
-    folder or manifest is missing or wrong, or it needs more GPUs than this machine has)."""
+    folder or manifest is missing or wrong, or it needs more GPUs than this machine has, or
+    GPUs that the torch of its jobs' Python cannot use)."""
     try:
-        require_gpus(load_manifest(task.harness).gpus, task.name)  # fails before any write
+        gpus = load_manifest(task.harness).gpus
     except ManifestError as exc:
         raise UserError(
             f"task {task.name!r}: its harness cannot be run: {exc}",
             f"see `rsilab task check {task.name}`",
         ) from exc
+    require_gpus(gpus, task.name)  # fails before any write
+    if gpus:
+        runtime = task.runtime()  # where its jobs run; the current Python when not installed
+        python = runtime.python if runtime.is_installed() else Path(sys.executable)
+        require_cuda_torch(gpus, task.name, python)
 
 
 def _start_or_find(

@@ -47,8 +47,20 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def device() -> torch.device:
-    """The job's GPU when it has one, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The job's GPU when it was given one, else the CPU. A job given GPUs (the sandbox sets
+    ``CUDA_VISIBLE_DEVICES`` only then) whose torch cannot use them stops with one line:
+    running on the CPU instead would quietly cost hours and measure another setup."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    given = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    if given:
+        raise SystemExit(
+            f"this job was given GPU(s) {given} but torch {torch.__version__} cannot use them "
+            f"(CUDA build: {torch.version.cuda or 'no, a CPU build'}); adopt a Python whose "
+            "torch is a CUDA build as the runtime (`rsilab runtime adopt PYTHON --task T`), "
+            "or set gpus = 0 in harness.toml"
+        )
+    return torch.device("cpu")
 
 
 def dtype_of(config: dict) -> torch.dtype:
@@ -148,9 +160,20 @@ def kinds_in(rows: list[dict]) -> list[str]:
 
 def question_text(item_input) -> str:
     """The question as the model sees it (options, when given, listed as "A. ..." lines)."""
-    if not isinstance(item_input, dict):
-        return str(item_input)
-    text = str(item_input.get("question", ""))
+    if isinstance(item_input, str):
+        return item_input
+    if not isinstance(item_input, dict) or not isinstance(item_input.get("question"), str):
+        what = (
+            f'has no "question" text (its keys: {sorted(item_input)})'
+            if isinstance(item_input, dict)
+            else f"is {json.dumps(item_input)[:60]}"
+        )
+        raise SystemExit(
+            f"an item's input {what}; write each input as "
+            '{"kind": KIND, "question": TEXT} (multiple choice adds "options": [TEXT, ...]) '
+            "or as a plain string"
+        )
+    text = item_input["question"]
     options = item_input.get("options")
     if isinstance(options, list):
         text += "".join(f"\n{LETTERS[i]}. {o}" for i, o in enumerate(options))

@@ -39,6 +39,7 @@ from common import (
     load_model,
     options_by,
     prompt,
+    question_text,
     read_jsonl,
     replay_corpus_path,
     save_model,
@@ -203,6 +204,8 @@ def main() -> None:
     rng = random.Random(args.seed)
     model, tok, meta = load_model(args.model_in or base_model_path(config), dtype_of(config))
     rows = read_jsonl(Path(args.data) / "train.jsonl")
+    for row in rows:  # every item, not only those the mixture draws: a bad one is never quiet
+        question_text(row.get("input"))
     if options_by(config) == "likelihood":
         rows = [cloze(r) for r in rows]
     trained = {"examples": 0, "steps": 0, "epochs": 0}
