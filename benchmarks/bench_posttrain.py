@@ -5,7 +5,7 @@ run of rsilab's built-in policy and one of Optuna's TPE over the recipe knobs (p
 feasible dev config once), at the same budget of experiments, through the one proposal protocol
 of :mod:`benchmarks.search.protocol` (one lab, one baseline, the same controller). Every finished
 run is kept in ``benchmarks/results/search/posttrain-seeds.jsonl`` with every benchmark's
-final-tier score of its head, so the table fills in over several sittings (a run took 13-41
+final-tier score of its head, so the table fills in over several sittings (a run took 4-41
 minutes of wall time on 2 cores, two at a time) and a quick run reads only what is kept.
 """
 
