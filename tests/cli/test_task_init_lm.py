@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,46 @@ def test_init_lm_refuses_what_it_cannot_use(tmp_path: Path, model: Path) -> None
     refused = rsilab("task", "init", tmp_path / "c", "--kind", "lm", "--model", pickled)
     assert refused.exit_code != 0 and "only pickled *.bin weights" in refused.stderr
     assert not (tmp_path / "c").exists(), "refused before anything was written"
+
+
+def _copy_of(model: Path, where: Path) -> Path:
+    return Path(shutil.copytree(model, where))
+
+
+def test_init_lm_refuses_broken_links_and_weights_and_leaves_nothing_behind(
+    tmp_path: Path, model: Path
+) -> None:
+    """A link to nothing and weights that are not safetensors are refused before anything
+    is written; a file that cannot be copied (a named pipe) is refused after writing began,
+    and what was written is removed, so the same NAME can be used again."""
+    dangling = _copy_of(model, tmp_path / "dangling")
+    (dangling / "notes.txt").symlink_to(tmp_path / "gone.txt")
+    ran = rsilab("task", "init", tmp_path / "t1", "--kind", "lm", "--model", dangling)
+    assert ran.exit_code == 2, explain(ran)
+    assert f"notes.txt is a link to {tmp_path / 'gone.txt'}, which does not exist" in ran.stderr
+    assert not (tmp_path / "t1").exists()
+
+    garbage = _copy_of(model, tmp_path / "garbage")
+    (garbage / "model.safetensors").write_text("garbage")
+    ran = rsilab("task", "init", tmp_path / "t2", "--kind", "lm", "--model", garbage)
+    assert ran.exit_code == 2, explain(ran)
+    length = int.from_bytes(b"garbage", "little")  # its first 8 bytes: all 7 of them
+    error = " ".join(ran.stderr.split())  # the console may wrap the line
+    assert f"model.safetensors is not a safetensors file (a header length of {length} bytes)" in (
+        error
+    )
+    assert not (tmp_path / "t2").exists()
+
+    piped = _copy_of(model, tmp_path / "piped")
+    os.mkfifo(piped / "stream")
+    (tmp_path / "t3").mkdir()  # an empty folder given: it stays, empty
+    ran = rsilab("task", "init", tmp_path / "t3", "--kind", "lm", "--model", piped)
+    assert ran.exit_code == 2, explain(ran)
+    assert "could not write the task" in ran.stderr and "stream" in ran.stderr
+    assert list((tmp_path / "t3").iterdir()) == []
+    (piped / "stream").unlink()
+    again = rsilab("task", "init", tmp_path / "t3", "--kind", "lm", "--model", piped)
+    assert again.exit_code == 0, explain(again)
 
 
 def _sandbox_for(task_toml: Path) -> Sandbox:

@@ -132,3 +132,25 @@ def test_a_runtime_already_there_is_kept_without_force(tmp_path: Path) -> None:
     with pytest.raises(AdoptRefused, match="already at"):
         adopt_runtime(python, extra=LM, path=tmp_path / "rt", log=lambda _: None)
     assert json.dumps(sorted(p.name for p in (tmp_path / "rt").iterdir())) == "[]"
+
+
+@pytest.mark.parametrize(
+    ("answer", "lacking"),
+    [
+        ('{"version": [3, 12]}', "base_prefix, base_executable, sites, found, rsilab"),
+        ("[1, 2]", "version, base_prefix, base_executable, sites, found, rsilab"),
+        ('{"version": ["3", 11], "base_prefix": "/", "base_executable": "/bin/sh", '
+         '"sites": [], "found": {"torch": 2}, "rsilab": false}', "version, found"),
+    ],
+)  # fmt: skip
+def test_an_answer_that_is_not_the_probes_is_refused_in_one_line(
+    tmp_path: Path, answer: str, lacking: str
+) -> None:
+    """Before, a wrapper printing part of the answer ended in a KeyError ("a bug in rsilab")."""
+    liar = tmp_path / "python"
+    liar.write_text(f"#!/bin/sh\necho '{answer}'\n")
+    liar.chmod(0o755)
+    with pytest.raises(AdoptRefused) as caught:
+        adopt_runtime(liar, extra=LM, path=tmp_path / "rt", log=lambda _: None)
+    assert caught.value.message == f"{liar} did not answer the probe: its answer lacks {lacking}"
+    assert not (tmp_path / "rt").exists()

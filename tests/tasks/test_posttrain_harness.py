@@ -384,3 +384,38 @@ def test_a_job_given_a_gpu_its_torch_cannot_use_stops_instead_of_running_on_the_
     line = _refused(workspace, tmp_path, env=env)
     assert line.startswith(f"this job was given GPU(s) 0 but torch {torch.__version__} cannot")
     assert "`rsilab runtime adopt PYTHON --task T`" in line
+
+
+@pytest.mark.parametrize(
+    ("setting", "line"),
+    [
+        ({"lerning_rate": 0.1}, "config has an unknown setting 'lerning_rate'; the harness reads "),
+        ({"decoding": "beam"}, "config decoding is 'beam'; use one of ['greedy', 'sample']"),
+        ({"samples": 0}, "config samples is 0; use a whole number of at least 1"),
+        ({"epochs": "two"}, "config epochs is 'two'; use a whole number of at least 0"),
+        ({"few_shot": -1}, "config few_shot is -1; use a whole number of at least 0"),
+        ({"batch_size": 0}, "config batch_size is 0; use a whole number of at least 1"),
+        ({"max_new_tokens_arith": 2.5},
+         "config max_new_tokens_arith is 2.5; use a whole number of at least 1"),
+        ({"lr": -1}, "config lr is -1; use a number above 0"),
+        ({"temperature": "hot"}, "config temperature is 'hot'; use a number above 0"),
+        ({"lora_rank": 100000},
+         "config lora_rank is 100000; use at most the model's hidden size, "),
+    ],
+)  # fmt: skip
+def test_a_setting_the_harness_cannot_use_as_written_is_one_clear_line(
+    tmp_path: Path, tiny: Path, setting: dict[str, object], line: str
+) -> None:
+    """Before, a misspelled key, an unknown decoding or 0 samples ran as something else and
+    passed; a bad number ended in a traceback, and a huge LoRA rank in the memory limit."""
+    workspace = _workspace(tmp_path, tiny, **{"epochs": 1, "lr": 0.01, **setting})
+    assert _refused(workspace, tmp_path).startswith(line)
+
+
+def test_a_train_item_without_a_target_is_one_clear_line(tmp_path: Path, tiny: Path) -> None:
+    """Before, it was learned (and shown as a few-shot example) with the answer "null"."""
+    workspace = _workspace(tmp_path, tiny, epochs=0)
+    item = {"id": "q7", "input": {"kind": "arith", "question": "What is 1 plus 2?"}}
+    assert _refused(workspace, tmp_path, item) == (
+        "train item 'q7' has no target; give each item the answer to learn as \"target\""
+    )

@@ -184,8 +184,45 @@ def probe(python: Path, names: Sequence[str]) -> dict[str, Any]:
         said: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     except (IndexError, ValueError):
         tail = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise AdoptRefused(f"{python} did not answer the probe: {tail}", "") from None
+        raise AdoptRefused(
+            f"{python} did not answer the probe: {tail}", "name a Python interpreter"
+        ) from None
+    missing = _unanswered(said)
+    if missing:
+        raise AdoptRefused(
+            f"{python} did not answer the probe: its answer lacks {', '.join(missing)}",
+            "name a Python interpreter (a wrapper script must pass its arguments on)",
+        )
     return said
+
+
+_ANSWER = {
+    "version": list,
+    "base_prefix": str,
+    "base_executable": str,
+    "sites": list,
+    "found": dict,
+    "rsilab": bool,
+}
+"""The fields :data:`PROBE` prints, with their JSON types."""
+
+
+def _unanswered(said: object) -> list[str]:
+    """The fields of :data:`_ANSWER` that ``said`` lacks or holds as another type."""
+    if not isinstance(said, dict):
+        return list(_ANSWER)
+    wrong = [k for k, kind in _ANSWER.items() if not isinstance(said.get(k), kind)]
+    version = said.get("version")
+    if "version" not in wrong and not (
+        isinstance(version, list) and len(version) == 2 and all(type(v) is int for v in version)
+    ):
+        wrong.append("version")
+    found = said.get("found")
+    if isinstance(found, dict) and not all(
+        isinstance(v, dict) and "version" in v and "error" in v for v in found.values()
+    ):
+        wrong.append("found")
+    return wrong
 
 
 def _names(lines: Sequence[str]) -> list[str]:

@@ -60,15 +60,45 @@ def init_task(
         raise UserError("--model-in-place goes with --kind lm --model PATH")
     if model is not None:
         check_model_folder(model)  # before anything is written
-    written: list[Path] = []
-    for source in (TEMPLATES / kind, TEMPLATES / "common"):
-        written += _copy(source, folder)
-    if model is not None:
-        written += write_lm_harness(folder, model, in_place=model_in_place)
-    for made in (folder / "task.toml", folder / "README.md"):
-        if made.exists():
-            made.write_text(made.read_text("utf-8").replace("{{name}}", name), "utf-8")
+    created = not folder.exists()
+    try:
+        written: list[Path] = []
+        for source in (TEMPLATES / kind, TEMPLATES / "common"):
+            written += _copy(source, folder)
+        if model is not None:
+            written += write_lm_harness(folder, model, in_place=model_in_place)
+        for made in (folder / "task.toml", folder / "README.md"):
+            if made.exists():
+                made.write_text(made.read_text("utf-8").replace("{{name}}", name), "utf-8")
+    except BaseException as exc:
+        _undo(folder, created)  # a half-written task would refuse the next init of NAME
+        if isinstance(exc, (OSError, shutil.Error)):
+            raise UserError(
+                f"task init {folder}: could not write the task: {_first_error(exc)}",
+                "nothing was left behind; fix that and run task init again",
+            ) from exc
+        raise
     return sorted(written)
+
+
+def _undo(folder: Path, created: bool) -> None:
+    """Remove what init wrote: the folder when it made it, else what is in it (it was empty)."""
+    if created:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for child in folder.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
+def _first_error(exc: BaseException) -> str:
+    """One line for an OSError, or for the first of the errors a copytree collected."""
+    if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+        source, _, why = exc.args[0][0]
+        return f"{source}: {why}"
+    return str(exc)
 
 
 def _copy(source: Path, target: Path) -> list[Path]:

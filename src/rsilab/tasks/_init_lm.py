@@ -13,6 +13,7 @@ peft, pinned).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -50,6 +51,40 @@ def check_model_folder(model: Path) -> None:
             + (pickled if list(model.glob("*.bin")) else ""),
             "save it with save_pretrained(FOLDER, safe_serialization=True)",
         )
+    for path in sorted(model.rglob("*")):
+        if path.is_symlink() and not path.exists():
+            raise UserError(
+                f"--model {model}: {path.relative_to(model)} is a link to "
+                f"{os.readlink(path)}, which does not exist",
+                "remove the link, or copy the folder with its links followed (cp -rL)",
+            )
+    for weights in sorted(model.glob("*.safetensors")):
+        problem = safetensors_problem(weights)
+        if problem:
+            raise UserError(
+                f"--model {model}: {weights.name} is not a safetensors file ({problem})",
+                "save it with save_pretrained(FOLDER, safe_serialization=True)",
+            )
+
+
+MAX_HEADER = 100_000_000
+"""A safetensors header longer than this is refused, as the safetensors library does."""
+
+
+def safetensors_problem(path: Path) -> str:
+    """What makes ``path`` not a safetensors file ("" when its header reads): the format is
+    an 8-byte little-endian header length, then that many bytes of a JSON object."""
+    try:
+        with open(path, "rb") as handle:
+            length = int.from_bytes(handle.read(8), "little")
+            if length <= 0 or length > MAX_HEADER or length > path.stat().st_size - 8:
+                return f"a header length of {length} bytes"
+            header = json.loads(handle.read(length))
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}"
+    except ValueError:
+        return "its header is not JSON"
+    return "" if isinstance(header, dict) else "its header is not a JSON object"
 
 
 def write_lm_harness(folder: Path, model: Path, in_place: bool = False) -> list[Path]:

@@ -63,6 +63,53 @@ def device() -> torch.device:
     return torch.device("cpu")
 
 
+SETTINGS = {
+    "base_model", "replay_corpus", "dtype", "epochs", "lr", "lora_rank", "batch_size",
+    "replay", "max_train_examples", "template", "few_shot", "decoding", "temperature",
+    "samples", "options_by", "aggregate", "max_new_tokens", "predict_batch",
+}  # fmt: skip
+"""The config's keys the harness reads, besides the per-kind ones (:data:`PER_KIND`)."""
+PER_KIND = ("mix_", "max_new_tokens_", "aggregate_")
+"""Prefixes of per-kind keys (``mix_arith``); a key starting with ``_`` is a comment."""
+DECODINGS = ("greedy", "sample")
+# (key, smallest allowed) for whole-number settings; their per-kind forms too
+WHOLE = {"epochs": 0, "lora_rank": 0, "batch_size": 1, "few_shot": 0, "samples": 1,
+         "max_new_tokens": 1, "max_new_tokens_": 1, "predict_batch": 1}  # fmt: skip
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_config(config: dict) -> None:
+    """Stop with one line naming the first setting the harness cannot use as written: an
+    unknown key (a misspelling would otherwise be ignored), a whole number that is not one or
+    is too small, a learning rate or temperature that is not a positive number, a decoding
+    that is not one of :data:`DECODINGS`. Checked before any model is loaded."""
+    if not isinstance(config, dict):
+        raise SystemExit(f"config is {type(config).__name__}; write a JSON object of settings")
+    for key, value in config.items():
+        if key.startswith("_"):
+            continue
+        prefix = next((p for p in PER_KIND if key.startswith(p) and len(key) > len(p)), None)
+        if key not in SETTINGS and prefix is None:
+            raise SystemExit(
+                f"config has an unknown setting {key!r}; the harness reads "
+                f"{', '.join(sorted(SETTINGS))} and the per-kind mix_<kind>, "
+                "max_new_tokens_<kind>, aggregate_<kind> (a key starting with _ is a comment)"
+            )
+        low = WHOLE.get(key, WHOLE.get(prefix or ""))
+        if low is not None and not (
+            _is_number(value) and float(value) == int(value) and int(value) >= low
+        ):
+            raise SystemExit(f"config {key} is {value!r}; use a whole number of at least {low}")
+    for key in ("lr", "temperature"):
+        if key in config and not (_is_number(config[key]) and config[key] > 0):
+            raise SystemExit(f"config {key} is {config[key]!r}; use a number above 0")
+    if config.get("decoding", DECODINGS[0]) not in DECODINGS:
+        raise SystemExit(f"config decoding is {config['decoding']!r}; use one of {list(DECODINGS)}")
+
+
 def dtype_of(config: dict) -> torch.dtype:
     name = str(config.get("dtype", "float32"))
     if name not in DTYPES:

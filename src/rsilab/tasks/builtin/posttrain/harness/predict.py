@@ -21,6 +21,7 @@ import torch
 from common import (
     LETTERS,
     SEPARATOR,
+    check_config,
     cloze,
     device,
     has_options,
@@ -142,6 +143,7 @@ def main() -> None:
     model, tok, meta = load_model(args.model)
     model.eval()
     config, shots = meta.get("harness", {}), meta.get("shots", {})
+    check_config(config)  # what train.py wrote; checked again for a model made elsewhere
     batch = int(config.get("predict_batch", 32))
     items = [json.loads(line) for line in sys.stdin if line.strip()]
     outputs: dict[str, object] = {}

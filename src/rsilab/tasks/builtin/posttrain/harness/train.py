@@ -31,6 +31,7 @@ import torch
 from common import (
     answer_text,
     base_model_path,
+    check_config,
     cloze,
     device,
     dtype_of,
@@ -146,6 +147,12 @@ def sft(model, rows: list[dict], tok, config: dict, seed: int):
     """Fine-tune ``model`` on ``rows`` and the replayed text (linear decay of the learning
     rate to 0 over the steps the budget allows); (model, what was learned)."""
     rank = int(config.get("lora_rank", 0))
+    width = int(getattr(model.config, "hidden_size", 0) or 0)
+    if width and rank > width:  # a low-rank adapter wider than the model is not low-rank
+        raise SystemExit(
+            f"config lora_rank is {rank}; use at most the model's hidden size, {width} "
+            "(0: full fine-tuning)"
+        )
     if rank > 0:
         model = with_lora(model, rank)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -198,7 +205,8 @@ def main() -> None:
     parser.add_argument("--config", default="config.json")
     args = parser.parse_args()
     config = json.loads(Path(args.config).read_text())
-    train_budget(config)  # a bad budget stops here, before minutes of loading and training
+    check_config(config)  # a bad setting stops here, before minutes of loading and training
+    train_budget(config)
     threads()
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
@@ -206,6 +214,11 @@ def main() -> None:
     rows = read_jsonl(Path(args.data) / "train.jsonl")
     for row in rows:  # every item, not only those the mixture draws: a bad one is never quiet
         question_text(row.get("input"))
+        if row.get("target") is None:
+            raise SystemExit(
+                f"train item {row.get('id')!r} has no target; give each item the answer to "
+                'learn as "target"'
+            )
     if options_by(config) == "likelihood":
         rows = [cloze(r) for r in rows]
     trained = {"examples": 0, "steps": 0, "epochs": 0}
