@@ -59,6 +59,9 @@ def test_check_run_says_the_gpus_are_missing(tmp_path: Path) -> None:
     checked = rsilab("task", "check", "--run", "--no-probe", task, "--lab", tmp_path / "nolab")
     assert checked.exit_code == 2, explain(checked)
     assert "run: could not start: the job needs 1 GPU(s); this machine has 0" in checked.stdout
+    # the error is the run's, not task.toml's: the hint says so
+    assert "hint: the run's errors come from the task's jobs" in checked.stderr
+    assert "task-toml.md" not in checked.stderr
 
 
 def test_a_gpu_task_whose_jobs_torch_is_a_cpu_build_is_refused_in_one_line(

@@ -200,6 +200,27 @@ def test_a_model_used_in_place_is_named_not_copied_and_jobs_read_it_there(
         assert "run: dev scores" in checked.stderr
 
 
+def test_check_run_refuses_a_model_in_place_its_jobs_cannot_use_as_a_campaign_would(
+    tmp_path: Path, model_in_place: Path
+) -> None:
+    """Before, `task check --run` went on to a job that failed with a transformers traceback;
+    `rsilab run` refused in one line. Now both say the same."""
+    made = rsilab(
+        "task", "init", tmp_path / "big", "--kind", "lm", "--model", model_in_place,
+        "--model-in-place",
+    )  # fmt: skip
+    assert made.exit_code == 0, explain(made)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the model's")
+    (model_in_place / "extra.txt").symlink_to(outside)
+    task = load_task(str(tmp_path / "big" / "task.toml"))
+    with ProcessSandbox(runtime=task.runtime()) as sandbox:
+        problems, outcome = check_run(task, sandbox, bytes(32))
+    assert outcome is None and len(problems) == 1
+    assert problems[0].message.startswith(f"its jobs cannot use the model at {model_in_place}: ")
+    assert "extra.txt" in problems[0].message and "cp -rL" in problems[0].message
+
+
 def test_model_in_place_goes_with_a_model(tmp_path: Path) -> None:
     refused = rsilab("task", "init", tmp_path / "x", "--kind", "lm", "--model-in-place")
     assert refused.exit_code != 0

@@ -132,3 +132,15 @@ def test_public_draws_are_public_tier_items_no_secret_chooses() -> None:
     assert len({seed for _, seed in asked}) == 10
     # a file benchmark has no generator: its public rows are its splits
     assert public_draws(get_task("digits"), get_task("digits").benchmarks[0], 3) == []
+
+
+def test_repeated_pool_ids_are_named() -> None:
+    from rsilab.tasks._samples import Sample
+    from rsilab.tasks._splits import SplitError, _partition
+
+    pool = [Sample(id=i, input={"q": n}, target=n) for n, i in enumerate("abcab")]
+    with pytest.raises(SplitError) as caught:
+        _partition(pool, None, b"k")  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        "pool sample ids must be unique; 2 repeated: 'a', 'b' (give each sample an id of its own)"
+    )

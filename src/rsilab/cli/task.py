@@ -161,15 +161,16 @@ def _print_problems(problems: list[Problem], name: str) -> None:
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         out.print(Text(f"{len(errors)} error(s) found", style="bold red"))
-        stderr_console().print(
-            Text(
-                "hint: the task.toml format, field by field: docs/reference/task-toml.md "
-                "(made by `make docs`, linked from docs/tasks.md); an example: "
-                "rsilab task check --help",
-                style="dim",
-            ),
-            soft_wrap=True,
+        ran = all(p.where == "run" or p.where.startswith("run:") for p in errors)
+        hint = (
+            "hint: the run's errors come from the task's jobs: fix the harness file, setting "
+            "or data the line names, then run `rsilab task check --run` again"
+            if ran
+            else "hint: the task.toml format, field by field: docs/reference/task-toml.md "
+            "(made by `make docs`, linked from docs/tasks.md); an example: "
+            "rsilab task check --help"
         )
+        stderr_console().print(Text(hint, style="dim"), soft_wrap=True)
         raise typer.Exit(EXIT_PROBLEMS)
     out.print(Text(f"ok: task {name!r} has no errors", style="green"))
 

@@ -17,6 +17,7 @@ from typing import Literal
 from rsilab.records import DataTier
 from rsilab.sandbox.base import Limits, RunSpec, Sandbox
 from rsilab.sandbox.owners import owned_prefix
+from rsilab.sandbox.shown import problem as model_problem
 from rsilab.tasks._experiment import ExperimentFailed, Outcome, run_experiment
 from rsilab.tasks._harness import Manifest, ManifestError, load_manifest
 from rsilab.tasks._probe import PROBE_SOURCE, Hit, needles
@@ -99,6 +100,19 @@ def check_run(task: Task, sandbox: Sandbox, secret: bytes) -> tuple[list[Problem
     A failed job is an error carrying its stderr tail; a benchmark with every output invalid is
     an error, one with some invalid a warning. Never raises for a bad task.
     """
+    if task.model is not None:  # what a campaign's preflight refuses, said the same way
+        # a sandbox that runs jobs as a user of its own names it; a plain process runs as us
+        uid, gid = getattr(sandbox, "uid", os.getuid()), getattr(sandbox, "gid", os.getgid())
+        wrong = model_problem(task.model, uid, gid)
+        if wrong is not None:
+            return [
+                Problem(
+                    "run",
+                    f"its jobs cannot use the model at {task.model}: {wrong}; make it readable "
+                    "by everyone (chmod -R a+rX MODEL, and a+x on the folders above it), with "
+                    "its files inside it (cp -rL a cache snapshot to a folder of its own)",
+                )
+            ], None
     try:
         outcome = run_experiment(task, sandbox, secret, tier=DataTier.DEV)
     except ExperimentFailed as exc:

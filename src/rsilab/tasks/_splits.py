@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -60,9 +61,13 @@ def content_hash(sample: Sample) -> str:
 
 
 def _partition(pool: Sequence[Sample], source: PoolSplits, key: bytes) -> Splits:
-    ids = [s.id for s in pool]
-    if len(set(ids)) != len(ids):
-        raise SplitError("pool sample ids must be unique")
+    repeated = sorted(i for i, n in Counter(s.id for s in pool).items() if n > 1)
+    if repeated:
+        shown = ", ".join(repr(i) for i in repeated[:5]) + (" ..." if len(repeated) > 5 else "")
+        raise SplitError(
+            f"pool sample ids must be unique; {len(repeated)} repeated: {shown} "
+            "(give each sample an id of its own)"
+        )
     order = sorted(pool, key=lambda s: derive(key, s.id))
     counts = {t: int(source.fractions[t] * len(order)) for t in TIERS}
     counts[DataTier.TRAIN] += len(order) - sum(counts.values())
