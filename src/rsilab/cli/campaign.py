@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
@@ -16,9 +17,10 @@ from rsilab.cli._common import (
     reading_stored_data,
     stdout_console,
 )
-from rsilab.errors import UserError
+from rsilab.errors import NotFoundError, UserError
 from rsilab.expos import open_campaign
-from rsilab.records import Campaign
+from rsilab.orchestrator.campaign import takeover_reason
+from rsilab.records import Campaign, CampaignLease, lease_id
 from rsilab.store import Lab, Store
 from rsilab.tasks import Task, TaskLoadError, load_task
 
@@ -72,8 +74,10 @@ def _load(task_ref: str) -> Task:
 def list_campaigns(as_json: JsonOption = False, lab: LabOption = None) -> None:
     """List campaigns, oldest first, with how many ledger events each has.
 
-    With --json: a JSON array, one object a campaign (id, task, state, end_reason,
-    end_detail, created_at, seed, events).
+    With --json: a JSON array, one object a campaign (id, task, state, interrupted,
+    end_reason, end_detail, created_at, seed, events). A campaign recorded as running whose
+    process is gone (killed, or its machine restarted) shows as interrupted: `rsilab resume`
+    goes on with it.
     """
     with Lab.open(lab) as opened, reading_stored_data():
         campaigns = opened.store.query_as(Campaign)
@@ -88,12 +92,36 @@ def list_campaigns(as_json: JsonOption = False, lab: LabOption = None) -> None:
     console.print(table)
 
 
+def _interrupted(store: Store, c: Campaign) -> str | None:
+    """Why a campaign recorded as running, that ``rsilab run`` ran, has no live process now
+    ('expired ...', 'dead ...', 'released': stopped before its end); None when it is
+    finished, its lease's holder still counts as alive, or no ``rsilab run`` ever held it
+    (a campaign made by ``campaign new`` for agents over MCP). Such a campaign goes on with
+    ``rsilab resume``."""
+    if c.is_finished():
+        return None
+    try:
+        lease = store.get_as(lease_id(c.id), CampaignLease)
+    except NotFoundError:
+        return None
+    return takeover_reason(lease, datetime.now(UTC))
+
+
+def _state(store: Store, c: Campaign) -> str:
+    """The recorded state, and for a running one whose process is gone, that it stopped."""
+    why = _interrupted(store, c)
+    return f"{c.state} (interrupted: rsilab resume)" if why else str(c.state)
+
+
 def _campaign_json(store: Store, c: Campaign) -> dict[str, object]:
-    """One row of ``campaign list --json``: what the table shows, unabridged, and the seed."""
+    """One row of ``campaign list --json``: what the table shows, unabridged, and the seed;
+    ``interrupted``: why a running campaign has no live process (None when it has one or it
+    ended)."""
     return {
         "id": c.id,
         "task": c.task.name,
         "state": str(c.state),
+        "interrupted": _interrupted(store, c),
         "end_reason": str(c.end_reason) if c.end_reason else None,
         "end_detail": c.end_detail or None,
         "created_at": c.created_at,
@@ -109,7 +137,7 @@ def _campaign_table(store: Store, campaigns: list[Campaign]) -> Table:
         table.add_row(
             Text(c.id, style="cyan"),
             Text(c.task.name),
-            Text(str(c.state)),
+            Text(_state(store, c)),
             Text(str(c.end_reason or "")),
             Text(c.created_at[:19].replace("T", " ")),
             str(len(store.events(campaign_id=c.id))),
