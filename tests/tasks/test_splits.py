@@ -144,3 +144,14 @@ def test_repeated_pool_ids_are_named() -> None:
     assert str(caught.value) == (
         "pool sample ids must be unique; 2 repeated: 'a', 'b' (give each sample an id of its own)"
     )
+
+
+def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path: Path) -> None:
+    from rsilab.tasks._splits import SplitError, read_jsonl
+
+    path = tmp_path / "pool.jsonl"
+    good = b'{"id": "a", "input": "x", "target": "y"}\n'
+    path.write_bytes(good * 2 + b'{"id": "c", "input": "caf\xe9", "target": "y"}\n')
+    with pytest.raises(SplitError) as caught:
+        read_jsonl(path)
+    assert str(caught.value) == f"{path}:3: not UTF-8 (byte 0xe9); save the file as UTF-8"

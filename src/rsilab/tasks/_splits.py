@@ -33,9 +33,16 @@ class SplitError(ValueError):
 def read_jsonl(path: Path) -> list[Sample]:
     """Samples from a JSON Lines file, one ``{id, input, target}`` object a line."""
     try:
-        lines = path.read_text("utf-8").splitlines()
+        raw = path.read_bytes()
     except OSError as exc:
         raise SplitError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        number = raw[: exc.start].count(b"\n") + 1
+        raise SplitError(
+            f"{path}:{number}: not UTF-8 (byte {raw[exc.start]:#04x}); save the file as UTF-8"
+        ) from exc
     samples: list[Sample] = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
