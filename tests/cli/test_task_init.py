@@ -11,6 +11,7 @@ import pytest
 
 from rsilab.records import DataTier
 from rsilab.sandbox.process import ProcessSandbox
+from rsilab.store import Lab
 from rsilab.tasks import load_toml, run_experiment
 from tests.cli.helpers import explain, rsilab
 
@@ -111,3 +112,25 @@ def test_list_json_names_targets_with_their_direction() -> None:
     assert {"name": "accuracy", "scorer": "accuracy", "higher_is_better": True} in tasks["digits"][
         "targets"
     ]
+
+
+def test_run_refuses_a_start_config_outside_its_knobs_before_writing(tmp_path: Path) -> None:
+    """The campaign starts (and searches) from harness/config.json: a value no knob allows
+    is refused as `task check` names it, before anything is written."""
+    task = tmp_path / "kt"
+    assert rsilab("task", "init", task).exit_code == 0
+    config = task / "harness" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "epochs": 500}))
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    with Lab.open(lab) as opened:
+        head = opened.store.head()
+    ran = rsilab("run", task, "--budget", "experiments=2", "--lab", lab)
+    assert ran.exit_code == 2, explain(ran)
+    error = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert error == [
+        "error: task 'kt': harness/config.json: knob epochs is 500, outside [1, 50] as "
+        "search_space declares it; the campaign starts from this file, so set a declared value"
+    ]
+    with Lab.open(lab) as opened:
+        assert opened.store.head() == head

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
@@ -208,3 +209,44 @@ def test_probe_finds_a_slice_of_a_private_text(
     problems = check_task(task, sandbox, secret, probe_roots=HERE_ONLY, probe_seconds=20)
     (hit,) = [p for p in problems if p.severity == "error"]
     assert hit.message.startswith("parity item ") and hit.message.endswith("notes.py (content)")
+
+
+@pytest.mark.parametrize(
+    ("setting", "line"),
+    [
+        ({"lr": 5.0}, "knob lr is 5.0, outside [0.001, 1] as search_space declares it"),
+        ({"epochs": 5.5}, "knob epochs is 5.5, not an integer as search_space declares it"),
+        ({"epochs": True}, "knob epochs is True, not an integer as search_space declares it"),
+        ({"features": "cubic"},
+         "knob features is 'cubic', not one of ['linear', 'quadratic'] as search_space"),
+    ],
+)  # fmt: skip
+def test_a_harness_config_value_outside_its_knob_is_an_error(
+    tmp_path: Path, secret: bytes, setting: dict[str, object], line: str
+) -> None:
+    """Before, `task check` passed and the campaign started (and searched) from the value."""
+    from rsilab.tasks._init import init_task
+
+    init_task(tmp_path / "kt")
+    config = tmp_path / "kt" / "harness" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), **setting}))
+    task = load_task(str(tmp_path / "kt" / "task.toml"))
+    assert f"harness/config.json: {line}" in _messages(check_task(task, None, secret))
+
+
+def test_a_harness_config_value_other_than_the_declared_default_is_warned_of(
+    tmp_path: Path, secret: bytes
+) -> None:
+    from rsilab.tasks._init import init_task
+
+    init_task(tmp_path / "kt")
+    config = tmp_path / "kt" / "harness" / "config.json"
+    task = load_task(str(tmp_path / "kt" / "task.toml"))
+    assert "knob" not in _messages(check_task(task, None, secret), "warning")
+    config.write_text(json.dumps({**json.loads(config.read_text()), "epochs": 40}))
+    problems = check_task(task, None, secret)
+    assert "knob" not in _messages(problems)
+    assert (
+        "harness/config.json: knob epochs is 40 but search_space declares the default 5; the "
+        "campaign starts from this file's value: make them agree"
+    ) in _messages(problems, "warning")

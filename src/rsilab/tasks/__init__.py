@@ -11,7 +11,7 @@ first time :func:`get_task` or :func:`task_names` is called; nothing else needs 
 """
 
 from rsilab.tasks._budget import Budget, parse_budget, parse_count, parse_duration
-from rsilab.tasks._check import Problem, check_run, check_task, check_toml
+from rsilab.tasks._check import Problem, check_knob_values, check_run, check_task, check_toml
 from rsilab.tasks._code_scorer import PROGRAM_LIMITS, Program, ProgramLimits, run_programs
 from rsilab.tasks._conditions import active_names, deciding_first, is_active
 from rsilab.tasks._data_places import data_files, data_places
@@ -144,6 +144,7 @@ __all__ = [
     "VariantError",
     "active_names",
     "apply_variant",
+    "check_knob_values",
     "check_run",
     "check_task",
     "check_toml",

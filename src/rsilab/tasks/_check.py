@@ -253,6 +253,47 @@ def _check_manifest(task: Task, manifest: Manifest) -> list[Problem]:
                 problems.append(Problem("harness", f"entry script {arg} not found"))
     if manifest.config is not None and not (task.harness / manifest.config).is_file():
         problems.append(Problem("harness", f"config file {manifest.config} not found"))
+    elif manifest.config is not None and task.search_space:
+        problems += check_knob_values(task, manifest.config)
+    return problems
+
+
+def check_knob_values(task: Task, name: str) -> list[Problem]:
+    """The harness config's value of each declared knob against its declaration: an error
+    when it is no value of the knob (the campaign would start from it, and every search step
+    that keeps it would too); a warning when it is not the declared default, since the
+    campaign starts from the config as it is."""
+    where = f"harness/{name}"
+    try:
+        config = json.loads((task.harness / name).read_text("utf-8"))
+    except (OSError, ValueError) as exc:
+        return [Problem(where, f"not a readable JSON file ({exc})")]
+    if not isinstance(config, dict):
+        return [Problem(where, "not a JSON object of settings")]
+    problems = []
+    for knob in task.search_space:
+        if knob.name not in config:
+            continue
+        value = config[knob.name]
+        wrong = knob.misfit(value)
+        if wrong is not None:
+            problems.append(
+                Problem(
+                    where,
+                    f"knob {knob.name} is {value!r}, {wrong} as search_space declares it; "
+                    "the campaign starts from this file, so set a declared value",
+                )
+            )
+        elif value != knob.default:
+            problems.append(
+                Problem(
+                    where,
+                    f"knob {knob.name} is {value!r} but search_space declares the default "
+                    f"{knob.default!r}; the campaign starts from this file's value: make "
+                    "them agree",
+                    "warning",
+                )
+            )
     return problems
 
 

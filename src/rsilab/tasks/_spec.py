@@ -174,6 +174,21 @@ class Knob(Model):
             raise ValueError(f"knob {self.name!r}: a bool knob needs a true/false default")
         return self
 
+    def misfit(self, value: JsonValue) -> str | None:
+        """What keeps ``value`` from being a value of this knob (None when it is one): the
+        declared type, range or choices, said the way ``task.toml`` declares them."""
+        if self.type is KnobType.CHOICE:
+            return None if value in self.choices else f"not one of {self.choices}"
+        if self.type is KnobType.BOOL:
+            return None if isinstance(value, bool) else "not true or false"
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or (self.type is KnobType.INT and not float(value).is_integer()):  # type: ignore[arg-type]
+            return f"not {'an integer' if self.type is KnobType.INT else 'a number'}"
+        assert self.low is not None and self.high is not None  # checked when declared
+        if not self.low <= float(value) <= self.high:  # type: ignore[arg-type]
+            return f"outside [{self.low:g}, {self.high:g}]"
+        return None
+
     def _check_range(self) -> None:
         if self.low is None or self.high is None or not self.low < self.high:
             raise ValueError(f"knob {self.name!r}: needs low < high")

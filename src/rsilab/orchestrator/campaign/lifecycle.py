@@ -67,7 +67,14 @@ from rsilab.orchestrator.writer import ACTOR, write
 from rsilab.records import Campaign, CampaignState, EndReason, Experiment, ExperimentState
 from rsilab.sandbox import require_cuda_torch, require_gpus
 from rsilab.store import Lab, Store
-from rsilab.tasks import Budget, ManifestError, Task, get_scorer, load_manifest
+from rsilab.tasks import (
+    Budget,
+    ManifestError,
+    Task,
+    check_knob_values,
+    get_scorer,
+    load_manifest,
+)
 
 __all__ = [
     "CampaignPolicy",
@@ -280,12 +287,21 @@ def check_harness(task: Task) -> None:
     folder or manifest is missing or wrong, or it needs more GPUs than this machine has, or
     GPUs that the torch of its jobs' Python cannot use)."""
     try:
-        gpus = load_manifest(task.harness).gpus
+        manifest = load_manifest(task.harness)
     except ManifestError as exc:
         raise UserError(
             f"task {task.name!r}: its harness cannot be run: {exc}",
             f"see `rsilab task check {task.name}`",
         ) from exc
+    if manifest.config is not None and (task.harness / manifest.config).is_file():
+        # the campaign starts from this file: a value outside its knob would be searched from
+        wrong = [p for p in check_knob_values(task, manifest.config) if p.severity == "error"]
+        if wrong:
+            raise UserError(
+                f"task {task.name!r}: {wrong[0].where}: {wrong[0].message}",
+                f"see `rsilab task check {task.name}`",
+            )
+    gpus = manifest.gpus
     require_gpus(gpus, task.name)  # fails before any write
     if gpus:
         runtime = task.runtime()  # where its jobs run; the current Python when not installed
