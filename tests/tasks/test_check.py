@@ -250,3 +250,14 @@ def test_a_harness_config_value_other_than_the_declared_default_is_warned_of(
         "harness/config.json: knob epochs is 40 but search_space declares the default 5; the "
         "campaign starts from this file's value: make them agree"
     ) in _messages(problems, "warning")
+
+
+def test_a_config_in_another_format_is_left_to_the_runner(tmp_path: Path, secret: bytes) -> None:
+    """A YAML config is the harness's own business (the built-in runner says it cannot edit
+    it): the knob check judges JSON objects only, and says nothing here."""
+    from rsilab.tasks._init import init_task
+
+    init_task(tmp_path / "kt")
+    (tmp_path / "kt" / "harness" / "config.json").write_text("lr: 5.0\nepochs: 500\n")
+    problems = check_task(load_task(str(tmp_path / "kt" / "task.toml")), None, secret)
+    assert "config.json" not in _messages(problems) + _messages(problems, "warning")

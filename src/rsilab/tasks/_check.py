@@ -262,14 +262,14 @@ def check_knob_values(task: Task, name: str) -> list[Problem]:
     """The harness config's value of each declared knob against its declaration: an error
     when it is no value of the knob (the campaign would start from it, and every search step
     that keeps it would too); a warning when it is not the declared default, since the
-    campaign starts from the config as it is."""
+    campaign starts from the config as it is. Nothing for a config that is no JSON object."""
     where = f"harness/{name}"
     try:
         config = json.loads((task.harness / name).read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        return [Problem(where, f"not a readable JSON file ({exc})")]
+    except (OSError, ValueError):
+        config = None
     if not isinstance(config, dict):
-        return [Problem(where, "not a JSON object of settings")]
+        return []  # a config in another format (YAML): the runner says what it can edit
     problems = []
     for knob in task.search_space:
         if knob.name not in config:
