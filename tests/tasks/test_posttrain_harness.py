@@ -393,6 +393,7 @@ def test_a_job_given_a_gpu_its_torch_cannot_use_stops_instead_of_running_on_the_
         ({"decoding": "beam"}, "config decoding is 'beam'; use one of ['greedy', 'sample']"),
         ({"samples": 0}, "config samples is 0; use a whole number of at least 1"),
         ({"epochs": "two"}, "config epochs is 'two'; use a whole number of at least 0"),
+        ({"epochs": float("inf")}, "config epochs is inf; use a whole number of at least 0"),
         ({"few_shot": -1}, "config few_shot is -1; use a whole number of at least 0"),
         ({"batch_size": 0}, "config batch_size is 0; use a whole number of at least 1"),
         ({"max_new_tokens_arith": 2.5},

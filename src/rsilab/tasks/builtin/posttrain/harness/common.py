@@ -99,8 +99,8 @@ def check_config(config: dict) -> None:
                 "max_new_tokens_<kind>, aggregate_<kind> (a key starting with _ is a comment)"
             )
         low = WHOLE.get(key, WHOLE.get(prefix or ""))
-        if low is not None and not (
-            _is_number(value) and float(value) == int(value) and int(value) >= low
+        if low is not None and not (  # is_integer: also False for inf and nan
+            _is_number(value) and float(value).is_integer() and value >= low
         ):
             raise SystemExit(f"config {key} is {value!r}; use a whole number of at least {low}")
     for key in ("lr", "temperature"):
