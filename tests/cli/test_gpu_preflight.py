@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.records import Campaign
-from rsilab.store import Lab
-from tests.cli.helpers import explain, rsilab
+from tests.cli.helpers import explain, rsilab, run_refused
 from tests.sandbox.gpu_nodes import make_dev_root
 
 
@@ -22,23 +20,12 @@ def test_a_gpu_task_is_refused_here_in_one_line(tmp_path: Path, gpus: int) -> No
     assert rsilab("task", "init", task).exit_code == 0
     manifest = task / "harness" / "harness.toml"
     manifest.write_text(manifest.read_text() + f"gpus = {gpus}\n")
-    lab = tmp_path / "lab"
-    assert rsilab("init", "--lab", lab).exit_code == 0
-    with Lab.open(lab) as opened:
-        head = opened.store.head()
-
-    ran = rsilab("run", task, "--budget", "experiments=1", "--lab", lab)
-
-    assert ran.exit_code == 2, explain(ran)
-    error = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    ran, error = run_refused(task, tmp_path / "lab")  # before anything was written
     assert error == [
         f"error: task 'gputask' needs {gpus} GPU(s) (gpus = {gpus} in harness.toml) but this "
         "machine has 0: nvidia-smi missing, 0 nvidia device node(s) under /dev"
     ]
     assert "set gpus = 0" in ran.stderr
-    with Lab.open(lab) as opened:  # refused before anything was written
-        assert opened.store.head() == head
-        assert opened.store.query_as(Campaign) == []
 
 
 def test_a_gpu_harness_passes_task_check(tmp_path: Path) -> None:
@@ -74,21 +61,10 @@ def test_a_gpu_task_whose_jobs_torch_is_a_cpu_build_is_refused_in_one_line(
     assert rsilab("task", "init", task).exit_code == 0
     manifest = task / "harness" / "harness.toml"
     manifest.write_text(manifest.read_text() + "gpus = 1\n")
-    lab = tmp_path / "lab"
-    assert rsilab("init", "--lab", lab).exit_code == 0
-    with Lab.open(lab) as opened:
-        head = opened.store.head()
-
-    ran = rsilab("run", task, "--budget", "experiments=1", "--lab", lab)
-
-    assert ran.exit_code == 2, explain(ran)
-    error = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    ran, error = run_refused(task, tmp_path / "lab")
     assert len(error) == 1
     assert error[0].startswith(
         "error: task 'gputask' needs 1 GPU(s) (gpus = 1 in harness.toml) but its jobs' torch 2."
     )
     assert error[0].endswith("is a CPU build: its jobs could not use a GPU")
     assert "rsilab runtime adopt PYTHON --task gputask" in ran.stderr
-    with Lab.open(lab) as opened:
-        assert opened.store.head() == head
-        assert opened.store.query_as(Campaign) == []

@@ -167,15 +167,19 @@ def model_in_place(model: Path) -> Iterator[Path]:
         yield folder
 
 
+def _init_in_place(tmp_path: Path, model: Path) -> Path:
+    """``task init big --kind lm --model MODEL --model-in-place``; the task folder."""
+    made = rsilab(
+        "task", "init", tmp_path / "big", "--kind", "lm", "--model", model, "--model-in-place"
+    )  # fmt: skip
+    assert made.exit_code == 0, explain(made)
+    return tmp_path / "big"
+
+
 def test_a_model_used_in_place_is_named_not_copied_and_jobs_read_it_there(
     tmp_path: Path, model_in_place: Path
 ) -> None:
-    made = rsilab(
-        "task", "init", tmp_path / "big", "--kind", "lm", "--model", model_in_place,
-        "--model-in-place",
-    )  # fmt: skip
-    assert made.exit_code == 0, explain(made)
-    task_dir = tmp_path / "big"
+    task_dir = _init_in_place(tmp_path, model_in_place)
     assert not (task_dir / "harness/base_model").exists(), "nothing copied"
     config_path = task_dir / "harness/config.json"
     config = json.loads(config_path.read_text())
@@ -205,15 +209,11 @@ def test_check_run_refuses_a_model_in_place_its_jobs_cannot_use_as_a_campaign_wo
 ) -> None:
     """Before, `task check --run` went on to a job that failed with a transformers traceback;
     `rsilab run` refused in one line. Now both say the same."""
-    made = rsilab(
-        "task", "init", tmp_path / "big", "--kind", "lm", "--model", model_in_place,
-        "--model-in-place",
-    )  # fmt: skip
-    assert made.exit_code == 0, explain(made)
+    task_dir = _init_in_place(tmp_path, model_in_place)
     outside = tmp_path / "outside.txt"
     outside.write_text("not the model's")
     (model_in_place / "extra.txt").symlink_to(outside)
-    task = load_task(str(tmp_path / "big" / "task.toml"))
+    task = load_task(str(task_dir / "task.toml"))
     with ProcessSandbox(runtime=task.runtime()) as sandbox:
         problems, outcome = check_run(task, sandbox, bytes(32))
     assert outcome is None and len(problems) == 1

@@ -208,6 +208,14 @@ def test_the_jobs_torch_must_be_a_cuda_build_when_the_harness_asks_for_gpus(
         require_cuda_torch(1, "lm", none)
     with pytest.raises(UserError, match="could not be asked"):
         require_cuda_torch(1, "lm", tmp_path / "missing" / "python")
+    liar = tmp_path / "liar"  # a wrapper that runs, exits 0 and prints something else
+    liar.write_text("#!/bin/sh\necho hello\n")
+    liar.chmod(0o755)
+    with pytest.raises(UserError) as said:
+        require_cuda_torch(1, "lm", liar)
+    assert said.value.message.endswith(
+        f"its jobs' Python {liar} did not answer what its torch is: hello"
+    )
 
 
 def test_the_pinned_cpu_torch_is_refused_for_a_gpu_job() -> None:

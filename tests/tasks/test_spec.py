@@ -134,3 +134,19 @@ def test_a_pool_can_come_from_python() -> None:
     bench = Benchmark(name="b", scorer="accuracy", target=True, samples=PoolSplits(build=list))
     task = Task(name="t", goal="g", harness=Path("h"), benchmarks=[bench])
     assert "build" not in task.model_dump()["benchmarks"][0]["samples"]
+
+
+def test_a_knob_says_what_keeps_a_value_from_being_one_of_its_values() -> None:
+    epochs = Knob(name="epochs", type="int", low=1, high=50, default=5)
+    assert [epochs.misfit(v) for v in (5, 5.0, 1, 50)] == [None] * 4  # JSON may write 5.0
+    assert epochs.misfit(5.5) == "not an integer"
+    assert epochs.misfit(True) == "not an integer"
+    assert epochs.misfit("5") == "not an integer"
+    assert epochs.misfit(0) == "outside [1, 50]"
+    lr = Knob(name="lr", type="float", low=1e-4, high=1.0, log=True, default=0.1)
+    assert lr.misfit(float("nan")) == "outside [0.0001, 1]"
+    assert lr.misfit(None) == "not a number"
+    flag = Knob(name="flag", type="bool", default=False)
+    assert flag.misfit(0) == "not true or false" and flag.misfit(True) is None
+    kind = Knob(name="kind", type="choice", choices=["a", 1], default="a")
+    assert kind.misfit(1) is None and kind.misfit("1") == "not one of ['a', 1]"

@@ -184,7 +184,7 @@ def require_cuda_torch(wanted: int, task: str, python: Path) -> None:
     )
     try:
         ran = subprocess.run(
-            [str(python), "-c", CUDA_PROBE], capture_output=True, text=True, timeout=300
+            [str(python), "-I", "-c", CUDA_PROBE], capture_output=True, text=True, timeout=300
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UserError(
@@ -194,7 +194,14 @@ def require_cuda_torch(wanted: int, task: str, python: Path) -> None:
     if ran.returncode != 0:
         last = lines[-1] if lines else f"exit {ran.returncode}"
         raise UserError(f"{what} but its jobs' Python {python} cannot import torch: {last}", adopt)
-    version, cuda = json.loads(ran.stdout.strip().splitlines()[-1])
+    try:
+        version, cuda = json.loads(ran.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError, TypeError):
+        raise UserError(
+            f"{what} but its jobs' Python {python} did not answer what its torch is: "
+            f"{lines[-1] if lines else 'no output'}",
+            adopt,
+        ) from None
     if not cuda:
         raise UserError(
             f"{what} but its jobs' torch {version} ({python}) is a CPU build: its jobs could "

@@ -42,6 +42,13 @@ def _can(mode: os.stat_result, uid: int, gid: int, bits: int) -> bool:
     return (mode.st_mode >> shift) & bits == bits
 
 
+UNREADABLE_HINT = (
+    "make it readable by everyone (chmod -R a+rX MODEL, and a+x on the folders above it), "
+    "with its files inside it (cp -rL a cache snapshot to a folder of its own)"
+)
+"""What to do about a model folder :func:`problem` finds fault with."""
+
+
 def problem(path: Path, uid: int, gid: int) -> str | None:
     """What keeps the user ``uid``/``gid`` (no other groups) from reading all of ``path``
     inside a sandbox that shows ``path`` alone; None when nothing does.

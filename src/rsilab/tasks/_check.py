@@ -17,6 +17,7 @@ from typing import Literal
 from rsilab.records import DataTier
 from rsilab.sandbox.base import Limits, RunSpec, Sandbox
 from rsilab.sandbox.owners import owned_prefix
+from rsilab.sandbox.shown import UNREADABLE_HINT
 from rsilab.sandbox.shown import problem as model_problem
 from rsilab.tasks._experiment import ExperimentFailed, Outcome, run_experiment
 from rsilab.tasks._harness import Manifest, ManifestError, load_manifest
@@ -108,9 +109,7 @@ def check_run(task: Task, sandbox: Sandbox, secret: bytes) -> tuple[list[Problem
             return [
                 Problem(
                     "run",
-                    f"its jobs cannot use the model at {task.model}: {wrong}; make it readable "
-                    "by everyone (chmod -R a+rX MODEL, and a+x on the folders above it), with "
-                    "its files inside it (cp -rL a cache snapshot to a folder of its own)",
+                    f"its jobs cannot use the model at {task.model}: {wrong}; {UNREADABLE_HINT}",
                 )
             ], None
     try:

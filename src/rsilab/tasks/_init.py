@@ -72,7 +72,7 @@ def init_task(
                 made.write_text(made.read_text("utf-8").replace("{{name}}", name), "utf-8")
     except BaseException as exc:
         _undo(folder, created)  # a half-written task would refuse the next init of NAME
-        if isinstance(exc, (OSError, shutil.Error)):
+        if isinstance(exc, OSError):  # shutil.Error (copytree's) is one too
             raise UserError(
                 f"task init {folder}: could not write the task: {_first_error(exc)}",
                 "nothing was left behind; fix that and run task init again",

@@ -181,11 +181,13 @@ class Knob(Model):
             return None if value in self.choices else f"not one of {self.choices}"
         if self.type is KnobType.BOOL:
             return None if isinstance(value, bool) else "not true or false"
-        number = isinstance(value, int | float) and not isinstance(value, bool)
-        if not number or (self.type is KnobType.INT and not float(value).is_integer()):  # type: ignore[arg-type]
-            return f"not {'an integer' if self.type is KnobType.INT else 'a number'}"
+        whole = self.type is KnobType.INT
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"not {'an integer' if whole else 'a number'}"
+        if whole and not float(value).is_integer():
+            return "not an integer"
         assert self.low is not None and self.high is not None  # checked when declared
-        if not self.low <= float(value) <= self.high:  # type: ignore[arg-type]
+        if not self.low <= value <= self.high:
             return f"outside [{self.low:g}, {self.high:g}]"
         return None
 

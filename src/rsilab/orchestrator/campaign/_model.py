@@ -22,7 +22,7 @@ from rsilab.errors import UserError
 from rsilab.expos.services import LabServices
 from rsilab.records import Campaign
 from rsilab.sandbox import BwrapSandbox
-from rsilab.sandbox.shown import problem, tree_digest
+from rsilab.sandbox.shown import UNREADABLE_HINT, problem, tree_digest
 from rsilab.tasks import Task, data_files
 
 SETTINGS_KEY = "model"
@@ -55,9 +55,7 @@ def model_settings(task: Task, services: LabServices) -> dict[str, Any]:
     if wrong is not None:
         raise UserError(
             f"task {task.name!r}: its jobs cannot use the model at {task.model}: {wrong}",
-            "make it readable by everyone (chmod -R a+rX MODEL, and a+x on the folders "
-            "above it), with its files inside it (cp -rL a cache snapshot to a folder of "
-            "its own)",
+            UNREADABLE_HINT,
         )
     digest = tree_digest(task.model)
     return {

@@ -293,7 +293,7 @@ def check_harness(task: Task) -> None:
             f"task {task.name!r}: its harness cannot be run: {exc}",
             f"see `rsilab task check {task.name}`",
         ) from exc
-    if manifest.config is not None and (task.harness / manifest.config).is_file():
+    if manifest.config is not None:
         # the campaign starts from this file: a value outside its knob would be searched from
         wrong = [p for p in check_knob_values(task, manifest.config) if p.severity == "error"]
         if wrong:
