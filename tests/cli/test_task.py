@@ -21,6 +21,18 @@ def test_check_a_sound_task_exits_0(tmp_path: Path) -> None:
     assert result.exit_code == 0, explain(result)
     assert "ok: task 'parity' has no errors" in result.stdout
     assert "no sandbox given: leak search skipped" in result.stdout
+    # the closing line does not hide the warning above it
+    assert "has no errors (1 warning(s) above: read them)" in result.stdout
+
+
+def test_a_leak_search_cut_short_is_not_reported_as_clean(tmp_path: Path) -> None:
+    path = write_small_task(tmp_path / "t")
+    # 1 s cannot search the runtime the sandbox shows (torch alone is hundreds of MB)
+    result = rsilab("task", "check", path, "--probe-seconds", "1", "--lab", tmp_path / "nolab")
+    assert result.exit_code == 0, explain(result)
+    assert "leak search stopped after 1 s" in result.stdout
+    assert "raise --probe-seconds" in result.stdout
+    assert "has no errors (1 warning(s) above: read them)" in result.stdout
 
 
 def test_check_prints_every_problem_and_exits_2(tmp_path: Path) -> None:

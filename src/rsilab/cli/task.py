@@ -172,7 +172,11 @@ def _print_problems(problems: list[Problem], name: str) -> None:
         )
         stderr_console().print(Text(hint, style="dim"), soft_wrap=True)
         raise typer.Exit(EXIT_PROBLEMS)
-    out.print(Text(f"ok: task {name!r} has no errors", style="green"))
+    warnings = len(problems)
+    # A warning can stand for a check that did not complete (a leak search cut short): the
+    # closing line must not read as a clean bill of health when one was printed above it.
+    tail = f" ({warnings} warning(s) above: read them)" if warnings else ""
+    out.print(Text(f"ok: task {name!r} has no errors{tail}", style="green"))
 
 
 @task_app.command("init")
