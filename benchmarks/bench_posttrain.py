@@ -94,7 +94,10 @@ def run_posttrain(quick: bool) -> list[dict[str, Any]]:
     paired by seed, the column to compare the policies by (where one policy holds seeds the
     other does not, their own means are over different seeds). The runs are kept
     (``benchmarks/results/search/posttrain-seeds.jsonl``); a quick run runs nothing and reads
-    them. The built-in policy was not tuned on this task. Runs of earlier commits are kept
+    them. The built-in policy was not tuned on this task: where a run here showed a defect, the
+    change was measured on a generated tuning family (opening the knob that gates a
+    direction's knobs: the recipe family, ``tests/orchestrator/builtin/tuning_recipe.py``), and
+    the kept runs predate it unless their commit says otherwise. Runs of earlier commits are kept
     apart: before the harness answered multiple choice by likelihood (a different baseline) in
     ``posttrain-seeds-choice-by-letter*.jsonl``, and those of an earlier harness or policy in
     ``posttrain-seeds-<commit>.jsonl``.

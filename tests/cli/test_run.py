@@ -13,7 +13,8 @@ import pytest
 
 from rsilab.records import Campaign, CampaignLease, Intent, lease_id
 from rsilab.store import Lab
-from tests.cli.helpers import explain, rsilab
+from tests.cli.helpers import explain, rsilab, run_refused
+from tests.tasks.conftest import write_small_task
 
 
 @pytest.fixture(autouse=True)
@@ -103,3 +104,23 @@ def test_a_first_run_refused_by_preflight_leaves_no_lab(
     assert result.exit_code != 0
     assert "--unsandboxed" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ('path = "predict.py"\nold = "NOT IN THE FILE\\n"', "code_variants.bigger: "),
+        ('path = "absent.py"\nold = "x"', "code_variants.bigger: "),
+    ],
+)
+def test_a_code_variant_that_does_not_apply_is_refused_before_the_run(
+    tmp_path: Path, edit: str, said: str
+) -> None:
+    """A variant fails the first worker that draws it, mid-campaign; `rsilab run` refuses it
+    first, as `task check` names it, and writes nothing."""
+    variant = f'[[code_variants]]\nname = "bigger"\n[[code_variants.edits]]\n{edit}\nnew = "y"\n'
+    task = write_small_task(tmp_path / "t", toml_extra=variant)
+    checked = rsilab("task", "check", task, "--no-probe", "--lab", tmp_path / "nolab")
+    assert checked.exit_code == 2 and said in checked.stdout, explain(checked)
+    _, error = run_refused(task, tmp_path / "lab")
+    assert len(error) == 1 and said in error[0], error

@@ -76,3 +76,18 @@ def test_measuring_a_task_whose_runtime_is_missing_says_so_and_runs_nothing() ->
     )
     said = _measure(task)
     assert said.startswith("not measured: task 'synthetic' needs its own runtime"), said
+
+
+def test_an_invalid_benchmark_gets_its_error_and_no_tolerance_warning(tmp_path: Path) -> None:
+    path = write_small_task(tmp_path / "t")
+    splits = ", ".join(f'{t} = "data/{t}.jsonl"' for t in ("train", "dev", "accept", "final"))
+    with path.open("a") as toml:
+        toml.write(
+            f'\n[[benchmarks]]\nname = "shifted"\nscorer = "accuracy"\nhigher_is_better = "no"\n'
+            f"tolerance = 0.03\nsplits = {{ {splits} }}\n"
+        )
+    result = rsilab("task", "check", path, "--no-probe", "--lab", tmp_path / "nolab")
+    assert result.exit_code == 2, explain(result)
+    assert "higher_is_better" in result.stdout
+    # its tolerance is 0.03: before, the salvaged benchmark was warned of as if it were 0
+    assert "tolerance 0" not in result.stdout

@@ -17,6 +17,7 @@ from rsilab.tasks import (
     Sample,
     Trap,
     TrapKind,
+    check_run,
     check_task,
     get_task,
     load_task,
@@ -52,6 +53,25 @@ def test_split_problems(small_task: Path, secret: bytes) -> None:
     text = _messages(check_task(load_task(small_task), None, secret))
     assert "6 accept item(s) also in train/dev (same id or input)" in text
     assert "6 final item(s) also in train/dev" in text
+
+
+def test_an_item_that_lost_its_target_is_named(small_task: Path, secret: bytes) -> None:
+    dev = small_task.parent / "data" / "dev.jsonl"
+    lines = dev.read_text().splitlines()
+    item = json.loads(lines[3])
+    del item["target"]
+    lines[3] = json.dumps(item)
+    dev.write_text("\n".join(lines) + "\n")
+    text = _messages(check_task(load_task(small_task), None, secret))
+    # 6 items per tier, 4 tiers: one of 24 lost its target
+    assert f"1 of 24 items have no \"target\" (first: id 'dev-3' in {dev})" in text
+    # a benchmark none of whose items has a target (its scorer needs none) is left alone
+    data = small_task.parent / "data"
+    for tier in ("train", "dev", "accept", "final"):
+        items = [json.loads(x) for x in (data / f"{tier}.jsonl").read_text().splitlines()]
+        rows = [{"id": i["id"], "input": i["input"]} for i in items]
+        (data / f"{tier}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "target" not in _messages(check_task(load_task(small_task), None, secret))
 
 
 def test_harness_problems(small_task: Path, secret: bytes) -> None:
@@ -252,6 +272,21 @@ def test_a_harness_config_value_other_than_the_declared_default_is_warned_of(
     ) in _messages(problems, "warning")
 
 
+def test_a_config_problem_names_the_harness_folder_the_task_uses(
+    tmp_path: Path, secret: bytes
+) -> None:
+    from rsilab.tasks._init import init_task
+
+    init_task(tmp_path / "kt")
+    (tmp_path / "kt" / "harness").rename(tmp_path / "kt" / "my harness")
+    toml = tmp_path / "kt" / "task.toml"
+    toml.write_text(toml.read_text().replace('harness = "harness"', 'harness = "my harness"'))
+    config = tmp_path / "kt" / "my harness" / "config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "epochs": 40}))
+    problems = check_task(load_task(str(toml)), None, secret)
+    assert "warning: my harness/config.json: knob epochs is 40" in _messages(problems, "warning")
+
+
 def test_a_config_in_another_format_is_left_to_the_runner(tmp_path: Path, secret: bytes) -> None:
     """A YAML config is the harness's own business (the built-in runner says it cannot edit
     it): the knob check judges JSON objects only, and says nothing here."""
@@ -261,3 +296,23 @@ def test_a_config_in_another_format_is_left_to_the_runner(tmp_path: Path, secret
     (tmp_path / "kt" / "harness" / "config.json").write_text("lr: 5.0\nepochs: 500\n")
     problems = check_task(load_task(str(tmp_path / "kt" / "task.toml")), None, secret)
     assert "config.json" not in _messages(problems) + _messages(problems, "warning")
+
+
+@pytest.mark.parametrize(
+    ("program", "said"),
+    [
+        (
+            "import sys\nsys.stderr.write('x' * (9 * 1024 * 1024))\n",
+            "predict on parity/dev failed: killed: it printed more than 8 MiB on stdout or stderr:"
+            " print less, or write the log to a file",
+        ),
+        ("import sys\nsys.exit(3)\n", "failed: exit 3 (it wrote nothing on stderr)"),
+    ],
+)
+def test_a_failed_job_says_which_limit_ended_it_and_its_value(
+    small_task: Path, sandbox: Sandbox, secret: bytes, program: str, said: str
+) -> None:
+    (small_task.parent / "harness" / "predict.py").write_text(program)
+    problems, outcome = check_run(load_task(small_task), sandbox, secret)
+    assert outcome is None
+    assert said in _messages(problems)

@@ -19,6 +19,7 @@ from rsilab.tasks import (
     get_task,
     is_active,
     load_toml,
+    with_deciding,
 )
 from tests.tasks.conftest import write_small_task
 
@@ -140,6 +141,43 @@ when = { knob = "epochs", at_least = 1 }
     assert "exactly one of one_of, at_least" in str(info.value)
 
 
+def test_every_faulty_condition_is_named_in_one_pass_beside_other_fields(tmp_path: Path) -> None:
+    """Before, conditions were checked only once every field was valid, and stopped at the
+    first fault: four faults took four rounds of `task check`."""
+
+    def knob(name: str, kind: str, when: str) -> str:
+        values = (
+            'choices = ["x", "y"]\ndefault = "x"'
+            if kind == "choice"
+            else ("low = 0\nhigh = 5\ndefault = 0")
+        )
+        return f'[[search_space]]\nname = "{name}"\ntype = "{kind}"\n{values}\nwhen = {when}\n'
+
+    knobs = "\n".join([
+        '[[search_space]]\nname = "basis"\ntype = "choice"\nchoices = ["x", "y"]\ndefault = "x"\n',
+        knob("degree", "int", '{ knob = "basis", at_least = 2 }'),
+        knob("gamma", "int", '{ knob = "basis", one_of = ["cubic"] }'),
+        knob("p", "int", '{ knob = "q", at_least = 1 }'),
+        knob("q", "int", '{ knob = "p", at_least = 1 }'),
+        knob("extra", "int", '{ knob = "nope", at_least = 1 }'),
+    ])  # fmt: skip
+    path = write_small_task(tmp_path / "t", toml_extra=knobs)
+    path.write_text(path.read_text().replace('scorer = "accuracy"', 'scorer = "acuracy"'))
+    with pytest.raises(TaskLoadError) as info:
+        load_toml(path)
+    said = "\n".join(info.value.problems)
+    for fault in (
+        "knob 'degree': at_least needs a numeric knob; 'basis' is a choice knob (use one_of)",
+        "knob 'gamma': 'basis' never takes ['cubic'] (one of ['x', 'y'])",
+        "knob 'extra': its condition names 'nope', not a knob here",
+        "knobs p -> q -> p: conditions form a cycle",
+        "acuracy",  # the other field's fault, in the same pass
+    ):
+        assert fault in said, said
+    assert said.count("conditions form a cycle") == 1  # one cycle, said once
+    assert "task.toml: search_space:" in said
+
+
 def test_the_posttrain_recipe_knobs_matter_only_when_the_model_trains() -> None:
     task = get_task("posttrain")
     start = task.default_config()
@@ -159,3 +197,20 @@ def test_deciding_knobs_come_first_whatever_the_declaration_order() -> None:
     outside = Knob(name="lr", type=KnobType.FLOAT, low=0.1, high=1.0, default=0.5, when=TRAINS)
     # a condition on a knob this space lacks ends the chain: the knob has nothing to wait for
     assert [k.name for k in deciding_first([outside, SPACE[3]])] == ["lr", "decoding"]
+
+
+def test_a_knob_that_does_not_act_opens_with_the_chain_that_decides_it() -> None:
+    # rank hangs on lora, which hangs on epochs: from a config that does not train, searching
+    # rank alone changes nothing, so the whole chain opens with it, in the space's order
+    assert with_deciding(["rank"], _config(), SPACE) == ["epochs", "lora", "rank"]
+    assert with_deciding(["rank"], _config(epochs=2), SPACE) == ["lora", "rank"]
+    assert with_deciding(["rank"], _config(epochs=2, lora=True), SPACE) == ["rank"]
+    # only the link that breaks opens: lora is on already, the model does not train
+    assert with_deciding(["rank"], _config(lora=True), SPACE) == ["epochs", "rank"]
+    assert with_deciding(["temperature", "epochs"], _config(), SPACE) == [
+        "epochs",
+        "decoding",
+        "temperature",
+    ]
+    # knobs that act already, and names the space lacks, are left as they are
+    assert with_deciding(["decoding", "nope"], _config(), SPACE) == ["decoding", "nope"]

@@ -37,7 +37,7 @@ from rsilab.executors.base import Executor, JobResult
 from rsilab.faults import fault_point
 from rsilab.records import DataTier, Job, JobInputs, JobKind, Resources, Role
 from rsilab.sandbox import hand_over
-from rsilab.sandbox.base import Limits, RunSpec
+from rsilab.sandbox.base import KillReason, Limits, RunSpec, why_killed
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.tasks import (
@@ -306,7 +306,11 @@ class SystemEvaluator:
             JobKind.CONTROLLER_PREDICT, inputs, spec, result, campaign_id, candidate_id
         )
         if run is None or not run.ok:
-            how = f"killed at its {done.kill_reason} limit" if done.kill_reason else "it failed"
+            how = (
+                f"killed: {why_killed(KillReason(done.kill_reason), spec.limits)}"
+                if done.kill_reason
+                else "it failed"
+            )
             raise SystemInvalid(
                 f"seed {index + 1}: predict failed: {done.error}",
                 f"predict on the private tiers did not finish: {how}",

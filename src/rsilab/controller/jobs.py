@@ -33,7 +33,7 @@ from rsilab.records import (
     Role,
     utc_now,
 )
-from rsilab.sandbox.base import KillReason, RunSpec
+from rsilab.sandbox.base import KillReason, Limits, RunSpec, why_killed
 from rsilab.store.artifacts import ArtifactStore, hash_file
 from rsilab.store.base import Store
 
@@ -241,17 +241,17 @@ def run_recorded_job(
                 }
             )
     elif result is not None and not result.ok and not error:
-        done.error = _failure_text(artifacts, result)
+        done.error = _failure_text(artifacts, result, spec.limits)
     recorder.finished(done)
     return done, result
 
 
-def _failure_text(artifacts: ArtifactStore, result: JobResult) -> str:
+def _failure_text(artifacts: ArtifactStore, result: JobResult, limits: Limits) -> str:
     tail = artifacts.read_bytes(result.stderr_sha256).decode("utf-8", "replace").strip()[-600:]
     if result.kill_reason is KillReason.CANCELLED:
         return f"cancelled before it finished; stderr ends: {tail}"
     if result.kill_reason is not None:
-        return f"killed at its {result.kill_reason} limit; stderr ends: {tail}"
+        return f"killed: {why_killed(result.kill_reason, limits)}; stderr ends: {tail}"
     code = result.exit_code if result.exit_code is not None else f"signal {result.signal}"
     return f"exited with {code}; stderr ends: {tail}"
 

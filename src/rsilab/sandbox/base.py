@@ -82,6 +82,22 @@ class KillReason(StrEnum):
     CANCELLED = "cancelled"
 
 
+def why_killed(reason: KillReason, limits: Limits) -> str:
+    """What ending a job for ``reason`` under ``limits`` means, with the limit's value and what
+    a harness can do about it, in one phrase (e.g. for ``killed: <phrase>``)."""
+    mib = 1024 * 1024
+    return {
+        KillReason.WALL_TIME: f"it ran past its wall-clock limit of {limits.wall_s:g} s",
+        KillReason.CPU_TIME: f"it used more than its {limits.cpu_s:g} CPU seconds",
+        KillReason.MEMORY: f"its memory passed its limit of {limits.memory_mb} MiB",
+        KillReason.PROCESSES: f"it had more than {limits.processes} processes or threads at once",
+        KillReason.OUTPUT: f"it printed more than {limits.output_bytes / mib:g} MiB on stdout or "
+        "stderr: print less, or write the log to a file",
+        KillReason.DISK: f"it wrote more than {limits.disk_mb} MiB to its workspace or /tmp",
+        KillReason.CANCELLED: "it was cancelled before it finished",
+    }[reason]
+
+
 @dataclass(frozen=True)
 class Mount:
     """A host path made visible inside the sandbox, read-only unless ``writable``.

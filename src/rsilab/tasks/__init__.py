@@ -11,9 +11,16 @@ first time :func:`get_task` or :func:`task_names` is called; nothing else needs 
 """
 
 from rsilab.tasks._budget import Budget, parse_budget, parse_count, parse_duration
-from rsilab.tasks._check import Problem, check_knob_values, check_run, check_task, check_toml
+from rsilab.tasks._check import (
+    Problem,
+    check_knob_values,
+    check_run,
+    check_task,
+    check_toml,
+    check_variants,
+)
 from rsilab.tasks._code_scorer import PROGRAM_LIMITS, Program, ProgramLimits, run_programs
-from rsilab.tasks._conditions import active_names, deciding_first, is_active
+from rsilab.tasks._conditions import active_names, deciding_first, is_active, with_deciding
 from rsilab.tasks._data_places import data_files, data_places
 from rsilab.tasks._drivers import (
     Driver,
@@ -148,6 +155,7 @@ __all__ = [
     "check_run",
     "check_task",
     "check_toml",
+    "check_variants",
     "chrf_score",
     "content_hash",
     "data_files",
@@ -193,6 +201,7 @@ __all__ = [
     "task_predict_spec",
     "train_argv",
     "train_spec",
+    "with_deciding",
     "write_data_dir",
     "write_jsonl",
 ]

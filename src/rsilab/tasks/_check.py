@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -22,7 +23,7 @@ from rsilab.sandbox.shown import problem as model_problem
 from rsilab.tasks._experiment import ExperimentFailed, Outcome, run_experiment
 from rsilab.tasks._harness import Manifest, ManifestError, load_manifest
 from rsilab.tasks._probe import PROBE_SOURCE, Hit, needles
-from rsilab.tasks._salvage import salvage
+from rsilab.tasks._salvage import partial_benchmarks, salvage
 from rsilab.tasks._samples import TIERS, FileSplits
 from rsilab.tasks._spec import Benchmark, Task, TrapKind
 from rsilab.tasks._splits import SplitError, Splits, content_hash, make_splits, read_jsonl
@@ -91,7 +92,11 @@ def check_toml(
     task = validate_toml(path, data, lines, failed)
     problems = [Problem(where, message) for where, _, message in (p.partition(": ") for p in lines)]
     parts, harness_ok = (task, True) if task is not None else salvage(data)
-    found = _check_all(parts, sandbox, secret, probe_seconds, probe_roots, harness_ok=harness_ok)
+    # a benchmark kept only for its samples has no tolerance of its own to warn about
+    partial = partial_benchmarks(data) if task is None else set()
+    found = _check_all(
+        parts, sandbox, secret, probe_seconds, probe_roots, harness_ok=harness_ok, partial=partial
+    )
     return task, problems + found
 
 
@@ -129,8 +134,9 @@ def check_run(task: Task, sandbox: Sandbox, secret: bytes) -> tuple[list[Problem
     return problems, outcome
 
 
-def _check_tolerances(task: Task) -> list[Problem]:
-    """A warning for each non-target whose tolerance is 0.
+def _check_tolerances(task: Task, partial: Collection[str] = ()) -> list[Problem]:
+    """A warning for each non-target whose tolerance is 0 (not for the ``partial`` ones, whose
+    invalid table left only their samples to check).
 
     The controller accepts a candidate only when every non-target's lower bound (one-sided
     0.05) is at least ``-tolerance``; at 0 that asks for evidence that the non-target got
@@ -149,7 +155,7 @@ def _check_tolerances(task: Task) -> list[Problem]:
             "warning",
         )
         for bench in task.benchmarks
-        if not bench.target and bench.tolerance == 0
+        if not bench.target and bench.tolerance == 0 and bench.name not in partial
     ]
 
 
@@ -161,9 +167,10 @@ def _check_all(
     probe_roots: tuple[str, ...],
     *,
     harness_ok: bool,
+    partial: Collection[str] = (),
 ) -> list[Problem]:
     problems = _check_harness(task) if harness_ok else []
-    problems += _check_tolerances(task)
+    problems += _check_tolerances(task, partial)
     if task.model is not None and not task.model.exists():
         problems.append(Problem("model", f"{task.model} does not exist on this host"))
     all_splits: dict[str, Splits] = {}
@@ -183,7 +190,7 @@ def _check_all(
         if in_harness and not trap.planted and not (task.harness / trap.path).exists():
             problems.append(Problem("traps", f"{trap.kind.value}: {trap.path} not in the harness"))
     if harness_ok:
-        problems += _check_variants(task)
+        problems += check_variants(task)
     if sandbox is None:
         problems.append(Problem("sandbox", "no sandbox given: leak search skipped", "warning"))
     elif harness_ok and task.harness.is_dir():
@@ -191,8 +198,9 @@ def _check_all(
     return problems
 
 
-def _check_variants(task: Task) -> list[Problem]:
-    """Each code variant applies to the shipped harness (its replaced texts found once)."""
+def check_variants(task: Task) -> list[Problem]:
+    """An error for each code variant that does not apply to the shipped harness (a file it
+    edits is missing or unreadable, or a text it replaces is not found exactly once)."""
     problems = []
     for variant in task.code_variants:
         try:
@@ -216,8 +224,12 @@ def _splits(task: Task, bench: Benchmark, secret: bytes) -> tuple[Splits | None,
                 problems.append(Problem(where, f"split {tier.value}: {exc}"))
         if problems:
             return splits, problems
+        # read here, before ids are blinded, so the line is named as the file has it
+        problems = _check_targets(where, splits, source.files)
+    else:
+        problems = []
     try:
-        return make_splits(task, bench, secret), []
+        return make_splits(task, bench, secret), problems
     except (SplitError, OSError, ValueError) as exc:
         return None, [Problem(where, f"cannot build splits: {exc}")]
 
@@ -262,7 +274,7 @@ def check_knob_values(task: Task, name: str) -> list[Problem]:
     when it is no value of the knob (the campaign would start from it, and every search step
     that keeps it would too); a warning when it is not the declared default, since the
     campaign starts from the config as it is. Nothing for a config that is no JSON object."""
-    where = f"harness/{name}"
+    where = f"{task.harness.name}/{name}"  # as task.toml names the folder, usually
     try:
         config = json.loads((task.harness / name).read_text("utf-8"))
     except (OSError, ValueError):
@@ -321,6 +333,24 @@ def _check_splits(name: str, splits: Splits) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _check_targets(where: str, splits: Splits, files: dict[DataTier, Path]) -> list[Problem]:
+    """An error when some items have no ``target`` and others have one: an item that lost its
+    target is scored against null, quietly wrong. (A benchmark whose scorer needs no target,
+    a kernel's speed-up, gives none to any item.)"""
+    items = [(tier, s) for tier in TIERS for s in splits.get(tier, [])]
+    missing = [(tier, s) for tier, s in items if s.target is None]
+    if not missing or len(missing) == len(items):
+        return []
+    tier, first = missing[0]
+    return [
+        Problem(
+            where,
+            f'{len(missing)} of {len(items)} items have no "target" (first: id {first.id!r} '
+            f'in {files[tier]}): give every item its "target"',
+        )
+    ]
 
 
 def _probe(

@@ -25,10 +25,11 @@ if TYPE_CHECKING:
 
 
 def check_conditions(space: Sequence[Knob]) -> None:
-    """``ValueError`` naming the knob when a condition names a knob not in ``space`` or the
-    knob itself, compares a non-numeric knob with ``at_least``, lists a value a choice or bool
-    knob cannot take, or when conditions form a cycle."""
+    """``ValueError`` naming every faulty condition at once (joined by "; "): one that names a
+    knob not in ``space`` or the knob itself, compares a non-numeric knob with ``at_least``,
+    lists a value a choice or bool knob cannot take, and each cycle of conditions."""
     by_name = {k.name: k for k in space}
+    problems: list[str] = []
     for knob in space:
         rule = knob.when
         if rule is None:
@@ -36,10 +37,11 @@ def check_conditions(space: Sequence[Knob]) -> None:
         deciding = by_name.get(rule.knob)
         if deciding is None or deciding.name == knob.name:
             what = "itself" if rule.knob == knob.name else f"{rule.knob!r}, not a knob here"
-            raise ValueError(f"knob {knob.name!r}: its condition names {what}")
+            problems.append(f"knob {knob.name!r}: its condition names {what}")
+            continue
         numeric = deciding.type.value in ("float", "int")
         if rule.at_least is not None and not numeric:
-            raise ValueError(
+            problems.append(
                 f"knob {knob.name!r}: at_least needs a numeric knob; {rule.knob!r} is a "
                 f"{deciding.type.value} knob (use one_of)"
             )
@@ -47,18 +49,25 @@ def check_conditions(space: Sequence[Knob]) -> None:
             allowed = [False, True] if deciding.type.value == "bool" else deciding.choices
             stray = [v for v in rule.one_of if not _among(v, allowed)]
             if stray:
-                raise ValueError(
+                problems.append(
                     f"knob {knob.name!r}: {rule.knob!r} never takes {stray!r} (one of {allowed!r})"
                 )
+    cycles: set[frozenset[str]] = set()
     for knob in space:
         seen = [knob.name]
         rule = knob.when
-        while rule is not None:
+        while rule is not None and rule.knob in by_name and rule.knob != seen[-1]:
             if rule.knob in seen:
-                chain = " -> ".join([*seen, rule.knob])
-                raise ValueError(f"knobs {chain}: conditions form a cycle")
+                loop = seen[seen.index(rule.knob) :]
+                if frozenset(loop) not in cycles:  # each cycle once, from where it was entered
+                    cycles.add(frozenset(loop))
+                    chain = " -> ".join([*loop, rule.knob])
+                    problems.append(f"knobs {chain}: conditions form a cycle")
+                break
             seen.append(rule.knob)
             rule = by_name[rule.knob].when
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 def _among(value: JsonValue, allowed: Sequence[JsonValue]) -> bool:
@@ -99,3 +108,26 @@ def deciding_first(space: Sequence[Knob]) -> list[Knob]:
         return n
 
     return sorted(space, key=chain)  # sorted is stable: declaration order within a length
+
+
+def with_deciding(
+    names: Sequence[str], config: Mapping[str, JsonValue], space: Sequence[Knob]
+) -> list[str]:
+    """``names`` plus, for each of them that does not matter in ``config``, every knob along
+    its chain of conditions whose value in ``config`` breaks the chain, in ``space``'s order:
+    the knobs a search must be free to change from ``config`` for every one of ``names`` to be
+    able to act. Searching a learning rate from a config that does not train changes nothing
+    unless the number of epochs may change too. Names not in ``space`` are kept as they are."""
+    by_name = {k.name: k for k in space}
+    wanted = set(names)
+    for name in names:
+        knob = by_name.get(name)
+        while knob is not None and knob.when is not None:
+            deciding = by_name.get(knob.when.knob)
+            if deciding is None:
+                break  # a condition on a knob outside the space: it acts (see is_active)
+            if not knob.when.holds(config.get(deciding.name, deciding.default)):
+                wanted.add(deciding.name)
+            knob = deciding
+    order = {k.name: i for i, k in enumerate(space)}
+    return sorted(wanted, key=lambda n: (order.get(n, len(order)), n))

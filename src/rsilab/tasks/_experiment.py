@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rsilab.records import DataTier
 from rsilab.sandbox import hand_over, run_holding_gpus
-from rsilab.sandbox.base import Limits, RunResult, Sandbox
+from rsilab.sandbox.base import Limits, RunResult, Sandbox, why_killed
 from rsilab.tasks._drivers import task_predict_spec
 from rsilab.tasks._harness import (
     DATA_DIR,
@@ -47,11 +47,15 @@ class Outcome:
     model: Path | None = None
 
 
-def _check(result: RunResult, what: str) -> None:
+def _check(result: RunResult, what: str, limits: Limits) -> None:
     if not result.ok:
         tail = result.stderr.decode(errors="replace").strip()[-600:]
-        reason = f"killed ({result.killed.value})" if result.killed else f"exit {result.exit_code}"
-        raise ExperimentFailed(f"{what} failed: {reason}: {tail}", result)
+        if result.killed:
+            reason = f"killed: {why_killed(result.killed, limits)}"
+        else:
+            reason = f"exit {result.exit_code}"
+        ends = f": {tail}" if tail else " (it wrote nothing on stderr)"
+        raise ExperimentFailed(f"{what} failed: {reason}{ends}", result)
 
 
 def run_experiment(
@@ -103,7 +107,7 @@ def _run(
         spec = train_spec(
             manifest, workspace, data=DATA_DIR, model_out=model, seed=seed, limits=limits
         )
-        _check(run_holding_gpus(sandbox, spec), "train")  # GPUs of its own, if it asks
+        _check(run_holding_gpus(sandbox, spec), "train", spec.limits)  # GPUs of its own
     outcome = Outcome(seconds=0.0, model=workspace / model if model else None)
     for bench in task.benchmarks:
         samples = splits[bench.name][tier]
@@ -111,7 +115,7 @@ def _run(
             task, workspace, samples, seed=seed, model=model, manifest=manifest, limits=limits
         )
         result = run_holding_gpus(sandbox, spec)
-        _check(result, f"predict on {bench.name}/{tier.value}")
+        _check(result, f"predict on {bench.name}/{tier.value}", spec.limits)
         try:
             outputs = parse_predictions(result.stdout, [s.id for s in samples])
         except HarnessOutputError as exc:

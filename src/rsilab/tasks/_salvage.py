@@ -74,6 +74,22 @@ def _benchmark(index: int, table: object) -> Benchmark | None:
         return None  # its samples are invalid: the spec's problems already say how
 
 
+def partial_benchmarks(data: dict[str, Any]) -> set[str]:
+    """The names :func:`salvage` gives the benchmarks of ``data`` whose table is invalid, of
+    which it keeps only the samples: nothing else of theirs (a tolerance) can be judged."""
+    tables = data.get("benchmarks")
+    names = set()
+    for i, table in enumerate(tables if isinstance(tables, list) else []):
+        if isinstance(table, dict):
+            try:
+                Benchmark.model_validate(table)
+            except ValidationError:
+                bench = _benchmark(i, table)
+                if bench is not None:
+                    names.add(bench.name)
+    return names
+
+
 def consistency_problem(data: dict[str, Any]) -> str | None:
     """The task-level fault of ``data`` (no goal, no target, repeated names) that pydantic does
     not report while a field is invalid; None when there is none."""

@@ -284,6 +284,17 @@ class Task(Model):
     )
     source: str = Field(default="", description="Where it was loaded from: builtin, a path.")
 
+    @field_validator("search_space")
+    @classmethod
+    def _knobs_agree(cls, knobs: list[Knob]) -> list[Knob]:
+        # a field check, so its faults are reported in the same pass as every other field's
+        names = [k.name for k in knobs]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"knob names must be unique; repeated: {', '.join(repeated)}")
+        check_conditions(knobs)
+        return knobs
+
     @model_validator(mode="after")
     def _consistent(self) -> Task:
         names = [b.name for b in self.benchmarks]
@@ -294,11 +305,7 @@ class Task(Model):
             raise ValueError("at least one benchmark must have target = true")
         if self.setting is not Setting.OPEN_GENERAL and not self.goal.strip():
             raise ValueError(f"a {self.setting.value} task needs a goal")
-        knobs = [k.name for k in self.search_space]
-        if len(set(knobs)) != len(knobs):
-            raise ValueError("search_space knob names must be unique")
-        check_variants(self.code_variants, knobs)
-        check_conditions(self.search_space)
+        check_variants(self.code_variants, [k.name for k in self.search_space])
         if self.model is not None and not self.model.is_absolute():
             raise ValueError(f"model must be an absolute path, not {str(self.model)!r}")
         return self

@@ -11,14 +11,15 @@ import pytest
 from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._search import build_study, suggest
-from rsilab.orchestrator.builtin._state import Run
+from rsilab.orchestrator.builtin._state import Run, base_of, knobs_of
 from rsilab.orchestrator.builtin.main._race import next_race_config, race_budget, rungs, winner
 from rsilab.orchestrator.builtin.runner import Progress, run_campaign
 from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.research.dag import ResearchDag
-from rsilab.records import Experiment, Intent
+from rsilab.records import Direction, Experiment, Intent
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Knob, KnobCondition, KnobType
+from tests.orchestrator.builtin.tuning_recipe import recipe_task
 from tests.orchestrator.builtin.tuning_tasks import quality, random_search_best, space, spec_for
 from tests.orchestrator.builtin.tuning_tasks import tuning_task as make_task
 
@@ -300,3 +301,29 @@ def test_knobs_that_do_not_matter_are_not_searched_again(
         assert _searched_twice(other, blind.campaign_id) >= 1
     finally:
         other.close()
+
+
+@pytest.mark.parametrize("seed", [5, 9])
+def test_a_direction_on_knobs_that_do_not_act_from_its_start_opens_their_gate(
+    lab: Lab, tmp_path: Path, seed: int
+) -> None:
+    """The recipe family: the start does not train (``epochs`` 0) and lr, mix, rank and keep act
+    only when it does. A direction that opens any of them from a config that does not train
+    opens ``epochs`` too, or its draws could change only the few knobs that act untrained.
+    Measured on family seeds 1-40 at 12 experiments, scored by the family's own formula:
+    with the gate opened the best feasible quality run was higher in 5 seeds and equal in 35;
+    before, the directions that missed it ran untrained configs. The seeds here are two of the
+    five."""
+    task = recipe_task(tmp_path / "task", seed=seed)
+    result = run_campaign(lab, task, budget=Budget(experiments=12), seed=seed)
+    experiments = {e.id: e for e in lab.store.query_as(Experiment, campaign_id=result.campaign_id)}
+    first = min(experiments.values(), key=lambda e: e.created_at)
+    gated = {"lr", "mix", "rank", "keep"}
+    opened = 0
+    for d in lab.store.query_as(Direction, campaign_id=result.campaign_id):
+        knobs = set(knobs_of(d))
+        base = experiments[b].config if (b := base_of(d)) else first.config
+        if knobs & gated and int(str(base["epochs"])) < 1:
+            opened += 1
+            assert "epochs" in knobs, f"{d.title!r} opens {sorted(knobs)} from an untrained start"
+    assert opened >= 2  # the first direction (every knob) and at least one of the later ones

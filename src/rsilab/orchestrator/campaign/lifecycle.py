@@ -72,6 +72,7 @@ from rsilab.tasks import (
     ManifestError,
     Task,
     check_knob_values,
+    check_variants,
     get_scorer,
     load_manifest,
 )
@@ -284,8 +285,9 @@ def _evaluation_inputs_unchanged(lab: Lab, task: Task, services: LabServices) ->
 
 def check_harness(task: Task) -> None:
     """UserError, before anything is written, when ``task``'s harness cannot be run (its
-    folder or manifest is missing or wrong, or it needs more GPUs than this machine has, or
-    GPUs that the torch of its jobs' Python cannot use)."""
+    folder or manifest is missing or wrong, a config value lies outside its knob, a code
+    variant does not apply to it, or it needs more GPUs than this machine has, or GPUs that
+    the torch of its jobs' Python cannot use)."""
     try:
         manifest = load_manifest(task.harness)
     except ManifestError as exc:
@@ -301,6 +303,14 @@ def check_harness(task: Task) -> None:
                 f"task {task.name!r}: {wrong[0].where}: {wrong[0].message}",
                 f"see `rsilab task check {task.name}`",
             )
+    # a variant that does not apply fails the first worker that draws it, mid-campaign
+    misfit = check_variants(task)
+    if misfit:
+        raise UserError(
+            f"task {task.name!r}: {misfit[0].where}: {misfit[0].message}",
+            f"fix the variant in the task's file; `rsilab task check {task.name}` lists "
+            "every problem",
+        )
     gpus = manifest.gpus
     require_gpus(gpus, task.name)  # fails before any write
     if gpus:

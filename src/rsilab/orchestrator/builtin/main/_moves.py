@@ -20,6 +20,7 @@ from rsilab.orchestrator.builtin._state import (
 )
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.records import Direction, DirectionState
+from rsilab.tasks import with_deciding
 
 RACE_TITLE = "race the best configs"
 """The title of the race direction (:mod:`rsilab.orchestrator.builtin.main._race`)."""
@@ -110,9 +111,11 @@ class Moves:
 
     def next_direction(self, view: CampaignView, parent: Direction | None, relation: str) -> bool:
         """Open a direction from the best config found anywhere (the reference when nothing
-        beats it) on the first knob group of :meth:`subsets` not yet opened from that config,
-        grown from ``parent`` with ``relation`` (a root when ``parent`` is None). False when
-        every group was opened from it already (nothing new to open)."""
+        beats it) on the first knob group of :meth:`subsets` not yet opened from that config
+        (with the knobs that decide any of its knobs that do not act in that config:
+        :func:`~rsilab.tasks.with_deciding`), grown from ``parent`` with ``relation`` (a root
+        when ``parent`` is None). False when every group was opened from it already (nothing
+        new to open)."""
         ref = set(view.ref_ids)
         runs = [r for r in view.runs if not r.failed and r.experiment_id not in ref]
         best = max(runs, key=lambda r: (r.score, -r.index)) if runs else None
@@ -124,7 +127,11 @@ class Moves:
             for d in view.dag.directions.values()
             if not self.is_race(d) and not self.is_temper(d) and not view.is_verify(d)
         }
-        for group in self.subsets(view):
+        config = best.config if best is not None else view.ref_config()
+        for subset in self.subsets(view):
+            # a knob that does not act from this start (a learning rate where nothing trains)
+            # opens with the knobs that decide it, or its draws would all run the start again
+            group = with_deciding(subset, config, self.ctx.space)
             if (tuple(group), source) in opened:
                 continue
             edges = [] if parent is None else [{"parent_id": parent.id, "relation": relation}]

@@ -38,7 +38,7 @@ from rsilab.orchestrator.campaign import Intents, StopRequest
 from rsilab.orchestrator.door import RunnerError
 from rsilab.records import DataTier, Evaluation, Experiment, ExperimentState, Intent
 from rsilab.store import Store
-from rsilab.tasks import HEAD, VARIANT_KNOB, VariantError, apply_variant
+from rsilab.tasks import HEAD, VARIANT_KNOB, KnobType, VariantError, apply_variant
 
 ACTION = "experiment"
 """The action of every ``exp:<n>`` intent."""
@@ -249,7 +249,16 @@ def write_config(ctx: RunContext, worker: str, config: dict[str, JsonValue]) -> 
     """Write ``config`` as JSON to the harness's config file in ``worker``'s workspace (nothing
     when the harness declares none, and so ``config`` is empty)."""
     if ctx.config_file is not None:
-        ctx.door.worker(worker, "write_file", path=ctx.config_file, content=json.dumps(config))
+        # the records keep JSON canonically (RFC 8785 writes 1.0 as 1), so a float knob read
+        # back from them is written as a float again: a harness may check its types
+        floats = {k.name for k in ctx.space if k.type is KnobType.FLOAT}
+        typed = {
+            name: float(value)
+            if name in floats and isinstance(value, int) and not isinstance(value, bool)
+            else value
+            for name, value in config.items()
+        }
+        ctx.door.worker(worker, "write_file", path=ctx.config_file, content=json.dumps(typed))
 
 
 def _floats(scores: dict[str, Any]) -> dict[str, float]:
