@@ -8,8 +8,10 @@ their magic bytes, never by the file name, so a renamed archive is opened all th
 The caps (:class:`Caps`) bound the work an archive can cause: the bytes produced by opening
 (over everything one :class:`Opener` opens), the compression ratio of a large member, the
 nesting depth and the number of members. Text that is base64, base32 or hexadecimal of
-meaningful length (:func:`decode_text`) is a layer too: the file is read as it is *and*
-decoded, and what the decoding gives is opened and read again, charged to the same caps.
+meaningful length (:func:`decode_text`), and text in UTF-16 or UTF-32
+(:func:`rsilab.controller.charset.unicode_text`, re-encoded as the UTF-8 every reader reads),
+are layers too: the file is read as it is *and* decoded, and what the decoding gives is opened
+and read again, charged to the same caps.
 Going past one raises :class:`Uncheckable`, as does a container rsilab cannot open (an
 encrypted zip member, zstd, 7z, rar, lz4): what the guard cannot read it cannot check, so the
 caller refuses it, never skips it.
@@ -30,6 +32,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
+
+from rsilab.controller.charset import unicode_text
 
 __all__ = ["Caps", "Node", "Opener", "Uncheckable", "decode_text", "sniff"]
 
@@ -128,8 +132,11 @@ class Opener:
         kind = sniff(data)
         if kind is None:
             yield Node(where, data, depth, False)
-            decoded = decode_text(data)
-            if decoded is not None:  # read as it is above, and decoded here
+            # read as it is above, and decoded here: the text of another Unicode encoding
+            # as UTF-8 (what every reader reads), then base64 or hex text as what it holds
+            for decoded in (unicode_text(data), decode_text(data)):
+                if decoded is None:
+                    continue
                 name, inner = decoded
                 if depth >= self.caps.depth:
                     raise Uncheckable(where, f"containers nested deeper than {self.caps.depth}")
