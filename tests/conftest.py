@@ -18,6 +18,8 @@ def isolated_environment(
     monkeypatch.setenv("RSILAB_KEY_DIR", str(key_dir))
     for name in ("RSILAB_LAB", "RSILAB_LEDGER_KEY"):
         monkeypatch.delenv(name, raising=False)
+    # the suite's PostgreSQL servers run with fsync=off (tests/store/pg_server.py): said so
+    monkeypatch.setenv("RSILAB_PG_THROWAWAY", "1")
     yield key_dir
 
 

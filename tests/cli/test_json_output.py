@@ -33,6 +33,8 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[s
     with pytest.MonkeyPatch.context() as env:
         env.setenv("RSILAB_SANDBOX", "process")
         lab = tmp_path_factory.mktemp("json") / "lab"
+        # its own key folder (lab.parent / "keys"): a test that writes to it again needs its key
+        env.setenv("RSILAB_KEY_DIR", str(lab.parent / "keys"))
         assert rsilab("init", "--lab", lab).exit_code == 0
         result = rsilab(
             "run", "synthetic", "--budget", "experiments=6", "--seed", "2", "--json", "--lab", lab
@@ -190,9 +192,12 @@ def _next_line(lines: queue.Queue[str]) -> str:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="sends SIGINT")
-def test_log_json_follow_prints_json_lines(ran: tuple[Path, dict[str, Any], str]) -> None:
+def test_log_json_follow_prints_json_lines(
+    ran: tuple[Path, dict[str, Any], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """With --follow the output is JSON Lines: one event a line, the new ones as they come."""
     lab, _, _ = ran
+    monkeypatch.setenv("RSILAB_KEY_DIR", str(lab.parent / "keys"))  # this test writes to it
     with Lab.open(lab) as opened:
         head, _ = opened.store.head()
     argv = [sys.executable, "-m", "rsilab", "log", "--json", "--follow", "--limit", "2"]

@@ -65,6 +65,34 @@ def test_resume_says_a_finished_campaign_is_final(tmp_path: Path) -> None:
     assert "Continue a stopped campaign" in helped and "A finished campaign is final" in helped
 
 
+def test_sigterm_cancels_what_runs_and_stops_cleanly(tmp_path: Path) -> None:
+    """A service manager's SIGTERM (before its SIGKILL): before, the process died as under
+    kill -9, leaving the campaign interrupted and a workspace mounted."""
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    argv = [sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
+    argv += ["--budget", "experiments=20", "--lab", str(lab)]
+    with (
+        Lab.open(lab) as opened,
+        subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ)
+        ) as child,
+    ):
+        deadline = time.monotonic() + 60
+        while not any(i.key == "exp:2" for i in opened.store.query_as(Intent)):
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        child.send_signal(signal.SIGTERM)
+        out, _ = child.communicate(timeout=60)
+        [campaign] = opened.store.query_as(Campaign)
+        lease = opened.store.get_as(lease_id(campaign.id), CampaignLease)
+    text = out.decode()
+    assert child.returncode == 130, text  # stopped by a person's (or a manager's) request
+    assert f"rsilab resume {campaign.id}" in text
+    assert campaign.state == "stopped" and lease.released_at is not None
+    assert campaign.end_reason == "stopped_by_user"
+
+
 def test_ctrl_c_stops_the_campaign_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
     lab = tmp_path / "lab"
     assert rsilab("init", "--lab", lab).exit_code == 0
@@ -124,3 +152,20 @@ def test_a_code_variant_that_does_not_apply_is_refused_before_the_run(
     assert checked.exit_code == 2 and said in checked.stdout, explain(checked)
     _, error = run_refused(task, tmp_path / "lab")
     assert len(error) == 1 and said in error[0], error
+
+
+def test_a_lab_that_lost_its_task_secret_is_not_given_a_new_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before, a run wrote a new secret, then refused with "the task changed since the
+    baseline", sending the user to a new lab instead of to the missing file."""
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    first = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
+    assert first.exit_code == 0, explain(first)
+    (lab / "task-secret").unlink()
+    again = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
+    assert again.exit_code == 2, explain(again)
+    assert "task-secret is missing" in again.stderr and "restore task-secret" in again.stderr
+    assert not (lab / "task-secret").exists()

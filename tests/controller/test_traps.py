@@ -42,6 +42,7 @@ from rsilab.records import (
     DataTier,
     Evaluation,
     Job,
+    JobKind,
     JobStatus,
     ProtocolFlag,
     SystemVersion,
@@ -764,3 +765,41 @@ def test_answers_keyed_on_leaked_private_ids_are_refused(trials: Trials) -> None
     candidate = trial.judge(tree)
     assert trial.flags(candidate) == ["private_data_in_training"]
     assert trial.jobs(candidate) == []
+
+
+# --- links a candidate's train leaves for the controller -----------------------------------
+
+LINK_MODEL_OUT = """
+import os, sys
+_out = sys.argv[sys.argv.index("--model-out") + 1]
+_folder = os.path.dirname(_out)
+if _folder == "model-out":  # the controller's model folder (a worker's is runs/<job>)
+    os.rename(_folder, _folder + ".moved")
+    os.symlink(VICTIM, _folder)
+"""
+
+
+def test_a_model_folder_linked_out_by_the_candidate_is_never_read_or_written(
+    trials: Trials, tmp_path: Path
+) -> None:
+    """The candidate's train replaces the controller's model folder by a link to a host
+    folder: the controller would store that host file as the model, and its model-use probe
+    would empty it. Both go through no link: the train counts as having written no model."""
+    trial = trials("synthetic")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "model.json").write_text('{"host": "file"}')
+    tree = trial.copy()
+    train = tree / "train.py"
+    train.write_text(train.read_text() + LINK_MODEL_OUT.replace("VICTIM", repr(str(victim))))
+    judged = trial.judge(tree)
+    assert judged.state is not CandidateState.ACCEPTED, judged.reason
+    trains = [j for j in trial.jobs(judged) if j.kind is JobKind.CONTROLLER_TRAIN]
+    # the jobs of the candidate's judgement include the head's trains on the same seeds
+    linked = [j for j in trains if j.error and "passes through a link" in j.error]
+    assert linked and all(j.model_out_sha256 is None for j in linked)
+    stored = [
+        trial.lab.artifacts.read_bytes(j.model_out_sha256) for j in trains if j.model_out_sha256
+    ]
+    assert b'{"host": "file"}' not in stored
+    assert (victim / "model.json").read_text() == '{"host": "file"}'

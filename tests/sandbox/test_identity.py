@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import pwd
+import re
 import stat
 from pathlib import Path
 
 import pytest
 
+from rsilab.errors import LabDamaged
 from rsilab.sandbox import _identity, lab_user
 from rsilab.sandbox._identity import derive_uid, ephemeral_user
 
@@ -31,10 +33,25 @@ def test_labs_get_their_own_uids(tmp_path: Path) -> None:
     assert derive_uid("lab-3") == lab_user(tmp_path / "lab-3", "x").uid
 
 
-def test_a_record_outside_the_range_is_refused(tmp_path: Path) -> None:
-    (tmp_path / "sandbox-user.json").write_text('{"uid": 65534, "gid": 65534}')
-    with pytest.raises(ValueError, match="outside the sandbox range"):
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            '{"uid": 65534, "gid": 65534}',
+            "names uid 65534 and gid 65534, outside the sandbox range",
+        ),
+        ('{"uid": 0, "gid": 0}', "names uid 0 and gid 0, outside the sandbox range"),
+        ('{"uid": "x"}', "is damaged (ValueError"),
+        ("{", "is damaged (JSONDecodeError"),
+        ("{}", "is damaged (KeyError"),
+    ],
+)
+def test_a_damaged_record_is_refused_with_the_way_out(tmp_path: Path, text: str, said: str) -> None:
+    """Before, an edited record ended a run as an internal error ("this is a bug")."""
+    (tmp_path / "sandbox-user.json").write_text(text)
+    with pytest.raises(LabDamaged, match=re.escape(said)) as caught:
         lab_user(tmp_path, "lab-1")
+    assert "remove " in caught.value.hint and "sandbox-user.json" in caught.value.hint
 
 
 def test_a_uid_the_host_names_is_stepped_over(monkeypatch: pytest.MonkeyPatch) -> None:

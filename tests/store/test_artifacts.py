@@ -17,6 +17,7 @@ from rsilab.errors import LabError, NotFoundError
 from rsilab.store import ArtifactStore
 from rsilab.store.artifacts import CHUNK
 from rsilab.store.ledger import canonical_json
+from rsilab.store.trees import TreeRefused
 
 
 @pytest.fixture
@@ -187,7 +188,7 @@ def test_special_files_are_refused(artifacts: ArtifactStore, tmp_path: Path) -> 
     root.mkdir()
     os.mkfifo(root / "pipe")
 
-    with pytest.raises(LabError, match="not a regular file"):
+    with pytest.raises(TreeRefused, match="'pipe' is a FIFO"):  # named, never opened
         artifacts.put_tree(root)
 
 

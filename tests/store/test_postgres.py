@@ -106,6 +106,20 @@ def test_synchronous_commit_off_is_refused(pg_server: PgServer, pg_lab_url: str)
     assert "\n" not in caught.value.message
 
 
+def test_a_server_without_fsync_is_refused_unless_said_to_be_throwaway(
+    pg_lab_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite's server runs with fsync=off (a throwaway one, as the suite declares)."""
+    PostgresStore.open(pg_lab_url, create=True).close()
+    monkeypatch.delenv("RSILAB_PG_THROWAWAY")
+    with pytest.raises(LabError) as caught:
+        PostgresStore.open(pg_lab_url)
+    assert "runs with fsync=off" in caught.value.message
+    assert "fsync = on" in caught.value.hint and "RSILAB_PG_THROWAWAY=1" in caught.value.hint
+    monkeypatch.setenv("RSILAB_PG_THROWAWAY", "1")
+    PostgresStore.open(pg_lab_url).close()
+
+
 def test_the_table_refuses_a_fork_and_a_repeated_event_id(
     pg_server: PgServer, pg_lab_url: str
 ) -> None:

@@ -57,6 +57,15 @@ def test_wal_mode_is_on(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_every_commit_is_synced_to_the_disk(tmp_path: Path) -> None:
+    """synchronous=FULL (2): a power cut loses no acknowledged event (NORMAL, 1, did)."""
+    path = tmp_path / "lab.db"
+    with closing(SQLiteStore.open(path, create=True)) as store:
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+    with closing(SQLiteStore.open(path)) as store:
+        assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 2
+
+
 def test_reopened_lab_keeps_everything(tmp_path: Path) -> None:
     path = tmp_path / "lab.db"
     with SQLiteStore.open(path, create=True) as store:
@@ -438,18 +447,55 @@ def test_close_after_a_signed_commit_adds_no_checkpoint(tmp_path: Path) -> None:
     assert checkpoint_seqs(path) == [64]
 
 
-def test_commits_without_a_key_are_not_signed(tmp_path: Path, isolated_environment: Path) -> None:
+def test_a_signed_lab_whose_key_is_gone_takes_no_unsigned_events(
+    tmp_path: Path, isolated_environment: Path
+) -> None:
+    """Before, the lab went on taking events no checkpoint signed, without a word."""
     path = new_lab(tmp_path / "lab.db")
-    (isolated_environment / f"{read_meta(path)['lab_id']}.key").unlink()
-
+    lab_id = read_meta(path)["lab_id"]
+    key = isolated_environment / f"{lab_id}.key"
+    saved = key.read_text()
+    key.unlink()
     with SQLiteStore.open(path) as store:
-        fill(store, 64, with_records=False)
-        assert store.checkpoint_now() is None
-
-    assert checkpoint_seqs(path) == [3]
+        head = store.head()
+        with pytest.raises(LabError, match=f"the ledger key of lab {lab_id} is missing at") as e:
+            fill(store, 1, with_records=False)
+        assert "nothing was written" in e.value.message and store.head() == head
+        report = verify_store(store)  # reading needs no key: verify says what it could not check
+    assert not report.ok or report.warnings
+    key.write_text(saved[:5])
+    with SQLiteStore.open(path) as store, pytest.raises(LabError, match="is damaged at"):
+        fill(store, 1, with_records=False)
+    key.write_text("ab" * 32)  # a key, but not this lab's
+    with SQLiteStore.open(path) as store, pytest.raises(LabError, match="does not sign"):
+        fill(store, 1, with_records=False)
+    key.write_text(saved)
     with SQLiteStore.open(path) as store:
-        report = verify_store(store)
-    assert report.ok and report.warnings
+        fill(store, 1, with_records=False)
+        assert store.head()[0] == head[0] + 1
+
+
+def test_a_ledger_put_back_to_an_older_copy_takes_no_new_events(tmp_path: Path) -> None:
+    """An older lab.db put back: the next run appended past the watermark and verify passed.
+    Now the first write refuses it, and so does a ledger replaced by another of the same
+    length."""
+    path = new_lab(tmp_path / "lab.db")
+    with SQLiteStore.open(path) as store:
+        fill(store, 4, with_records=False)
+        store.checkpoint_now()
+    old = tmp_path / "old.db"
+    shutil.copy(path, old)
+    with SQLiteStore.open(path) as store:
+        fill(store, 70, with_records=False)  # past a checkpoint: the watermark moves on
+        store.checkpoint_now()
+    shutil.copy(old, path)
+    for extra in ("-wal", "-shm"):
+        Path(f"{path}{extra}").unlink(missing_ok=True)
+    with SQLiteStore.open(path) as store:
+        head = store.head()
+        with pytest.raises(LabError, match="events were removed") as caught:
+            fill(store, 1, with_records=False)
+        assert store.head() == head and "restore the lab" in caught.value.hint
 
 
 def test_event_draft_round_trips_through_sqlite(tmp_path: Path) -> None:
@@ -516,3 +562,31 @@ def test_an_experiments_records_are_found_through_an_index(tmp_path: Path) -> No
 def _indexes(path: Path) -> set[str]:
     with closing(sqlite3.connect(path)) as conn:
         return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+
+
+@pytest.mark.parametrize("left", ["empty file", "database without tables"])
+def test_an_init_cut_short_is_named_and_init_again_replaces_it(tmp_path: Path, left: str) -> None:
+    """A killed `rsilab init` left lab.db that nothing could use and init refused to replace."""
+    path = tmp_path / "lab.db"
+    if left == "empty file":
+        path.write_bytes(b"")
+    else:
+        with closing(sqlite3.connect(path)) as conn:
+            conn.execute("PRAGMA journal_mode = WAL")
+    with pytest.raises(LabError, match="empty database, not yet a lab") as caught:
+        SQLiteStore.open(path)
+    assert "run `rsilab init` again" in caught.value.hint
+    with closing(SQLiteStore.open(path, create=True)) as store:
+        fill(store, 2, with_records=False)
+    with closing(SQLiteStore.open(path)) as store:
+        assert store.head()[0] == 2
+
+
+def test_init_never_replaces_a_database_that_holds_a_table(tmp_path: Path) -> None:
+    path = tmp_path / "lab.db"
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("CREATE TABLE mine (x)")
+    with pytest.raises(LabError, match="a lab already exists"):
+        SQLiteStore.open(path, create=True)
+    with closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("mine",)]

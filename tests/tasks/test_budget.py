@@ -35,3 +35,12 @@ def test_the_example_from_a_report() -> None:
     assert str(Budget(experiments=2, wall_s=300 * 3600)) == (
         "experiments=2,wall=1080000s,tokens=2000000"
     )
+
+
+@pytest.mark.parametrize(
+    "text", ["experiments=3,experiments=5", "wall=1m,tokens=9,wall=2m", "tokens=1k, tokens=1k"]
+)
+def test_a_key_given_twice_is_refused_not_picked(text: str) -> None:
+    """Before, the last one won: experiments=3,experiments=5 ran 5."""
+    with pytest.raises(ValueError, match="given twice; give it once"):
+        Budget.model_validate(text)

@@ -120,7 +120,7 @@ def test_probe_finds_a_planted_leak_and_a_visible_data_source(
     problems = check_task(task, sandbox, secret, probe_roots=HERE_ONLY, probe_seconds=20)
     text = _messages(problems)
     assert "data/test_labels.jsonl (content)" in text
-    assert "parity item final-" in text
+    assert "parity final item s-" in text
     assert f"declared data source readable from inside the sandbox at {raw}" in text
 
 
@@ -228,7 +228,8 @@ def test_probe_finds_a_slice_of_a_private_text(
     (task.harness / "notes.py").write_text(f'def f():\n    """...{wrapped}..."""\n')
     problems = check_task(task, sandbox, secret, probe_roots=HERE_ONLY, probe_seconds=20)
     (hit,) = [p for p in problems if p.severity == "error"]
-    assert hit.message.startswith("parity item ") and hit.message.endswith("notes.py (content)")
+    assert hit.message.startswith(("parity accept item s-", "parity final item s-"))
+    assert hit.message.endswith("notes.py (content)")
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ def test_builtin_splits_are_deterministic_and_disjoint(name: str, secret: bytes)
         public = {content_hash(s) for t in (DataTier.TRAIN, DataTier.DEV) for s in first[t]}
         for tier in (DataTier.ACCEPT, DataTier.FINAL):
             assert not public & {content_hash(s) for s in first[tier]}
-            assert all(s.id.startswith(f"{tier.value}-") for s in first[tier])
+            assert all(s.id.startswith("s-") for s in first[tier])
 
 
 def test_pool_partition_uses_every_item_once(secret: bytes) -> None:
@@ -58,7 +58,7 @@ def test_file_splits_read_and_every_id_rekeyed(small_task: Path, secret: bytes) 
     splits = make_splits(task, task.benchmarks[0], secret)
     train = [s.id for s in splits[DataTier.TRAIN]]
     assert train[:2] != ["train-0", "train-1"]
-    assert all(re.fullmatch(r"train-[0-9a-f]{12}", i) for i in train)
+    assert all(re.fullmatch(r"s-[0-9a-f]{12}", i) for i in train)
     assert all(not s.id.startswith("final-0") for s in splits[DataTier.FINAL][1:])
     assert splits[DataTier.FINAL][0].input == {"x": 300, "note": "item 0 of final"}
 
@@ -66,16 +66,19 @@ def test_file_splits_read_and_every_id_rekeyed(small_task: Path, secret: bytes) 
 @pytest.mark.parametrize("name", ["digits", "kernel", "policy", "synthetic", "textcls"])
 def test_every_builtin_sample_id_is_an_opaque_keyed_hash(name: str, secret: bytes) -> None:
     """An id says nothing of the source row (digit-17, a docstring's digest, n512): it is
-    <tier>-<12 hex digits> under the secret, and another secret gives other ids."""
+    s-<12 hex digits> under the secret, the same form in every tier (an id does not tell a
+    private tier from dev), and another secret gives other ids."""
     task = get_task(name)
     for bench in task.benchmarks:
         first = make_splits(task, bench, secret)
         other = make_splits(task, bench, b"another secret")
         for tier in TIERS:
             ids = [s.id for s in first[tier]]
-            assert all(re.fullmatch(rf"{tier.value}-[0-9a-f]{{12}}", i) for i in ids), ids[:3]
+            assert all(re.fullmatch(r"s-[0-9a-f]{12}", i) for i in ids), ids[:3]
             assert len(set(ids)) == len(ids)
             assert not set(ids) & {s.id for s in other[tier]}
+        every = [s.id for tier in TIERS for s in first[tier]]
+        assert len(set(every)) == len(every)  # unique across tiers too
 
 
 def test_read_jsonl_names_file_and_line(tmp_path: Path) -> None:

@@ -136,21 +136,35 @@ def reading_stored_data() -> Iterator[None]:
 @contextlib.contextmanager
 def ctrl_c_requests(request: Callable[[], int], abort_at: int) -> Iterator[None]:
     """While inside, SIGINT calls ``request`` (a stop request's escalation, returning the
-    level reached) and raises KeyboardInterrupt once that level is ``abort_at``; on a thread
-    other than the main one (where no handler can be set) Python's default stays."""
+    level reached) and raises KeyboardInterrupt once that level is ``abort_at``. SIGTERM, what
+    a service manager or a scheduler sends before it kills, escalates at once to the level
+    that cancels running jobs (2) and stops as cleanly as a second Ctrl-C: the campaign is
+    left stopped and resumable, not interrupted. On a thread other than the main one (where
+    no handler can be set) Python's defaults stay."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
-    def handler(signum: int, frame: object) -> None:
+    def on_interrupt(signum: int, frame: object) -> None:
         if request() >= abort_at:
             raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, handler)
+    def on_terminate(signum: int, frame: object) -> None:
+        level = request()
+        while level < min(2, abort_at):
+            level = request()
+        if level >= abort_at:
+            raise KeyboardInterrupt
+
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, on_interrupt),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, on_terminate),
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def exit_code_for(end_reason: EndReason | None) -> int:

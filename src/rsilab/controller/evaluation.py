@@ -38,6 +38,7 @@ from rsilab.faults import fault_point
 from rsilab.records import DataTier, Job, JobInputs, JobKind, Resources, Role
 from rsilab.sandbox import hand_over
 from rsilab.sandbox.base import KillReason, Limits, RunSpec, why_killed
+from rsilab.sandbox.nofollow import write_empty
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
 from rsilab.tasks import (
@@ -397,7 +398,15 @@ class SystemEvaluator:
         # The trained model is stored already (its job recorded its hash), so emptying the
         # throwaway copy loses nothing. An empty file, not a missing one: a predict that
         # checks the path exists must still be given something that holds no weights.
-        (workspace / model).write_bytes(b"")
+        # written without following a link: predict ran read-only, but a link the candidate's
+        # train left on the way would have the controller truncate a host file
+        try:
+            write_empty(workspace, model)
+        except OSError as exc:
+            raise SystemInvalid(
+                f"the model-use probe: the model path {model!r} cannot be emptied: {exc}",
+                "the model path its train left passes through a link or is not a file",
+            ) from exc
         spec = self._predict_spec(workspace, samples, seed, model, manifest)
         inputs = JobInputs(
             workspace_sha256=recipe.harness_sha256,

@@ -125,7 +125,9 @@ class HostController:
         self.baseline_seeds = baseline_seeds if baseline_seeds is not None else 2 * seeds
         self.alpha = alpha
         self.max_proposals = max_proposals
-        self.secret = lab_secret(lab.path)
+        # a lab that evaluated a version drew its private tiers with the secret: never a new one
+        drawn = bool(lab.store.query_as(SystemVersion, limit=1))
+        self.secret = lab_secret(lab.path, create=not drawn)
         self.evaluator = SystemEvaluator(
             task, self.secret, lab.store, lab.artifacts, executor, limits=limits
         )

@@ -12,6 +12,7 @@ them, and the experiment they belong to as it starts and is synced with them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from rsilab.records import (
     utc_now,
 )
 from rsilab.sandbox.base import KillReason, Limits, RunSpec, why_killed
+from rsilab.sandbox.nofollow import UnsafePath, open_written
 from rsilab.store.artifacts import ArtifactStore, hash_file
 from rsilab.store.base import Store
 
@@ -230,20 +232,36 @@ def run_recorded_job(
         result, error = None, f"the sandbox could not run the job: {exc}"
     done = finish_job(running, result, error=error)
     if result is not None and result.ok and job.model_out is not None:
-        model = spec.workspace / job.model_out
-        if model.is_file() and not model.is_symlink():
-            done.model_out_sha256 = artifacts.put_file(model).sha256
+        stored, why = _store_model(artifacts, spec.workspace, job.model_out)
+        if stored is not None:
+            done.model_out_sha256 = stored
         else:
             done = done.model_copy(
                 update={
                     "status": JobStatus.FAILED,
-                    "error": f"train exited 0 but wrote no model at {job.model_out}",
+                    "error": f"train exited 0 but wrote no model at {job.model_out}{why}",
                 }
             )
     elif result is not None and not result.ok and not error:
         done.error = _failure_text(artifacts, result, spec.limits)
     recorder.finished(done)
     return done, result
+
+
+def _store_model(artifacts: ArtifactStore, workspace: Path, rel: str) -> tuple[str | None, str]:
+    """The sha256 of the model a job wrote at ``rel``, stored; or None and why not. The job
+    owned the workspace: the file is reached without following a link anywhere on its path
+    (a folder on the way replaced by a link would hand the host a file outside it)."""
+    try:
+        fd = open_written(workspace, rel)
+    except FileNotFoundError:
+        return None, ""
+    except UnsafePath as exc:
+        return None, f" ({exc.strerror}: links are not followed out of a job's workspace)"
+    except OSError as exc:
+        return None, f" ({exc.strerror or exc})"
+    with os.fdopen(fd, "rb") as handle:
+        return artifacts.put_handle(handle).sha256, ""
 
 
 def _failure_text(artifacts: ArtifactStore, result: JobResult, limits: Limits) -> str:

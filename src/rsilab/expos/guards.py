@@ -64,7 +64,15 @@ def resolve_workspace_path(
     if "\x00" in value:
         raise ToolError("invalid_arguments", "path contains a NUL byte", field=field)
     candidate = Path(value)
-    resolved = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    try:
+        resolved = (candidate if candidate.is_absolute() else root / candidate).resolve()
+    except RuntimeError:  # Python 3.11 raises it for a symbolic link loop a job planted
+        raise ToolError(
+            "invalid_arguments",
+            f"path {value[:200]!r} runs into a loop of symbolic links",
+            field=field,
+            expected="a path without a symbolic link loop",
+        ) from None
     if not resolved.is_relative_to(root):
         raise GuardRefusal(
             rule="path_outside_workspace",

@@ -17,11 +17,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from threading import Lock
 from typing import Any
 
@@ -31,7 +29,7 @@ from rsilab.executors import ExecutorChoice, RayExecutor
 from rsilab.executors.base import Executor
 from rsilab.executors.local import LocalExecutor, available_cores
 from rsilab.expos.guards import WORKSPACE_RESERVED
-from rsilab.records import Campaign
+from rsilab.records import Campaign, SystemVersion
 from rsilab.sandbox import (
     BwrapSandbox,
     Confinement,
@@ -41,13 +39,12 @@ from rsilab.sandbox import (
     lab_user,
 )
 from rsilab.sandbox.base import Limits
-from rsilab.sandbox.owners import owned_prefix
 from rsilab.sandbox.runtime import Runtime, current_runtime
 from rsilab.sandbox.select import default_sandbox
 from rsilab.store.artifacts import ArtifactStore, is_cache
 from rsilab.store.keys import key_dir
 from rsilab.store.lab import Lab
-from rsilab.tasks import Task, lab_secret, load_ref
+from rsilab.tasks import SECRET_FILE, Task, lab_secret, load_ref
 
 
 class LabServices:
@@ -204,8 +201,11 @@ class LabServices:
 
     @property
     def secret(self) -> bytes:
-        """The lab's secret (splits, seeds)."""
-        return lab_secret(self.lab.path)
+        """The lab's secret (splits, seeds); never a new one once a version was evaluated."""
+        if (self.lab.path / SECRET_FILE).exists():  # the usual case: no query
+            return lab_secret(self.lab.path)
+        drawn = bool(self.lab.store.query_as(SystemVersion, limit=1))
+        return lab_secret(self.lab.path, create=not drawn)
 
     def task_of(self, campaign: Campaign) -> Task:
         """The task a campaign works on, loaded from where it recorded
@@ -284,12 +284,11 @@ def lab_confinement(lab: Lab, workspace_mb: int) -> Confinement:
     )
 
 
-def snapshot_skipped(folder: Path, names: list[str], workspace: Path) -> list[str]:
-    """The ``names`` in ``folder`` that a snapshot of ``workspace`` leaves out (a
-    :func:`shutil.copytree` ``ignore``): :data:`WORKSPACE_RESERVED` at its root, and caches and
-    bytecode (:func:`rsilab.store.artifacts.is_cache`) anywhere."""
-    at_root = Path(folder).resolve() == workspace.resolve()
-    return [name for name in names if (at_root and name in WORKSPACE_RESERVED) or is_cache(name)]
+def snapshot_skipped(rel: PurePosixPath, name: str) -> bool:
+    """Whether a snapshot of a workspace leaves out the entry at ``rel`` (named ``name``,
+    everything under it too): :data:`WORKSPACE_RESERVED` at its root, and caches and bytecode
+    (:func:`rsilab.store.artifacts.is_cache`) anywhere."""
+    return (len(rel.parts) == 1 and name in WORKSPACE_RESERVED) or is_cache(name)
 
 
 def snapshot_workspace(artifacts: ArtifactStore, workspace: Path) -> str:
@@ -297,15 +296,12 @@ def snapshot_workspace(artifacts: ArtifactStore, workspace: Path) -> str:
     names (the Experiment OS's data and job outputs are not part of the system, caches and
     bytecode are made again); returns its hash. What the controller judges is this tree.
 
+    The workspace is stored in place, not copied first: the store's walk is iterative and
+    bounded, follows no link and opens nothing but regular files (a job controls the tree).
+
     Raises:
-        LabError: the workspace holds a special file, or the lab cannot be written.
+        TreeRefused: the workspace holds a FIFO, socket or device, or a path deeper than
+            :data:`rsilab.store.trees.MAX_TREE_DEPTH` (the message names it).
+        LabError: the lab cannot be written.
     """
-    with tempfile.TemporaryDirectory(prefix=owned_prefix("snapshot")) as tmp:
-        copy = Path(tmp) / "tree"
-        shutil.copytree(
-            workspace,
-            copy,
-            symlinks=True,
-            ignore=lambda folder, names: snapshot_skipped(Path(folder), names, workspace),
-        )
-        return artifacts.put_tree(copy).sha256
+    return artifacts.put_tree(workspace, skip=snapshot_skipped).sha256

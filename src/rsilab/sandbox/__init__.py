@@ -7,6 +7,7 @@ from rsilab.sandbox._gpu_pool import host_gpus, run_holding_gpus
 from rsilab.sandbox._identity import SandboxUser, lab_user
 from rsilab.sandbox._images import DiskLimits
 from rsilab.sandbox._places import Confinement, WorkspaceRefused, check_placement, hand_over
+from rsilab.sandbox._trees import remove_tree
 from rsilab.sandbox.base import (
     KillReason,
     Limits,
@@ -46,6 +47,7 @@ __all__ = [
     "host_gpus",
     "install_runtime",
     "lab_user",
+    "remove_tree",
     "require_cuda_torch",
     "require_gpus",
     "run_holding_gpus",

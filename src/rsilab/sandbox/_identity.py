@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rsilab.errors import LabDamaged
+
 UID_RANGE = range(0x7000_0000, 0x7FFE_0000)
 """Where sandbox uids are drawn from (1879048192 to 2147352575)."""
 RECORD = "sandbox-user.json"
@@ -104,7 +106,7 @@ def lab_user(lab: Path, lab_id: str) -> SandboxUser:
 
     Raises:
         OSError: the record cannot be read or written.
-        ValueError: the record is damaged or names a uid outside :data:`UID_RANGE`.
+        LabDamaged: the record is damaged or names a uid outside :data:`UID_RANGE`.
     """
     path = lab / RECORD
     if not path.exists():
@@ -119,8 +121,18 @@ def lab_user(lab: Path, lab_id: str) -> SandboxUser:
                 os.link(tmp, path)
         finally:
             os.unlink(tmp)
-    data = json.loads(path.read_text())
-    user = SandboxUser(int(data["uid"]), int(data["gid"]))
+    # the record was edited or damaged outside rsilab: say so in one line, with the way out
+    # (the lab's id chooses the same uid again, so removing it loses nothing)
+    fix = f"remove {path}; the next run records the lab's own sandbox user again"
+    try:
+        data = json.loads(path.read_text())
+        user = SandboxUser(int(data["uid"]), int(data["gid"]))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise LabDamaged(f"{path} is damaged ({type(exc).__name__}: {exc})", fix) from exc
     if not (user.dedicated and user.gid in UID_RANGE):
-        raise ValueError(f"{path} names uid {user.uid}, outside the sandbox range")
+        raise LabDamaged(
+            f"{path} names uid {user.uid} and gid {user.gid}, outside the sandbox range "
+            f"{UID_RANGE.start}-{UID_RANGE.stop - 1} (jobs must not run as a real user)",
+            fix,
+        )
     return user

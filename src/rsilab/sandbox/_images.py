@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rsilab.sandbox._trees import remove_tree
 from rsilab.sandbox.owners import owned_prefix
 
 _PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
@@ -188,15 +189,10 @@ def copy_tree(source: Path, target: Path) -> None:
 
 
 def clear(folder: Path) -> None:
-    """Delete everything in ``folder``, never following a link out of it."""
-    with os.scandir(folder) as entries:
-        found = list(entries)
-    for entry in found:
-        path = Path(entry.path)
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(path)
-        else:
-            path.unlink()
+    """Delete everything in ``folder``, at any depth, never following a link out of it and
+    never opening anything but folders (:func:`._trees.remove_tree`: a job's tree thousands
+    of levels deep must not make a workspace impossible to release)."""
+    remove_tree(folder, keep_top=True)
 
 
 @functools.cache

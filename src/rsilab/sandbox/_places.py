@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rsilab.errors import UserError
 from rsilab.sandbox._identity import SandboxUser
+from rsilab.sandbox._trees import visit
 from rsilab.sandbox.base import RunSpec, SandboxError
 
 
@@ -83,28 +84,50 @@ def hand_over(workspace: Path, *paths: Path) -> None:
         return
     owner = (info.st_uid, info.st_gid)
     for top in paths or (workspace,):
-        for path in _walk(top):
-            with contextlib.suppress(FileNotFoundError):
-                entry = path.lstat()
-                if (entry.st_uid, entry.st_gid) != owner:
-                    os.chown(path, *owner, follow_symlinks=False)
+        with contextlib.suppress(FileNotFoundError):
+            found = top.lstat()
+            if (found.st_uid, found.st_gid) != owner:
+                os.chown(top, *owner, follow_symlinks=False)
+        for dir_fd, name, entry in _below(top):
+            if (entry.st_uid, entry.st_gid) != owner:
+                with contextlib.suppress(FileNotFoundError):
+                    os.chown(name, *owner, dir_fd=dir_fd, follow_symlinks=False)
 
 
 def strip_setid(top: Path) -> None:
     """Clear set-user-id and set-group-id bits a job left (its filesystem was ``nosuid``;
-    the plain folder is not)."""
-    for path in _walk(top):
-        info = path.lstat()
-        if not stat.S_ISLNK(info.st_mode) and info.st_mode & (stat.S_ISUID | stat.S_ISGID):
-            os.chmod(path, stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID))
+    the plain folder is not). Only regular files and folders carry them that matter; a FIFO
+    or socket is never opened, a link never followed."""
+    setid = stat.S_ISUID | stat.S_ISGID
+    info = top.lstat()
+    if stat.S_ISDIR(info.st_mode) and info.st_mode & setid:
+        os.chmod(top, stat.S_IMODE(info.st_mode) & ~setid)
+    for dir_fd, name, entry in _below(top):
+        if entry.st_mode & setid and (stat.S_ISREG(entry.st_mode) or stat.S_ISDIR(entry.st_mode)):
+            # by descriptor: fchmodat cannot refuse links, and O_NOFOLLOW|O_NONBLOCK opens
+            # only what was a file or folder a moment ago, never blocking
+            with contextlib.suppress(FileNotFoundError):
+                fd = os.open(name, _NOFOLLOW, dir_fd=dir_fd)
+                try:
+                    mode = os.fstat(fd).st_mode
+                    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                        os.fchmod(fd, stat.S_IMODE(mode) & ~setid)
+                finally:
+                    os.close(fd)
 
 
-def _walk(top: Path) -> Iterator[Path]:
-    yield top
-    if top.is_dir() and not top.is_symlink():
-        for folder, dirs, files in os.walk(top, followlinks=False):
-            for name in dirs + files:
-                yield Path(folder, name)
+_NOFOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _below(top: Path) -> Iterator[tuple[int, str, os.stat_result]]:
+    """Every entry under ``top`` when it is a real folder (:func:`._trees.visit`: any depth,
+    iterative, no link followed), else nothing."""
+    try:
+        is_dir = stat.S_ISDIR(top.lstat().st_mode)
+    except FileNotFoundError:
+        return
+    if is_dir:
+        yield from visit(top)
 
 
 def on_own_filesystem(workspace: Path) -> bool:

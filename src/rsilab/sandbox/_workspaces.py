@@ -26,7 +26,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from rsilab.sandbox._places import (
     hand_over,
     strip_setid,
 )
+from rsilab.sandbox._trees import remove_tree
 from rsilab.sandbox.owners import is_dead, owned_prefix, owner_of
 
 
@@ -295,7 +295,8 @@ class WorkspaceFs:
         finally:
             if _images.mounted_source(folder) is not None:
                 _images.unmount(folder)
-            shutil.rmtree(tmp, ignore_errors=True)
+            with contextlib.suppress(OSError):  # any depth: a job's tree must not stop this
+                remove_tree(tmp)
 
 
 def remove_stale_scratch() -> list[Path]:
@@ -314,7 +315,7 @@ def remove_stale_scratch() -> list[Path]:
             continue
         with contextlib.suppress(OSError):
             _images.unmount(point)
-            shutil.rmtree(point.parent, ignore_errors=True)
+            remove_tree(point.parent)
             removed.append(point)
     return removed
 

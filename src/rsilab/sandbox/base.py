@@ -17,7 +17,6 @@ other jobs.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import tempfile
 import threading
 from abc import ABC, abstractmethod
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from rsilab.errors import RsilabError, UserError
 from rsilab.sandbox._images import DiskLimits
-from rsilab.sandbox.owners import owned_prefix
+from rsilab.sandbox.owners import owned_prefix, remove_tree
 
 
 class SandboxError(RsilabError):
@@ -261,7 +260,7 @@ class Sandbox(ABC):
             folder.mkdir()
             yield folder
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)  # any depth: a job may nest folders thousands deep
 
     def disk_limits(self) -> DiskLimits:
         """Whether the kernel bounds what a job writes into its workspace, and if not, why."""

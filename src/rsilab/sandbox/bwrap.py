@@ -62,7 +62,7 @@ from rsilab.sandbox.base import (
     SandboxError,
     SandboxUnavailable,
 )
-from rsilab.sandbox.owners import owned_prefix
+from rsilab.sandbox.owners import owned_prefix, remove_tree
 from rsilab.sandbox.runtime import Runtime, current_runtime
 
 _GATE = 'read -r go && [ "$go" = go ] || exit 125; exec "$@"'
@@ -210,7 +210,7 @@ class BwrapSandbox(Sandbox):
         if self._files is not None and self._fs is not None:
             _clean_up(self._files, self._fs, self.confinement.state is None)
         if self._files is not None:
-            shutil.rmtree(self._files, ignore_errors=True)
+            remove_tree(self._files)
             self._files = None
             self._layout = None
             self._fs = None
@@ -395,4 +395,4 @@ def _clean_up(files: Path, fs: WorkspaceFs, temporary: bool) -> None:
     delete ``files``: at close, or when the sandbox is collected or the program ends."""
     if temporary:
         fs.release_held()
-    shutil.rmtree(files, ignore_errors=True)
+    remove_tree(files)  # any depth, no recursion

@@ -20,11 +20,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from rsilab.sandbox import _trees
 
 _NAME = re.compile(r"^rsilab-(?P<kind>[a-z][a-z0-9-]*?)-(?P<pid>\d+)@(?P<boot>[0-9a-f]{8}|x{8})-")
 _UNKNOWN_BOOT = "x" * 8
@@ -138,29 +139,21 @@ def sweep_dead_tmpdirs(root: Path | None = None) -> list[Path]:
 
 
 def remove_tree(path: Path) -> bool:
-    """Remove the folder ``path`` and everything in it, first making the folders inside it
-    writable where a job left them read-only (links are never followed); True when it is gone."""
-    _writable(str(path))
-    for folder, dirs, _ in os.walk(path, followlinks=False):
-        for name in dirs:  # before os.walk lists them
-            _writable(os.path.join(folder, name))
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove the folder ``path`` and everything in it, at any depth, making the folders
+    inside it writable where a job left them read-only (links are never followed; see
+    :func:`._trees.remove_tree`); True when it is gone."""
+    with contextlib.suppress(OSError):
+        _trees.remove_tree(path)
     return not os.path.lexists(path)
 
 
-def _writable(folder: str) -> None:
-    """Give the owner full rights on ``folder`` when it is a real folder lacking them."""
-    with contextlib.suppress(OSError):
-        mode = os.lstat(folder).st_mode
-        if stat.S_ISDIR(mode) and mode & stat.S_IRWXU != stat.S_IRWXU:
-            os.chmod(folder, mode | stat.S_IRWXU)
-
-
 def _holds_mount(folder: Path, device: int) -> bool:
-    """Whether a folder under ``folder`` lies on another filesystem than ``device``."""
-    for parent, dirs, _ in os.walk(folder, followlinks=False):
-        for name in dirs:
-            with contextlib.suppress(OSError):
-                if os.lstat(os.path.join(parent, name)).st_dev != device:
-                    return True
-    return False
+    """Whether a folder under ``folder`` lies on another filesystem than ``device`` (an
+    unreadable tree counts as holding one: it is left alone)."""
+    try:
+        return any(
+            stat.S_ISDIR(info.st_mode) and info.st_dev != device
+            for _, _, info in _trees.visit(folder)
+        )
+    except OSError:
+        return True

@@ -32,7 +32,7 @@ from rsilab.sandbox._gpu import visible_env
 from rsilab.sandbox._supervise import Watch, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox.base import KillReason, RunResult, RunSpec, Sandbox, SandboxError
-from rsilab.sandbox.owners import owned_prefix
+from rsilab.sandbox.owners import owned_prefix, remove_tree
 from rsilab.sandbox.runtime import Runtime, current_runtime
 
 
@@ -85,7 +85,7 @@ class ProcessSandbox(Sandbox):
         try:
             return self._run(spec, workspace, home)
         finally:
-            shutil.rmtree(home, ignore_errors=True)
+            remove_tree(home)  # any depth: a job may nest folders thousands deep
 
     def _argv(self, spec: RunSpec) -> list[str]:
         if not self._prlimit:

@@ -3,6 +3,7 @@ and its migrations."""
 
 from __future__ import annotations
 
+import os
 import secrets
 
 from sqlalchemy import Connection, Engine, create_engine, text
@@ -29,13 +30,31 @@ def make_engine(location: PgLocation) -> Engine:
     )
 
 
+THROWAWAY_ENV = "RSILAB_PG_THROWAWAY"
+"""Set to 1 to accept a server run with ``fsync=off`` (a test's throwaway server)."""
+
+
 def check_durable(conn: Connection, where: str) -> None:
     """Refuse a server that may lose commits it has acknowledged.
 
     With ``synchronous_commit=off`` a commit returns before its WAL reaches the disk, so a
     crash can drop acknowledged events: the ledger's tail would vanish after rsilab reported
-    it written. Raises LabError.
+    it written. With ``fsync=off`` or ``full_page_writes=off`` the server does not make its
+    WAL durable at all, or can leave torn pages after a crash. Raises LabError.
     """
+    # off: a crash can lose or tear the WAL itself. A throwaway server (a test's) may say so
+    # explicitly; nothing accepts it quietly.
+    throwaway = os.environ.get(THROWAWAY_ENV) == "1"
+    for name in ("fsync", "full_page_writes"):
+        if throwaway:
+            break
+        if str(conn.execute(text(f"SHOW {name}")).scalar_one()).lower() == "off":
+            raise LabError(
+                f"the PostgreSQL server of the lab {where} runs with {name}=off, which can "
+                "lose or corrupt acknowledged ledger events in a crash; refused",
+                f"start the server with {name} = on (postgresql.conf); for a throwaway server "
+                f"only, {THROWAWAY_ENV}=1 accepts it",
+            )
     setting = str(conn.execute(text("SHOW synchronous_commit")).scalar_one())
     if setting.lower() == "off":
         raise LabError(

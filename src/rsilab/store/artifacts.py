@@ -25,6 +25,7 @@ from typing import Any, BinaryIO, Literal
 from rsilab.errors import LabError, NotFoundError
 from rsilab.faults import fault_point
 from rsilab.store.ledger import canonical_json
+from rsilab.store.trees import open_regular, special, walk
 
 CHUNK = 1 << 20
 
@@ -147,43 +148,68 @@ class ArtifactStore:
         return StoredArtifact(sha, "file", size)
 
     def put_file(self, path: Path) -> StoredArtifact:
-        """Store one regular file."""
-        with Path(path).open("rb") as handle:
+        """Store one regular file (a link at ``path`` is not followed).
+
+        Raises:
+            TreeRefused: ``path`` is a FIFO, socket, device, folder or link; it is never
+                opened for reading (a FIFO would block the caller).
+        """
+        with os.fdopen(open_regular(None, path, Path(path).name), "rb") as handle:
             sha, size = self._ingest(handle)
         return StoredArtifact(sha, "file", size)
 
-    def put_tree(self, folder: Path, *, leave_out_caches: bool = False) -> StoredArtifact:
+    def put_handle(self, handle: BinaryIO) -> StoredArtifact:
+        """Store what an open binary file holds from its position on (a file opened safely
+        elsewhere, e.g. without following links); the caller closes it."""
+        sha, size = self._ingest(handle)
+        return StoredArtifact(sha, "file", size)
+
+    def put_tree(
+        self,
+        folder: Path,
+        *,
+        leave_out_caches: bool = False,
+        skip: Callable[[PurePosixPath, str], bool] | None = None,
+    ) -> StoredArtifact:
         """Store every file under ``folder`` and a manifest; returns the manifest's address.
 
-        Symlinks are recorded as links (never followed); other special files are refused.
-        With ``leave_out_caches``, what :func:`is_cache` names is left out at any depth.
+        Symlinks are recorded as links (never followed). The walk is :func:`.trees.walk`:
+        iterative, at most :data:`~.trees.MAX_TREE_DEPTH` levels, and no file but a regular
+        one is ever opened. With ``leave_out_caches``, what :func:`is_cache` names is left out
+        at any depth; ``skip(rel, name)`` leaves out an entry and all under it.
+
+        Raises:
+            TreeRefused: a path is deeper than the limit, or an entry is a FIFO, socket or
+                device (named in the message; nothing is stored for the tree).
         """
-        folder = Path(folder)
         entries: list[dict[str, Any]] = []
         total = 0
-        for path in sorted(folder.rglob("*")):
-            rel = path.relative_to(folder).as_posix()
-            if leave_out_caches and any(is_cache(part) for part in rel.split("/")):
-                continue
-            info = path.lstat()
+
+        def left_out(rel: PurePosixPath, name: str) -> bool:
+            return (leave_out_caches and is_cache(name)) or (skip is not None and skip(rel, name))
+
+        for found in walk(Path(folder), skip=left_out):
+            rel, info = found.rel.as_posix(), found.info
             if stat.S_ISLNK(info.st_mode):
-                entries.append({"path": rel, "link": os.readlink(path)})
+                entries.append({"path": rel, "link": os.readlink(found.name, dir_fd=found.dir_fd)})
             elif stat.S_ISREG(info.st_mode):
-                stored = self.put_file(path)
+                fd = open_regular(found.dir_fd, found.name, found.rel)
+                with os.fdopen(fd, "rb") as handle:
+                    sha, size = self._ingest(handle)
                 mode = 0o755 if info.st_mode & 0o111 else 0o644
-                entries.append(
-                    {"path": rel, "mode": mode, "sha256": stored.sha256, "size": stored.size}
-                )
-                total += stored.size
+                entries.append({"path": rel, "mode": mode, "sha256": sha, "size": size})
+                total += size
             elif not stat.S_ISDIR(info.st_mode):
-                raise LabError(f"{path} is not a regular file, folder or link", "remove it")
+                raise special(found.rel, info)  # never opened: a FIFO would block here
         entries.sort(key=lambda e: str(e["path"]))
         manifest = self.put_bytes(canonical_json({"tree": entries}).encode("utf-8"))
         return StoredArtifact(manifest.sha256, "tree", total, tuple(entries))
 
     def put(self, path: Path) -> StoredArtifact:
-        """Store a file or a folder, whichever ``path`` is."""
-        return self.put_tree(path) if Path(path).is_dir() else self.put_file(path)
+        """Store a file or a folder, whichever ``path`` is (a link at ``path`` is not
+        followed: it is refused as :meth:`put_file` refuses it)."""
+        is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
+        return self.put_tree(path) if is_dir else self.put_file(path)
 
     def read_bytes(self, sha256: str) -> bytes:
         """The bytes of a blob; NotFoundError if absent."""

@@ -42,6 +42,21 @@ def load_key(lab_id: str, folder: Path | None = None) -> bytes | None:
         return None
 
 
+def key_problem(lab_id: str, folder: Path | None = None) -> str | None:
+    """What is wrong with the lab's key file, as the end of a sentence about the key ("is
+    missing at PATH", "is damaged at PATH: ..."); None when :func:`load_key` finds a key."""
+    if load_key(lab_id, folder) is not None:
+        return None
+    path = (folder or key_dir()) / f"{lab_id}.key"
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return f"is missing at {path}"
+    except OSError as exc:
+        return f"cannot be read at {path}: {exc.strerror or exc}"
+    return f"is damaged at {path}: {len(text)} characters where 64 hex digits belong"
+
+
 def create_key(lab_id: str) -> bytes:
     """Create (or return the existing) key file for a lab, readable by its owner only."""
     existing = load_key(lab_id)

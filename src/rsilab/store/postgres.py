@@ -37,6 +37,7 @@ from rsilab.store._pg_open import check_durable, make_engine, prepare
 from rsilab.store._pg_schema import INDEXED_FIELDS
 from rsilab.store._pg_url import PgLocation, parse_pg_url
 from rsilab.store._staging import apply_revisions, stage_writes
+from rsilab.store._write_guard import check_before_first_write
 from rsilab.store.base import CHECKPOINT_INTERVAL, Store
 from rsilab.store.ledger import (
     GENESIS_HASH,
@@ -75,6 +76,7 @@ class PostgresStore(Store):
         self._lab_id = lab_id
         self._key = keys.load_key(lab_id)
         self._unsigned_commits = False
+        self._write_checked = False  # check_before_first_write, once per process
 
     @classmethod
     def open(
@@ -169,6 +171,9 @@ class PostgresStore(Store):
     # -- writes --------------------------------------------------------------------------------
 
     def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
+        if not self._write_checked:
+            check_before_first_write(self, self._lab_id, self._key)
+            self._write_checked = True
         event_id = uuid.uuid4().hex
         deadline = time.monotonic() + RECONNECT_S
         while True:

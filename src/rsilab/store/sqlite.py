@@ -25,6 +25,7 @@ from rsilab.store import keys
 from rsilab.store._sqlite_errors import BUSY_TIMEOUT_S, damage, explain, unparsed_row
 from rsilab.store._sqlite_schema import ensure_indexes, migrate
 from rsilab.store._staging import apply_revisions, stage_writes
+from rsilab.store._write_guard import check_before_first_write
 from rsilab.store.base import CHECKPOINT_INTERVAL, Store
 from rsilab.store.ledger import (
     GENESIS_HASH,
@@ -50,6 +51,7 @@ class SQLiteStore(Store):
         self._lock = threading.RLock()
         self._key = keys.load_key(lab_id)
         self._unsigned_commits = False
+        self._write_checked = False  # check_before_first_write, once per process
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -63,7 +65,12 @@ class SQLiteStore(Store):
         if not create and not path.exists():
             raise LabError(f"no lab database at {path}", "create one with `rsilab init`")
         if create and path.exists():
-            raise LabError(f"a lab already exists at {path}", "use it, or choose another --lab")
+            if not _holds_nothing(path):
+                raise LabError(f"a lab already exists at {path}", "use it, or choose another --lab")
+            # an `rsilab init` killed before its first commit left an empty database: it holds
+            # nothing to lose, and no other command can use it
+            for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                leftover.unlink(missing_ok=True)
         try:
             conn = sqlite3.connect(
                 path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
@@ -100,9 +107,10 @@ class SQLiteStore(Store):
     @staticmethod
     def _prepare(conn: sqlite3.Connection, path: Path, create: bool) -> str:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
-        # WAL with synchronous=NORMAL survives a killed process (the case that matters for a
-        # lab); only a power cut can lose the last commits, never corrupt the chain.
-        conn.execute("PRAGMA synchronous = NORMAL")
+        # WAL with synchronous=FULL: a commit is on the disk when it returns, so not even a
+        # power cut loses an acknowledged event (NORMAL survives a killed process only); the
+        # rule the PostgreSQL store keeps by refusing synchronous_commit=off.
+        conn.execute("PRAGMA synchronous = FULL")
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if create:
             conn.execute("PRAGMA journal_mode = WAL")
@@ -116,6 +124,11 @@ class SQLiteStore(Store):
             )
             conn.execute("COMMIT")
             return lab_id
+        if not tables:
+            raise LabError(
+                f"{path} is an empty database, not yet a lab (an `rsilab init` cut short?)",
+                "run `rsilab init` again: it replaces an empty database",
+            )
         if "meta" not in tables:
             raise LabError(
                 f"{path} is an SQLite database but not an rsilab lab",
@@ -205,6 +218,10 @@ class SQLiteStore(Store):
 
     def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
         checkpoint: Checkpoint | None = None
+        if not self._write_checked:
+            with self._lock, self._sqlite_errors():
+                check_before_first_write(self, self._lab_id, self._key)
+            self._write_checked = True
         with self._lock, self._sqlite_errors():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -382,3 +399,16 @@ class SQLiteStore(Store):
                 with contextlib.suppress(LabError):
                     self.checkpoint_now()
             self._conn.close()
+
+
+def _holds_nothing(path: Path) -> bool:
+    """Whether the file at ``path`` is empty or an SQLite database without a single table
+    (what a creation killed before its first commit leaves); False for anything else,
+    unreadable files included."""
+    try:
+        if path.stat().st_size == 0 and not Path(f"{path}-wal").exists():
+            return True
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) == 0
+    except (OSError, sqlite3.Error):
+        return False

@@ -45,6 +45,9 @@ def parse_budget(text: str) -> dict[str, Any]:
         if not sep or name is None:
             problems.append(f"{part!r}: expected experiments=N, wall=DURATION or tokens=N")
             continue
+        if name in fields:  # which one was meant cannot be known: say so, never pick one
+            problems.append(f"{key.strip()}: given twice; give it once")
+            continue
         try:
             fields[name] = parse_duration(value) if name == "wall_s" else parse_count(value)
         except ValueError as exc:

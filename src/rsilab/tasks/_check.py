@@ -363,8 +363,13 @@ def _probe(
 ) -> list[Problem]:
     pairs = [("lab secret", secret.hex())]
     for bench, splits in all_splits.items():
-        private = [*splits[DataTier.ACCEPT], *splits[DataTier.FINAL]]
-        pairs += needles(private[:: max(1, len(private) // PROBE_ITEMS)][:PROBE_ITEMS], bench)
+        for tier in (
+            DataTier.ACCEPT,
+            DataTier.FINAL,
+        ):  # an id does not say its tier: the label does
+            private = splits[tier]
+            some = private[:: max(1, 2 * len(private) // PROBE_ITEMS)][: PROBE_ITEMS // 2]
+            pairs += needles(some, f"{bench} {tier.value}")
     spec = {
         "needles": pairs,
         "names": sorted({p.name for p in task.data_sources if p.suffix not in _COMMON_SUFFIXES}),

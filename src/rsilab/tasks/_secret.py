@@ -19,19 +19,28 @@ from rsilab.errors import LabError
 SECRET_FILE = "task-secret"
 
 
-def lab_secret(lab_folder: Path) -> bytes:
-    """The lab's split secret, created on first use (atomically; concurrent callers agree).
+def lab_secret(lab_folder: Path, *, create: bool = True) -> bytes:
+    """The lab's split secret, created on first use (atomically; concurrent callers agree);
+    with ``create`` False, a missing one is an error (a lab that drew splits with it already
+    must never get another quietly).
 
     The secret is written to a private temporary file and hard-linked into place, so the name
     appears only with its full content: a concurrent reader never sees a half-written file,
     and of two creators the second's link fails and it reads the first's secret.
 
     Raises:
-        LabError: the file cannot be read or written, or does not hold 64 hex digits.
+        LabError: the file cannot be read or written, does not hold 64 hex digits, or is
+            missing where ``create`` is False.
     """
     path = lab_folder / SECRET_FILE
     if path.exists():
         return _read(path)
+    if not create:
+        raise LabError(
+            f"the task secret {path} is missing, but the lab holds versions whose private tiers "
+            "were drawn with it: a new secret would draw other tiers; nothing was written",
+            "restore task-secret from a backup of the lab (rsilab backup copies it)",
+        )
     try:
         fd, tmp = tempfile.mkstemp(prefix=".task-secret-", dir=lab_folder)
     except OSError as exc:

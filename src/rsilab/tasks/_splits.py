@@ -2,9 +2,11 @@
 
 ``make_splits(task, benchmark, secret)`` depends only on its arguments: the same lab secret
 gives the same splits, another secret other splits. Every sample's id is re-keyed with the
-secret into ``<tier>-<12 hex digits>``: a private id cannot be guessed, so a harness cannot key
+secret into ``s-<12 hex digits>``: a private id cannot be guessed, so a harness cannot key
 outputs on ids it has seen, and a public id is opaque, so it does not say which row of a
-public source (``digit-17``, a docstring's digest) it is, nor so which rows are private.
+public source (``digit-17``, a docstring's digest) it is, nor so which rows are private. The
+id does not name its tier either: a predict that could tell a private tier from dev by the
+ids it is given could behave one way when the controller judges it and another elsewhere.
 Private samples never go into a folder a sandbox sees: :func:`write_data_dir` refuses them.
 """
 
@@ -92,7 +94,7 @@ def _rekey(
     out = []
     for sample in samples:
         token = derive(secret, task, bench, tier.value, "id", sample.id).hex()[:12]
-        out.append(sample.model_copy(update={"id": f"{tier.value}-{token}"}))
+        out.append(sample.model_copy(update={"id": f"s-{token}"}))
     return out
 
 

@@ -198,8 +198,10 @@ def test_the_start_leaves_room_and_worse_settings_exist(secret: bytes) -> None:
     dev = make_splits(task, task.benchmark("search-quality"), secret)[DataTier.DEV]
     held = make_splits(task, task.benchmark("transfer"), secret)[DataTier.ACCEPT]
     start = task.default_config()
+    # averaged over the solver's noise draws, so the margins hold for the settings, not for
+    # one draw (the draws follow the sample ids, which the secret re-keys)
     on_dev = {
-        name: _true_scores(c, dev)
+        name: statistics.fmean(_true_scores(c, dev, noise) for noise in range(3))
         for name, c in [("start", start), ("better", BETTER), ("bad", BAD)]
     }
     assert on_dev["better"] > on_dev["start"] + 0.1, on_dev

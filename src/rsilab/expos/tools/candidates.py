@@ -9,7 +9,9 @@ accept or reject, with no private number in any setting.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -26,10 +28,12 @@ from rsilab.expos.registry import Category
 from rsilab.expos.services import snapshot_workspace
 from rsilab.expos.tools._base import Name, RecordId, live_workspace, require, tool
 from rsilab.records import Candidate, Experiment, ExperimentState, FlagStage, SystemVersion
-from rsilab.sandbox import hand_over
+from rsilab.sandbox import hand_over, remove_tree
 from rsilab.sandbox.owners import owned_prefix
+from rsilab.store.trees import MAX_TREE_DEPTH, TreeRefused, kind, open_regular, walk
 from rsilab.tasks import (
     DATA_DIR,
+    MANIFEST,
     ManifestError,
     Setting,
     Task,
@@ -52,12 +56,16 @@ def _workspace(env: ToolEnv) -> Path:
 
 
 def _clear(folder: Path) -> None:
-    """Empty ``folder`` without following links out of it."""
-    for entry in folder.iterdir():
-        if entry.is_symlink() or not entry.is_dir():
-            entry.unlink()
-        else:
-            shutil.rmtree(entry)
+    """Empty ``folder`` at any depth without following links out of it or opening a FIFO
+    (:func:`rsilab.sandbox.remove_tree`: a job's deep tree must not stop a new start)."""
+    remove_tree(folder, keep_top=True)
+
+
+def _files(workspace: Path) -> list[str]:
+    """The regular files of the freshly prepared workspace, sorted (a bounded walk: a job
+    still running there may be writing a deep tree)."""
+    found = walk(workspace, skip=lambda rel, _: len(rel.parts) > MAX_TREE_DEPTH)
+    return sorted(str(e.rel) for e in found if stat.S_ISREG(e.info.st_mode))
 
 
 def _goal(task: Task) -> str | None:
@@ -121,7 +129,7 @@ def prepare_workspace(
     write_data_dir(workspace / DATA_DIR, public_data(task, splits))
     hand_over(workspace)  # all of it belongs to the sandbox user, as if a job had written it
     rules = rules_for(task.setting)
-    files = sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*") if p.is_file())
+    files = _files(workspace)
     return {
         "source": source,
         "base_version_id": head.id,
@@ -167,6 +175,7 @@ def propose_candidate(
     task = services.task_of(campaign)
     workspace = _workspace(env)
     exp = env.read(experiment_id, Experiment, field_name="experiment_id")
+    _check_manifest_file(workspace)
     try:
         manifest = load_manifest(workspace)
     except ManifestError as exc:
@@ -210,6 +219,22 @@ def propose_candidate(
     }
 
 
+def _check_manifest_file(workspace: Path) -> None:
+    """Refuse a ``harness.toml`` that is not a regular file before it is read: a FIFO there
+    (a job can make one) would block the reader for good."""
+    try:
+        info = os.lstat(workspace / MANIFEST)
+    except OSError:
+        return  # missing: load_manifest says so
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolError(
+            "invalid_candidate",
+            f"the workspace's {MANIFEST} is {kind(info.st_mode)}, not a regular file; "
+            "rsilab does not read it",
+            expected=f"a regular file {MANIFEST} at the workspace root",
+        )
+
+
 def check_recorded_config(exp: Experiment, workspace: Path, config_file: str | None) -> None:
     """Refuse when the config ``exp`` records disagrees with the workspace's config file.
 
@@ -225,9 +250,10 @@ def check_recorded_config(exp: Experiment, workspace: Path, config_file: str | N
         return
     actual: Any = None
     if config_file is not None:
-        try:
-            actual = json.loads((workspace / config_file).read_text("utf-8"))
-        except (OSError, ValueError):
+        try:  # never through a link, never blocking on a FIFO a job left there
+            with os.fdopen(open_regular(None, workspace / config_file, config_file)) as handle:
+                actual = json.loads(handle.read())
+        except (OSError, ValueError, TreeRefused):
             actual = None
     if not isinstance(actual, dict):
         where = config_file or "(the harness names no config file)"

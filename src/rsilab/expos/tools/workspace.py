@@ -29,6 +29,7 @@ from rsilab.expos.tools import _unidiff
 from rsilab.expos.tools._base import Limit, WorkspacePath, require, tool
 from rsilab.expos.tools._nofollow import Change, commit, lstat, open_dir, open_file, os_errors
 from rsilab.records import FlagStage
+from rsilab.store.trees import MAX_TREE_DEPTH, Entry, shown, walk
 
 RESERVED = WORKSPACE_RESERVED
 """Top-level workspace folders the controller owns; the tools never write into them."""
@@ -74,6 +75,13 @@ def _write_target(env: ToolEnv, raw: str, field: str) -> tuple[Path, PurePosixPa
     root = _root(env, field)
     rel = _rel(root, resolved)
     require(bool(rel.parts), "invalid_arguments", "the workspace folder itself is no file", field)
+    require(  # deeper paths could not be listed, snapshotted or proposed
+        len(rel.parts) <= MAX_TREE_DEPTH,
+        "invalid_arguments",
+        f"{shown(rel)!r} has {len(rel.parts)} levels; workspace paths have at most "
+        f"{MAX_TREE_DEPTH}",
+        field,
+    )
     if rel.parts[0] in RESERVED:
         raise GuardRefusal(
             rule="reserved_path",
@@ -141,26 +149,43 @@ def list_files(
 
 
 def _walk(folder: int, rel: PurePosixPath, pattern: str, limit: int) -> dict[str, Any]:
+    """List under the open folder ``folder`` with the store's walk: iterative, links not
+    descended, nothing opened but folders; what lies deeper than MAX_TREE_DEPTH below the
+    workspace root is left out and named (os.fwalk recursed once per level: a job's deep
+    tree made it raise RecursionError)."""
+    found: list[Entry] = []
+    too_deep: list[PurePosixPath] = []
+
+    def deeper(sub: PurePosixPath, _: str) -> bool:
+        if len(rel.parts) + len(sub.parts) <= MAX_TREE_DEPTH:
+            return False
+        too_deep.append(rel / sub)
+        return True
+
+    scanned_all = True
+    for entry in walk(Path(str(rel)), root_fd=folder, skip=deeper):
+        if len(found) == MAX_SCAN:
+            scanned_all = False
+            break
+        found.append(entry)  # its dir_fd goes stale; only its name and status are used
+    complete = scanned_all and not too_deep
+    found.sort(key=lambda e: (e.rel.parent.parts, e.rel.name))  # folder by folder, by name
     entries: list[dict[str, Any]] = []
-    matched = scanned = 0
-    for here, dirs, files, fd in os.fwalk(".", dir_fd=folder):  # links are not descended
-        dirs.sort()
-        for name in sorted(dirs + files):
-            scanned += 1
-            if scanned > MAX_SCAN:
-                return _listing(rel, entries, matched, complete=False)
-            sub = PurePosixPath(here, name)
-            target = str(sub) if "/" in pattern else name
-            if not fnmatch.fnmatchcase(target, pattern):
-                continue
-            try:
-                found = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                continue  # removed while we looked
-            matched += 1
-            if len(entries) < limit:
-                entries.append(_entry(rel.joinpath(sub), found))
-    return _listing(rel, entries, matched, complete=True)
+    matched = 0
+    for entry in found:
+        target = str(entry.rel) if "/" in pattern else entry.name
+        if not fnmatch.fnmatchcase(target, pattern):
+            continue
+        matched += 1
+        if len(entries) < limit:
+            entries.append(_entry(rel.joinpath(entry.rel), entry.info))
+    out = _listing(rel, entries, matched, complete=complete)
+    if too_deep:
+        out["note"] = (
+            f"left out what lies below {shown(too_deep[0].parent)!r}: it is more than "
+            f"{MAX_TREE_DEPTH} levels deep, deeper than rsilab reads"
+        )
+    return out
 
 
 def _entry(rel: PurePosixPath, found: os.stat_result) -> dict[str, Any]:

@@ -368,3 +368,35 @@ def test_the_job_tools_are_listed_in_their_order() -> None:
         "state_sync_results",
         "compare_eval_samples",
     ]
+
+
+LINK_OUT = """
+import os, sys
+out = sys.argv[sys.argv.index("--model-out") + 1]
+folder = os.path.dirname(out)
+os.rename(folder, folder + ".moved")
+os.symlink(VICTIM, folder)  # the host would read VICTIM/model.json as this job's model
+"""
+
+
+def test_a_model_reached_through_a_link_the_job_planted_is_not_read(
+    door: Door, tmp_path: Path
+) -> None:
+    """A job that replaces its run folder by a link to a host folder holding a model.json
+    does not get the host to store (and later hand back) that file."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "model.json").write_text('{"secret": "host file"}')
+    train = door.workspace / "train.py"
+    train.write_text(train.read_text() + LINK_OUT.replace("VICTIM", repr(str(victim))))
+    exp = door.experiment()
+    trained = door.ok("run_job", experiment_id=exp, kind="train", seed=3)
+    assert trained["status"] == "failed", trained
+    job = door.lab.store.get_as(trained["job_id"], Job)
+    assert job.model_out_sha256 is None
+    assert job.error is not None and "passes through a link" in job.error, job.error
+    stored = door.lab.artifacts.root
+    assert not any(
+        p.is_file() and p.read_bytes() == b'{"secret": "host file"}' for p in stored.rglob("*")
+    )
+    assert (victim / "model.json").read_text() == '{"secret": "host file"}'

@@ -10,7 +10,6 @@ own ledger event (see :mod:`._run`).
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from rsilab.records import (
     JobStatus,
     new_id,
 )
-from rsilab.sandbox import hand_over
+from rsilab.sandbox import hand_over, remove_tree
 from rsilab.sandbox.base import RunSpec
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
@@ -73,11 +72,9 @@ class JobRun:
 
 
 def remove_planted(path: Path) -> None:
-    """Delete ``path`` whatever it is, never following a symlink out of the workspace."""
-    if path.is_symlink() or (path.exists() and not path.is_dir()):
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)  # rmtree unlinks links inside; it does not follow them
+    """Delete ``path`` whatever it is, at any depth, never following a symlink out of the
+    workspace and never opening anything but folders (:func:`rsilab.sandbox.remove_tree`)."""
+    remove_tree(path)
 
 
 def job_folder(workspace: Path, job_id: str) -> Path:
