@@ -65,9 +65,9 @@ def test_resume_says_a_finished_campaign_is_final(tmp_path: Path) -> None:
     assert "Continue a stopped campaign" in helped and "A finished campaign is final" in helped
 
 
-def test_sigterm_cancels_what_runs_and_stops_cleanly(tmp_path: Path) -> None:
-    """A service manager's SIGTERM (before its SIGKILL): before, the process died as under
-    kill -9, leaving the campaign interrupted and a workspace mounted."""
+def _signalled_run(tmp_path: Path, signum: int) -> tuple[str, int, Campaign, CampaignLease]:
+    """``rsilab run synthetic`` (20 experiments, 2 workers) sent ``signum`` once its second
+    experiment began: its output, exit code, campaign and lease."""
     lab = tmp_path / "lab"
     assert rsilab("init", "--lab", lab).exit_code == 0
     argv = [sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
@@ -82,38 +82,27 @@ def test_sigterm_cancels_what_runs_and_stops_cleanly(tmp_path: Path) -> None:
         while not any(i.key == "exp:2" for i in opened.store.query_as(Intent)):
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.01)
-        child.send_signal(signal.SIGTERM)
-        out, _ = child.communicate(timeout=60)
+        child.send_signal(signum)
+        out, _ = child.communicate(timeout=120)
         [campaign] = opened.store.query_as(Campaign)
         lease = opened.store.get_as(lease_id(campaign.id), CampaignLease)
-    text = out.decode()
-    assert child.returncode == 130, text  # stopped by a person's (or a manager's) request
+    return out.decode(), child.returncode, campaign, lease
+
+
+def test_sigterm_cancels_what_runs_and_stops_cleanly(tmp_path: Path) -> None:
+    """A service manager's SIGTERM (before its SIGKILL): before, the process died as under
+    kill -9, leaving the campaign interrupted and a workspace mounted."""
+    text, code, campaign, lease = _signalled_run(tmp_path, signal.SIGTERM)
+    assert code == 130, text  # stopped by a person's (or a manager's) request
     assert f"rsilab resume {campaign.id}" in text
     assert campaign.state == "stopped" and lease.released_at is not None
     assert campaign.end_reason == "stopped_by_user"
 
 
 def test_ctrl_c_stops_the_campaign_cleanly_and_says_how_to_resume(tmp_path: Path) -> None:
-    lab = tmp_path / "lab"
-    assert rsilab("init", "--lab", lab).exit_code == 0
-    argv = [sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
-    argv += ["--budget", "experiments=20", "--lab", str(lab)]
-    with (
-        Lab.open(lab) as opened,
-        subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ)
-        ) as child,
-    ):
-        deadline = time.monotonic() + 60
-        while not any(i.key == "exp:2" for i in opened.store.query_as(Intent)):
-            assert child.poll() is None and time.monotonic() < deadline
-            time.sleep(0.01)
-        child.send_signal(signal.SIGINT)  # one Ctrl-C: what runs finishes, nothing new starts
-        out, _ = child.communicate(timeout=120)
-        [campaign] = opened.store.query_as(Campaign)
-        lease = opened.store.get_as(lease_id(campaign.id), CampaignLease)
-    text = out.decode()
-    assert child.returncode == 130, text  # interrupted, stopped cleanly
+    # one Ctrl-C: what runs finishes, nothing new starts
+    text, code, campaign, lease = _signalled_run(tmp_path, signal.SIGINT)
+    assert code == 130, text  # interrupted, stopped cleanly
     assert "finish first" in text and f"rsilab resume {campaign.id}" in text
     assert campaign.state == "stopped" and lease.released_at is not None
     assert campaign.end_reason == "stopped_by_user"
