@@ -54,6 +54,22 @@ def test_baseline_is_the_first_version(controller: HostController, lab: Lab) -> 
         controller.baseline()
 
 
+def test_of_two_baselines_racing_the_first_recorded_is_the_baseline(
+    controller: HostController, lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs started at once on a fresh lab both found no baseline and evaluated one; the
+    second to record it failed with a conflict. It now takes the first's."""
+    first = controller.baseline()
+    import rsilab.controller.host as host
+
+    real = host.find_lineage
+    calls = iter([None])  # the second process's look happened before the first recorded
+    monkeypatch.setattr(host, "find_lineage", lambda *a: next(calls, real(*a)))
+    second = controller.baseline()
+    assert second.id == first.id
+    assert len(lab.store.query_as(SystemVersion)) == 1
+
+
 def test_a_better_config_is_accepted_and_a_copy_rejected(
     controller: HostController, lab: Lab, make_harness: MakeHarness
 ) -> None:

@@ -226,12 +226,20 @@ class HostController:
             private_data_sha256=self.private_data_sha256(),
             evaluator_sha256=self.evaluator_sha256(),
         )
-        self._commit(
-            "baseline",
-            f"{self.task.name}/{self.lineage} {version.label}",
-            None,
-            [*evaluations, version, lineage],
-        )
+        try:
+            self._commit(
+                "baseline",
+                f"{self.task.name}/{self.lineage} {version.label}",
+                None,
+                [*evaluations, version, lineage],
+            )
+        except ConflictError:
+            # another process (a second `rsilab run` started at the same moment on a fresh
+            # lab) recorded the lineage's baseline first: that one is the baseline
+            found = find_lineage(self.store, self.task.name, self.lineage)
+            if found is None:
+                raise
+            return self.store.get_as(found.versions[0], SystemVersion)
         return version
 
     # --- proposals ------------------------------------------------------------------------
