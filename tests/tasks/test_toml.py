@@ -106,3 +106,20 @@ def test_unknown_reference_lists_known_names() -> None:
         load_task("no-such-task")
     assert "digits" in info.value.hint and "synthetic" in info.value.hint
     assert load_task("synthetic").source == "builtin"
+
+
+def test_an_unknown_key_names_the_nearest_known_one(tmp_path: Path) -> None:
+    """A typo was only 'Extra inputs are not permitted'; a key like no field gets no guess."""
+    extra = (
+        'descripton = "x"\n[[search_space]]\nname = "k"\ntype = "int"\nlwo = 1\nhigh = 3\n'
+        "default = 2\nzzzz = 1\n"
+    )
+    path = write_small_task(tmp_path / "t", toml_extra=extra)
+    path.write_text(path.read_text().replace("target = true", "target = true\ntolerence = 0.1"))
+    with pytest.raises(TaskLoadError) as info:
+        load_toml(path)
+    said = "\n".join(info.value.problems)
+    assert "search_space.0.lwo: Extra inputs are not permitted; did you mean 'low'?" in said
+    tolerance = "benchmarks.0.tolerence: Extra inputs are not permitted; did you mean 'tolerance'?"
+    assert tolerance in said
+    assert "search_space.0.zzzz: Extra inputs are not permitted\n" in said + "\n"

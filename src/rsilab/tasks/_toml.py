@@ -32,9 +32,11 @@ registered under the file's absolute path (see ``rsilab.tasks._scorer_files``).
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import sys
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +87,43 @@ def describe_errors(exc: ValidationError, where: str) -> list[str]:
 
 
 def describe_errors_one(err: Any, where: str) -> list[str]:
-    """The line of one pydantic error (``ErrorDetails``): ``WHERE: dotted.field: message``."""
+    """The line of one pydantic error (``ErrorDetails``): ``WHERE: dotted.field: message``; an
+    unknown key names the nearest known one (``tolerence``: did you mean ``tolerance``?)."""
     message = str(err["msg"]).removeprefix("Value error, ")
-    return [f"{where}: {_loc(tuple(err['loc']))}: {message}"]
+    loc = tuple(err["loc"])
+    if err.get("type") == "extra_forbidden" and loc and isinstance(loc[-1], str):
+        near = difflib.get_close_matches(loc[-1], _fields_at(loc[:-1]), n=1, cutoff=0.6)
+        if near:
+            message += f"; did you mean {near[0]!r}?"
+    return [f"{where}: {_loc(loc)}: {message}"]
+
+
+def _fields_at(loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the model a task.toml location leads to (none when it cannot be
+    followed): ``("benchmarks", 0)`` leads to a benchmark's fields."""
+    from rsilab.tasks._spec import Task
+
+    model: Any = Task
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        model = _model_in(field.annotation)
+        if model is None:
+            return []
+    fields = getattr(model, "model_fields", {})
+    return [*fields, *(f.alias for f in fields.values() if f.alias)]
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model an annotation holds (``list[Benchmark]``, ``Knob | None``), or None
+    (a union of several models is not followed)."""
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    found = [m for arg in typing.get_args(annotation) if (m := _model_in(arg)) is not None]
+    return found[0] if len(found) == 1 else None
 
 
 def _resolve(data: dict[str, Any], base: Path) -> dict[str, Any]:
