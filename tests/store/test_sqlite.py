@@ -269,7 +269,7 @@ def _foreign_meta(path: Path) -> None:
     ("make", "words"),
     [
         (_corrupt, "corrupt or a foreign file"),
-        (_empty, "not an rsilab lab"),
+        (_empty, "empty database, not yet a lab"),
         (_foreign, "SQLite database but not an rsilab lab"),
         (_foreign_meta, "not an rsilab lab (foreign metadata)"),
     ],

@@ -107,8 +107,8 @@ _NOT_JSON = object()
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 # Private ids are re-keyed with the lab secret (rsilab.tasks._splits), so one found anywhere
 # can only have come from a leak: outputs keyed on leaked ids are caught even when the inputs
-# were left behind.
-_PRIVATE_ID = re.compile(r"(?<![0-9a-z])(?:accept|final)-[0-9a-f]{12}(?![0-9a-f])")
+# were left behind. Every tier's ids have this one form; only the private ones are looked up.
+_SAMPLE_ID = re.compile(r"(?<![0-9a-z])s-[0-9a-f]{12}(?![0-9a-f])")
 
 
 @dataclass(frozen=True)
@@ -515,7 +515,7 @@ class PrivateIndex:
             if not stripped:
                 continue
             yield from ((ref, number, "exact") for ref in self._texts.get(stripped, ()))
-            for found in _PRIVATE_ID.findall(stripped):
+            for found in _SAMPLE_ID.findall(stripped):
                 if found in self._ids:
                     yield self._ids[found], number, "exact"
             if parsed is _NOT_JSON and stripped[0] in _JSON_START:
