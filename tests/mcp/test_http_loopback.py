@@ -1,6 +1,7 @@
 """MCP over HTTP on loopback, the client in this process: what needs no second network
-namespace (so it runs without root): a worker's call, a session held by one token, requests
-the SDK cannot parse (still answered, and recorded), and names the server is not bound to."""
+namespace (so it runs without root): a worker's call, a session held by one token, deep
+arguments refused by the dispatcher (and recorded), hostile bodies refused at the wire (each
+with its JSON-RPC error), and names the server is not bound to."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from rsilab.records import Experiment, Outcome
 from rsilab.store import Lab
+from tests.mcp.hostile import CASES, brackets_in_a_string, error_of, many_keys_call
 from tests.mcp.http_helpers import Prepared, Running, prepared, serving
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
@@ -81,7 +83,7 @@ async def _session(http: httpx2.AsyncClient, url: str) -> str:
 
 
 @pytest.mark.anyio
-async def test_a_session_answers_only_its_token_and_what_the_sdk_cannot_parse(
+async def test_a_session_answers_only_its_token_and_deep_arguments_reach_the_ledger(
     lab: Prepared, running: Running
 ) -> None:
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
@@ -91,19 +93,15 @@ async def test_a_session_answers_only_its_token_and_what_the_sdk_cannot_parse(
         headers = {**ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
         taken = await other.post(running.url, json=call, headers=headers)
         assert taken.status_code == 404  # as if there were no such session
-        malformed = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": "x"}
-        answered = await mine.post(running.url, json=malformed, headers=headers)
         deep: dict[str, Any] = {}
         inner = deep
-        for _ in range(300):  # deeper than the SDK's JSON parser reads (200)
+        for _ in range(100):  # past the dispatcher's limit (64), within the wire's (128)
             inner["a"] = {}
             inner = inner["a"]
         too_deep = {"jsonrpc": "2.0", "id": 4, "method": "tools/call"}
         too_deep["params"] = {"name": "create_experiment", "arguments": {"config": deep}}
         typed = {**headers, "Content-Type": "application/json"}
         refused = await mine.post(running.url, content=json.dumps(too_deep), headers=typed)
-    assert answered.status_code == 200
-    assert '"code":-32600' in answered.text.replace(" ", "")
     assert refused.status_code == 200 and "invalid_arguments" in refused.text
     with Lab.open(lab.lab) as opened:
         last = [e for e in opened.store.events(campaign_id=lab.campaign_id) if e.tool][-1]
@@ -112,6 +110,52 @@ async def test_a_session_answers_only_its_token_and_what_the_sdk_cannot_parse(
             "remote-w",
             Outcome.ERROR,
         )
+
+
+def _data(response: httpx2.Response) -> dict[str, Any]:
+    """The JSON-RPC answer in a response, plain JSON or one server-sent event."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        text = next(line[5:] for line in response.text.splitlines() if line.startswith("data:"))
+    else:
+        text = response.text
+    answer = json.loads(text)
+    assert isinstance(answer, dict)
+    return answer
+
+
+@pytest.mark.anyio
+async def test_every_hostile_body_gets_its_error_and_the_session_goes_on(
+    lab: Prepared, running: Running
+) -> None:
+    listing = json.dumps({"jsonrpc": "2.0", "id": "next", "method": "tools/list"})
+    async with _http(lab.texts["worker"]) as http:
+        session = await _session(http, running.url)
+        headers = {**ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+        headers["Content-Type"] = "application/json"
+        for case in CASES:
+            refused = await http.post(running.url, content=case.data, headers=headers)
+            assert refused.status_code == 400, (case.name, refused.text[:300])
+            error_of(_data(refused), case)
+            listed = await http.post(running.url, content=listing, headers=headers)
+            assert _data(listed)["result"]["tools"], case.name
+        many = _data(await http.post(running.url, content=many_keys_call(40), headers=headers))
+        brackets = await http.post(running.url, content=brackets_in_a_string(41), headers=headers)
+    assert many["id"] == 40 and "invalid_arguments" in many["result"]["content"][0]["text"]
+    assert _data(brackets)["result"]["isError"] is False
+    with Lab.open(lab.lab) as opened:
+        tools = [e.tool for e in opened.store.events(campaign_id=lab.campaign_id) if e.tool]
+    assert tools[-2:] == ["list_files", "write_file"]  # the refused bodies never became calls
+    assert "write_file" not in tools[:-1]
+
+
+@pytest.mark.anyio
+async def test_a_hostile_body_without_a_token_gets_401_not_an_answer(
+    lab: Prepared, running: Running
+) -> None:
+    async with httpx2.AsyncClient(timeout=60) as http:
+        deep = CASES[0].data
+        refused = await http.post(running.url, content=deep, headers=ACCEPT)
+    assert refused.status_code == 401
 
 
 @pytest.mark.anyio

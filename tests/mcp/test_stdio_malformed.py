@@ -1,7 +1,8 @@
 """``rsilab mcp`` over real stdio, fed raw lines no official client sends: a tool call whose
-arguments nest deeper than the SDK's JSON parser reads (200 levels) still reaches the
-dispatcher and the ledger, and a request whose ``params`` are not an object gets a JSON-RPC
-error instead of silence. The same connection goes on serving afterwards."""
+arguments nest past the dispatcher's limit but within the wire's still reaches the dispatcher
+and the ledger; every message the wire refuses (tests/mcp/hostile.py: 100,000 levels deep,
+over 8 MiB, not UTF-8, not JSON...) gets its JSON-RPC error instead of silence. The same
+connection goes on serving afterwards."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from rsilab.store import Lab
+from tests.mcp.hostile import CASES, brackets_in_a_string, error_of, many_keys_call
 from tests.mcp.test_stdio import prepared_lab
 
 WAIT_S = 60.0  # a guard against a hang, not a measurement: answers come in well under 1 s
@@ -43,6 +45,10 @@ class Wire:
 
     def send(self, message: Any) -> None:
         assert self.proc.stdin is not None
+        if isinstance(message, bytes):
+            self.proc.stdin.buffer.write(message + b"\n")
+            self.proc.stdin.buffer.flush()
+            return
         self.proc.stdin.write(message if isinstance(message, str) else json.dumps(message))
         self.proc.stdin.write("\n")
         self.proc.stdin.flush()
@@ -90,7 +96,7 @@ def wire(tmp_path: Path) -> Any:
     served.proc.communicate()  # reaps it and closes its pipes
 
 
-@pytest.mark.parametrize("depth", [200, 600])
+@pytest.mark.parametrize("depth", [65, 120])
 def test_deep_arguments_are_refused_by_the_dispatcher_and_recorded(wire: Any, depth: int) -> None:
     served, lab_path = wire
     call = {"name": "read_file", "arguments": _nested(depth)}
@@ -119,3 +125,20 @@ def test_params_that_are_not_an_object_get_a_json_rpc_error(wire: Any, params: A
     served.send({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
     assert served.receive()["result"]["tools"]
     assert "Traceback" not in served.close()
+
+
+def test_every_hostile_message_gets_its_error_and_the_session_goes_on(wire: Any) -> None:
+    served, lab_path = wire
+    for case in CASES:
+        served.send(case.data)
+        error_of(served.receive(), case)
+        served.send({"jsonrpc": "2.0", "id": "next", "method": "tools/list"})
+        assert served.receive()["result"]["tools"], case.name
+    served.send(many_keys_call(40))
+    many = served.receive()
+    assert many["id"] == 40 and _tool_error(many) == "invalid_arguments"
+    served.send(brackets_in_a_string(41))
+    assert served.receive()["result"]["isError"] is False
+    assert "Traceback" not in served.close()
+    written = (lab_path.parent / "ws" / "brackets.txt").read_text()
+    assert written.count("[{") == 50_000 and not (lab_path.parent / "ws" / "big.txt").exists()

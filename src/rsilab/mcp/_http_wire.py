@@ -1,59 +1,68 @@
-"""Request bodies the MCP SDK cannot read, made into requests it answers, over HTTP.
+"""Request bodies read at the wire over HTTP, as lines are over stdio and the Unix socket.
 
-The stdio and socket transports pass each line through :func:`rsilab.mcp.wire.repair`, so a
-``tools/call`` whose arguments nest too deeply for the SDK's parser still reaches the
-dispatcher and the ledger, and a request with unreadable ``params`` gets a JSON-RPC error.
-Over streamable HTTP a message is a POST body: :class:`RepairedBodies` reads the whole body
-(up to the SDK's own size limit) and hands the repaired one on. A body over the limit is
-passed on as it came, for the SDK to refuse (413).
+Over streamable HTTP a message is a POST body. :class:`CheckedBodies` reads each body (never
+holding more than :data:`~rsilab.mcp.wire.MAX_MESSAGE_BYTES` of it) and passes it through
+:func:`rsilab.mcp.wire.read`: a body it refuses -- too long, too deep, not UTF-8, not JSON,
+not a JSON-RPC message -- is answered here with HTTP 400 and the JSON-RPC error (carrying
+the request's id when one could be read); any other goes on to the SDK unchanged. It sits
+behind the Host and token checks, so only an authenticated client is answered at all.
 """
 
 from __future__ import annotations
 
-from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+import logging
+
+import anyio.to_thread
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rsilab.mcp.wire import repair
+from rsilab.mcp.wire import MAX_MESSAGE_BYTES, Refusal, read, too_long
+
+log = logging.getLogger(__name__)
 
 
-class RepairedBodies:
-    """ASGI middleware: each POST's body passed through :func:`rsilab.mcp.wire.repair`."""
+class CheckedBodies:
+    """ASGI middleware: each POST's body read by :func:`rsilab.mcp.wire.read` first."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int = DEFAULT_MAX_REQUEST_BODY_SIZE) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
             await self.app(scope, receive, send)
             return
-        read: list[Message] = []
-        size, complete = 0, False
-        while not complete and size <= self.max_bytes:
+        chunks: list[bytes] = []
+        size, more = 0, True
+        while more:
             message = await receive()
-            read.append(message)
             if message["type"] != "http.request":
-                break
+                return  # the client left before its body was whole: no one to answer
             size += len(message.get("body", b""))
-            complete = not message.get("more_body", False)
-        if complete and size <= self.max_bytes:
-            body = b"".join(m.get("body", b"") for m in read)
-            fixed = repair(body) if body.strip() else body
-            if fixed is not body:
-                data = fixed.encode() if isinstance(fixed, str) else fixed
-                scope = {**scope, "headers": _with_length(scope, len(data))}
-                read = [{"type": "http.request", "body": data, "more_body": False}]
-        await self.app(scope, _replay(read, receive), send)
+            if size <= MAX_MESSAGE_BYTES:
+                chunks.append(message.get("body", b""))
+            more = bool(message.get("more_body", False))
+        body = b"".join(chunks)
+        checked = (
+            too_long(size)
+            if size > MAX_MESSAGE_BYTES
+            else await anyio.to_thread.run_sync(read, body)  # one pass, off the event loop
+        )
+        if isinstance(checked, Refusal):
+            log.info("refused an MCP request body: %s", checked.problem)
+            await _answer(send, checked)
+            return
+        await self.app(scope, _replay(body, receive), send)
 
 
-def _with_length(scope: Scope, length: int) -> list[tuple[bytes, bytes]]:
-    kept = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"content-length"]
-    return [*kept, (b"content-length", str(length).encode())]
+async def _answer(send: Send, refusal: Refusal) -> None:
+    data = refusal.to_json()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": data})
 
 
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """``receive`` that first gives back ``messages``."""
-    pending = list(messages)
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` that first gives back the whole ``body``, then what the client sends."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def replayed() -> Message:
         if pending:

@@ -52,7 +52,7 @@ from rsilab.expos.services import LabServices
 from rsilab.mcp import tokens
 from rsilab.mcp._http_auth import RecordRefusals, TokenBackend, grant_of
 from rsilab.mcp._http_refusals import RefusalLimiter
-from rsilab.mcp._http_wire import RepairedBodies
+from rsilab.mcp._http_wire import CheckedBodies
 from rsilab.mcp.server import (
     _RAW_ARGUMENTS,
     SERVER_NAME,
@@ -61,7 +61,7 @@ from rsilab.mcp.server import (
     call_result,
     tool_listing,
 )
-from rsilab.mcp.wire import answer_malformed
+from rsilab.mcp.wire import MAX_MESSAGE_BYTES
 from rsilab.records import Role
 from rsilab.store.base import Store
 from rsilab.store.lab import Lab
@@ -193,7 +193,6 @@ def build_http_server(expos: ExperimentOS, campaign_id: str, workspaces: Path) -
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-    server.middleware.append(answer_malformed)
     server.middleware.append(_keep_raw_arguments)
     return server
 
@@ -203,8 +202,8 @@ def build_app(
 ) -> tuple[Starlette, RecordRefusals]:
     """The ASGI app (the checks of the module, then the SDK's session manager at
     :data:`MCP_PATH`) and its refusal recorder (to report what it only counted)."""
-    manager = StreamableHTTPSessionManager(app=server)
-    endpoint = RepairedBodies(StreamableHTTPASGIApp(manager))
+    manager = StreamableHTTPSessionManager(app=server, max_request_body_size=MAX_MESSAGE_BYTES)
+    endpoint = CheckedBodies(StreamableHTTPASGIApp(manager))
     refusals = RecordRefusals(endpoint, store, campaign_id, RefusalLimiter())
 
     @contextlib.asynccontextmanager

@@ -38,21 +38,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.metadata
-import io
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import anyio.to_thread
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
-from mcp.server.stdio import stdio_server
 
 from rsilab.errors import UserError
 from rsilab.expos import (
@@ -64,7 +62,7 @@ from rsilab.expos import (
 )
 from rsilab.expos.context import check_workspace
 from rsilab.expos.services import LabServices
-from rsilab.mcp.wire import answer_malformed, repair
+from rsilab.mcp._lines import FdStream, serve_stream
 from rsilab.records import Role
 from rsilab.store.lab import Lab
 
@@ -171,7 +169,6 @@ def build_server(expos: ExperimentOS, ctx: CallContext) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-    server.middleware.append(answer_malformed)
     server.middleware.append(_keep_raw_arguments)
     return server
 
@@ -194,41 +191,28 @@ def _workspace(workspace: Path | None) -> Path | None:
     return workspace.resolve()
 
 
-class _RepairedLines:
-    """Lines of the process's stdin, each passed through :func:`rsilab.mcp.wire.repair` (what
-    the SDK's stdio transport reads with ``async for``)."""
-
-    def __init__(self, source: anyio.AsyncFile[str]) -> None:
-        self._source = source
-
-    async def __aiter__(self) -> AsyncIterator[str]:
-        async for line in self._source:
-            repaired = repair(line)
-            yield repaired if isinstance(repaired, str) else repaired.decode()
-
-
 @contextlib.contextmanager
-def _claimed_stdin() -> Iterator[anyio.AsyncFile[str]]:
-    """The wire's stdin as UTF-8 text, with fd 0 pointed at the null device meanwhile (as the
-    SDK does when it reads stdin itself), so a child process never reads the wire."""
-    wire = os.dup(0)
+def _claimed_stdio() -> Iterator[FdStream]:
+    """The wire (fds 0 and 1) as a byte stream, with fd 0 pointed at the null device and fd 1
+    at stderr meanwhile (as the SDK's stdio transport does), so a child process never reads
+    the wire and stray output never corrupts it."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    text = io.TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
+    os.dup2(2, 1)
     try:
-        yield anyio.wrap_file(text)
+        yield FdStream(wire_in, wire_out)
     finally:
-        with contextlib.suppress(OSError):
-            os.dup2(text.buffer.fileno(), 0)
-        text.close()
+        for fd, wire in ((0, wire_in), (1, wire_out)):
+            with contextlib.suppress(OSError):
+                os.dup2(wire, fd)
+            os.close(wire)
 
 
 async def _serve_stdio(server: Server[Any]) -> None:
-    with _claimed_stdin() as wire:
-        lines = cast("anyio.AsyncFile[str]", _RepairedLines(wire))
-        async with stdio_server(stdin=lines) as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+    with _claimed_stdio() as wire:
+        await serve_stream(server, wire)
 
 
 def run_stdio_server(

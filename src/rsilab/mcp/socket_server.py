@@ -2,12 +2,13 @@
 
 ``rsilab agent`` serves this on the host and binds the socket into the sandbox, where the
 bridge (:mod:`rsilab.mcp.bridge`) joins it to the agent's MCP client. The wire is the stdio
-transport's: one JSON-RPC message per line, UTF-8. Each connection is one session of a fresh
-server from the ``make_server`` the endpoint was started with -- for ``rsilab agent``,
-:func:`rsilab.mcp.server.build_server` with a call context (role, campaign, workspace) the host
-fixed, which nothing a client sends can change. So every call goes through
-``ExperimentOS.call`` (role check, validation, guards, ledger event) exactly as over stdio;
-only the transport differs.
+transport's (:func:`rsilab.mcp._lines.serve_stream`): one JSON-RPC message per line, UTF-8,
+each read by :func:`rsilab.mcp.wire.read`, a refused one answered with a JSON-RPC error.
+Each connection is one session of a fresh server from the ``make_server`` the endpoint was
+started with -- for ``rsilab agent``, :func:`rsilab.mcp.server.build_server` with a call
+context (role, campaign, workspace) the host fixed, which nothing a client sends can change.
+So every call goes through ``ExperimentOS.call`` (role check, validation, guards, ledger
+event) exactly as over stdio; only the transport differs.
 """
 
 from __future__ import annotations
@@ -23,65 +24,14 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.from_thread
-import mcp_types as types
-from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.server import Server
-from mcp.shared.message import SessionMessage
 
-from rsilab.mcp.wire import repair
+from rsilab.mcp._lines import serve_stream
 
 log = logging.getLogger(__name__)
 
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-"""The longest line one message may take; a longer one ends the connection."""
-
 SOCKET_MODE = 0o600
 """The socket's mode: only its owner (``serve_socket``'s ``owner``) and root may connect."""
-
-
-async def serve_stream(server: Server[Any], stream: anyio.abc.ByteStream) -> None:
-    """Serve one MCP session on ``stream`` until the client closes its side (or the line
-    framing breaks); closes ``stream``. Mirrors the SDK's ``stdio_server``: a line that is not
-    a JSON-RPC message is handed to the session as an exception, which answers it."""
-    incoming_send, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
-    lines = BufferedByteReceiveStream(stream)
-
-    async def read() -> None:
-        async with incoming_send:
-            while True:
-                try:
-                    line = await lines.receive_until(b"\n", MAX_MESSAGE_BYTES)
-                except (anyio.IncompleteRead, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    return  # the client left
-                except anyio.DelimiterNotFound:
-                    log.warning("an MCP message over %s bytes; closing", MAX_MESSAGE_BYTES)
-                    return
-                if not line.strip():
-                    continue
-                try:
-                    message = types.jsonrpc_message_adapter.validate_json(
-                        repair(line), by_name=False
-                    )
-                except Exception as exc:  # the session reports a bad message to the client
-                    await incoming_send.send(exc)
-                    continue
-                await incoming_send.send(SessionMessage(message))
-
-    async def write() -> None:
-        async with outgoing_receive:
-            async for sent in outgoing_receive:
-                data = sent.message.model_dump_json(by_alias=True, exclude_unset=True)
-                try:
-                    await stream.send(data.encode() + b"\n")
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    continue  # the client is gone; keep draining so the session can end
-
-    async with stream, anyio.create_task_group() as group:
-        group.start_soon(read)
-        group.start_soon(write)
-        await server.run(incoming, outgoing, server.create_initialization_options())
-        group.cancel_scope.cancel()
 
 
 async def serve_socket(
