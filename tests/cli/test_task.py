@@ -91,3 +91,19 @@ def test_an_invalid_benchmark_gets_its_error_and_no_tolerance_warning(tmp_path: 
     assert "higher_is_better" in result.stdout
     # its tolerance is 0.03: before, the salvaged benchmark was warned of as if it were 0
     assert "tolerance 0" not in result.stdout
+
+
+def test_check_names_the_rule_for_declared_data_sources(tmp_path: Path) -> None:
+    result = rsilab("task", "check", "digits", "--no-probe", "--lab", tmp_path / "nolab")
+    assert result.exit_code == 0, explain(result)
+    assert "data sources: 1 declared (" in result.stdout
+    assert "digits.csv.gz" in result.stdout
+    assert "every job fails to open them" in result.stdout
+    assert "search_local_datasets never offers" in result.stdout
+
+
+def test_a_task_without_declared_sources_gets_no_rule_line(tmp_path: Path) -> None:
+    path = write_small_task(tmp_path / "t")
+    result = rsilab("task", "check", path, "--no-probe", "--lab", tmp_path / "nolab")
+    assert result.exit_code == 0, explain(result)
+    assert "data sources:" not in result.stdout

@@ -127,14 +127,44 @@ def test_hidden_paths_are_masked_inside_mounts(
     (data / "labels.csv").write_text("secret labels")
     (data / "public.txt").write_text("fine")
     code = (
-        "import os; print(os.listdir(os.path.join(T, 'raw')), repr(open(T + '/labels.csv').read()),"
-        " open(T + '/public.txt').read())"
+        "import os\n"
+        "try:\n    open(T + '/labels.csv').read(); print('read')\n"
+        "except PermissionError: print('refused')\n"
+        "print(os.listdir(os.path.join(T, 'raw')), open(T + '/public.txt').read())"
     ).replace("T", repr(str(data)))
     spec = py(
         workspace, code, mounts=(Mount.same(data),), hidden=(data / "raw", data / "labels.csv")
     )
     result = bwrap.run(spec)
-    assert result.stdout.strip() == b"[] '' fine", result
+    # a hidden file fails to open: never empty data a job could take for the real file
+    assert result.stdout.split() == [b"refused", b"[]", b"fine"], result
+
+
+def test_a_job_with_scikit_learn_cannot_load_the_digits_tasks_source(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    """The host's scikit-learn shown to a job (as a task runtime holding it would): the digits
+    task hides the data its tiers are cut from, so neither the loader nor the file opens."""
+    from rsilab.tasks.builtin.digits import digits
+
+    sklearn = pytest.importorskip("sklearn")
+    site = Path(sklearn.__file__).parent.parent
+    [source] = digits().data_sources
+    code = f"""
+import sys
+sys.path.insert(0, {str(site)!r})
+try:
+    from sklearn.datasets import load_digits
+    load_digits(); print("loaded")
+except PermissionError:
+    print("loader refused")
+try:
+    open({str(source)!r}, "rb").read(); print("read")
+except PermissionError:
+    print("file refused")
+"""
+    result = bwrap.run(py(workspace, code, mounts=(Mount.same(site),), hidden=(source,)))
+    assert result.stdout.split(b"\n")[:2] == [b"loader refused", b"file refused"], result
 
 
 def test_the_base_pythons_packages_are_not_importable(bwrap: BwrapSandbox, workspace: Path) -> None:

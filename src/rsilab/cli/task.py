@@ -115,7 +115,20 @@ def check(
     finally:
         if sandbox is not None:
             sandbox.close()
+    if task is not None and task.data_sources:
+        stdout_console().print(Text(_source_rule(task.data_sources)), soft_wrap=True)
     _print_problems(problems, task.name if task is not None else ref)
+
+
+def _source_rule(sources: list[Path]) -> str:
+    """The rule a task's declared data sources are held to, naming them."""
+    shown = ", ".join(str(p) for p in sources[:3])
+    more = f" and {len(sources) - 3} more" if len(sources) > 3 else ""
+    return (
+        f"data sources: {len(sources)} declared ({shown}{more}): every tier is cut from them, "
+        "so no improver may read them: every job fails to open them, and "
+        "search_local_datasets never offers a data set holding them"
+    )
 
 
 def _task_sandbox(ref: str) -> Sandbox:

@@ -76,7 +76,9 @@ def _under(path: PurePosixPath | Path, roots: Iterable[PurePosixPath | Path]) ->
 
 def write_files(folder: Path, uid: int, gid: int) -> None:
     """Generate the sandbox's passwd, group, nsswitch.conf and hosts in ``folder/etc``, and
-    ``folder/empty``, the file shown in place of a hidden file."""
+    ``folder/masked``, the file shown in place of a hidden file: mode 000, so a job (which
+    holds no capability to override modes) fails to open it (``PermissionError``) rather
+    than reading empty data it might take for the real thing."""
     files = {
         "passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
         f"sandbox:x:{uid}:{gid}:rsilab sandbox:{SANDBOX_HOME}:/usr/sbin/nologin\n",
@@ -85,11 +87,12 @@ def write_files(folder: Path, uid: int, gid: int) -> None:
         "hosts": "127.0.0.1 localhost\n::1 localhost\n",
     }
     (folder / "etc").mkdir(mode=0o755)
-    files["../empty"] = ""
     for name, text in files.items():
         path = folder / "etc" / name
         path.write_text(text)
         path.chmod(0o444)
+    (folder / "masked").touch(mode=0o000)
+    (folder / "masked").chmod(0o000)  # whatever the umask
 
 
 class Layout:
@@ -100,7 +103,7 @@ class Layout:
         self.base_prefix = base_prefix
         self.runtime = runtime
         self.stdlib = runtime / STDLIB_DIR
-        self.empty = files / "empty"
+        self.masked_file = files / "masked"
         self.binds: list[tuple[Path, PurePosixPath]] = []
         self.masked: list[Path] = []
         self.args = self._system() + self._etc(files / "etc")
@@ -183,7 +186,7 @@ class Layout:
             args += ["--bind" if mount.writable else "--ro-bind", str(source), str(target)]
             binds.append((source, target))
             exists.add(target)
-        args += mask(hidden, binds, already=self.masked, empty=self.empty)
+        args += mask(hidden, binds, already=self.masked, unopenable=self.masked_file)
         return [*args, "--remount-ro", "/", "--chdir", str(WORKSPACE)]
 
 
@@ -207,10 +210,11 @@ def mask(
     hidden: Sequence[Path],
     binds: Sequence[tuple[Path, PurePosixPath]],
     already: Sequence[Path],
-    empty: Path,
+    unopenable: Path,
 ) -> list[str]:
     """Cover every hidden path a bind would show: a folder by an empty read-only tmpfs, a
-    file by the ``empty`` file (binds are nodev, so /dev/null would not open). Paths under
+    file by the ``unopenable`` file (mode 000: opening it fails, so a job cannot mistake it
+    for an empty data file; binds are nodev, so /dev/null would not serve). Paths under
     ``already`` masked folders (or an earlier one) are skipped: they are invisible, and their
     mount points would not exist."""
     args: list[str] = []
@@ -225,7 +229,7 @@ def mask(
                 if host.is_dir():
                     args += ["--tmpfs", inside, "--remount-ro", inside]
                 else:
-                    args += ["--ro-bind", str(empty), inside]
+                    args += ["--ro-bind", str(unopenable), inside]
         if host.is_dir():
             covered.append(host)
     return args
