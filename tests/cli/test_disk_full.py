@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.cli.helpers import explain, rsilab
 from tests.disks import AS_ROOT, fill, small_tmpfs
 
@@ -26,11 +28,16 @@ def _cli(*args: str | Path, env: dict[str, str] | None = None) -> subprocess.Com
     return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
 
 
-def test_init_on_a_full_disk_exits_4_naming_the_database_and_works_once_freed(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    "leave_kib",
+    # none left: SQLite says SQLITE_FULL; a few KiB: its WAL index fails as "disk I/O error"
+    [0, 16],
+)
+def test_init_on_a_full_disk_exits_74_naming_the_database_and_works_once_freed(
+    tmp_path: Path, leave_kib: int
 ) -> None:
     with small_tmpfs(tmp_path / "disk") as disk:
-        filler = fill(disk)
+        filler = fill(disk, leave_kib=leave_kib)
         refused = rsilab("init", "--lab", disk / "lab")
         assert refused.exit_code == 74, explain(refused)
         error, hint = _errors(refused.stderr)
@@ -42,7 +49,7 @@ def test_init_on_a_full_disk_exits_4_naming_the_database_and_works_once_freed(
         assert verified.exit_code == 0, explain(verified)
 
 
-def test_a_read_only_lab_folder_exits_4_saying_so(tmp_path: Path) -> None:
+def test_a_read_only_lab_folder_exits_74_saying_so(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "ro", read_only=True) as disk:
         refused = rsilab("init", "--lab", disk / "lab")
     assert refused.exit_code == 74, explain(refused)
@@ -51,7 +58,7 @@ def test_a_read_only_lab_folder_exits_4_saying_so(tmp_path: Path) -> None:
     assert hint.startswith(f"hint: make the filesystem on {disk} writable again")
 
 
-def test_a_campaign_cut_off_by_a_full_disk_exits_4_keeps_its_records_and_resumes(
+def test_a_campaign_cut_off_by_a_full_disk_exits_74_keeps_its_records_and_resumes(
     tmp_path: Path,
 ) -> None:
     with small_tmpfs(tmp_path / "disk") as disk:
@@ -77,7 +84,7 @@ def test_a_campaign_cut_off_by_a_full_disk_exits_4_keeps_its_records_and_resumes
         assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
-def test_task_check_run_with_a_full_temporary_folder_exits_4_not_as_a_task_problem(
+def test_task_check_run_with_a_full_temporary_folder_exits_74_not_as_a_task_problem(
     tmp_path: Path,
 ) -> None:
     with small_tmpfs(tmp_path / "disk") as disk:
