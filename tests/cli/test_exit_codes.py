@@ -36,11 +36,12 @@ TABLE = {
     1: "runtime failure",
     2: "usage error",
     3: "verification failure",
+    74: "the disk refused a write",
     130: "interrupted",
     141: "the reader of stdout went away",
 }
-"""Issue 20's table, and the closed-pipe code: each code and the words that open its line in
-``rsilab --help``."""
+"""Issue 20's table, the closed-pipe code and a disk's refusal (tests/cli/test_disk_full.py):
+each code and the words that open its line in ``rsilab --help``."""
 
 DIRECTION = {"title": "slower adam", "hypothesis": "a lower lr raises quality", "plan": "lr"}
 DEADLINE_S = 60.0

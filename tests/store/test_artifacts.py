@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from rsilab.errors import LabError, NotFoundError
+from rsilab.errors import LabError, NotFoundError, WriteRefused
 from rsilab.store import ArtifactStore
 from rsilab.store.artifacts import CHUNK
 from rsilab.store.ledger import canonical_json
 from rsilab.store.trees import TreeRefused
+from tests.disks import AS_ROOT, fill, small_tmpfs
 
 
 @pytest.fixture
@@ -352,11 +353,33 @@ def test_full_disk_leaves_no_partial_blob(
 
     monkeypatch.undo()
     assert "no space left" in info.value.message
-    assert "free some disk space" in info.value.hint
+    assert info.value.hint.startswith("free space")
     assert tmp_files(artifacts) == []
     assert not artifacts.has(hashlib.sha256(data).hexdigest())
     assert blob_files(artifacts) == [artifacts.blob_path(kept.sha256)]
     assert artifacts.put_bytes(data).size == len(data)  # works once there is room
+
+
+@AS_ROOT
+def test_an_artifact_larger_than_the_free_space_of_a_real_disk_is_refused_whole(
+    tmp_path: Path,
+) -> None:
+    with small_tmpfs(tmp_path / "disk", size_mb=8) as disk:
+        store = ArtifactStore(disk / "lab")
+        store.ensure()
+        kept = store.put_bytes(b"recorded before the disk filled")
+        filler = fill(disk, leave_kib=1024)
+        data = os.urandom(3 * 2**20)
+        with pytest.raises(WriteRefused) as info:
+            store.put_bytes(data)
+        assert info.value.message.startswith(f"cannot write {disk}/lab: no space left on the dev")
+        assert "an artifact could not be stored there" in info.value.message
+        assert info.value.hint.startswith(f"free space on {disk}, then")
+        assert tmp_files(store) == []
+        assert blob_files(store) == [store.blob_path(kept.sha256)]
+        filler.unlink()
+        assert store.read_bytes(kept.sha256) == b"recorded before the disk filled"
+        assert store.put_bytes(data).size == len(data)
 
 
 def test_permission_error_is_explained(

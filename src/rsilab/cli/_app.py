@@ -39,13 +39,14 @@ from rsilab.cli import (
 )
 from rsilab.cli._common import (
     EXIT_CODES_HELP,
+    EXIT_DISK,
     EXIT_INTERRUPTED,
     EXIT_RUNTIME_FAILURE,
     EXIT_USAGE,
     MARKUP,
     report_user_error,
 )
-from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError
+from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError, write_refused
 from rsilab.sandbox.owners import sweep_dead_tmpdirs
 
 
@@ -99,8 +100,9 @@ def _command_path(root: Any, tokens: list[str]) -> str:
 class _RsilabGroup(TyperGroup):
     """A group that turns a person's mistakes into ``error:``/``hint:`` lines and exit code 2
     (click's own usage errors included), a Ctrl-C that no command handled into exit code 130
-    (plain click answers 1), and any other error into one ``error:`` line and exit code 1:
-    no traceback reaches a person unless ``RSILAB_DEBUG=1`` asks for it.
+    (plain click answers 1), a disk that refused a write into exit code 74, and any other
+    error into one ``error:`` line and exit code 1: no traceback reaches a person unless
+    ``RSILAB_DEBUG=1`` asks for it.
 
     The rule (docs/cli.md): a usage error is one a person fixes by changing what they typed
     or the files it names (raise ``UserError``); a runtime failure is a right command whose
@@ -125,33 +127,42 @@ class _RsilabGroup(TyperGroup):
             raise  # a group given no command: click prints its help, exit 2
         except _USAGE_ERRORS as exc:
             raise _report_usage_error(exc, ctx, tokens) from None
-        except UserError as exc:
-            report_user_error(exc)
-            raise typer.Exit(EXIT_USAGE) from exc
-        except (NotFoundError, ConflictError) as exc:  # store errors read as user errors here
-            report_user_error(UserError(str(exc)))
-            raise typer.Exit(EXIT_USAGE) from exc
         except KeyboardInterrupt:
             raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:  # `rsilab show X | head -1`: the reader is done, not a bug
             raise _reader_gone() from None
         except _CLICK_OWN:
             raise  # usage errors (2) and explicit exits keep their codes
-        except RsilabError as exc:  # a runtime failure rsilab names: one line, exit 1
-            if os.environ.get(DEBUG_ENV) == "1":
-                raise
-            report_user_error(UserError(f"{type(exc).__name__}: {exc}", _DEBUG_HINT))
-            raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
-        except Exception as exc:  # a bug: still no traceback unless asked for
-            if os.environ.get(DEBUG_ENV) == "1":
-                raise
-            report_user_error(
-                UserError(
-                    f"internal error: {type(exc).__name__}: {exc} (this is a bug in rsilab)",
-                    f"{_DEBUG_HINT}, and report it with that output",
-                )
+        except Exception as exc:
+            raise _failed(exc) from None
+
+
+def _failed(exc: Exception) -> typer.Exit:
+    """The exit for an error a command let out, its lines printed: a disk that refused a
+    write (full, over quota, read-only) wherever in ``exc``'s chain, exit 74; a person's
+    mistake, exit 2; any other error, one line and exit 1 (re-raised with RSILAB_DEBUG=1)."""
+    refused = write_refused(exc)
+    if refused is not None:
+        report_user_error(refused)
+        return typer.Exit(EXIT_DISK)
+    if isinstance(exc, UserError):
+        report_user_error(exc)
+        return typer.Exit(EXIT_USAGE)
+    if isinstance(exc, NotFoundError | ConflictError):  # store errors read as user errors here
+        report_user_error(UserError(str(exc)))
+        return typer.Exit(EXIT_USAGE)
+    if os.environ.get(DEBUG_ENV) == "1":
+        raise exc
+    if isinstance(exc, RsilabError):  # a runtime failure rsilab names: one line, exit 1
+        report_user_error(UserError(f"{type(exc).__name__}: {exc}", _DEBUG_HINT))
+    else:  # a bug: still no traceback unless asked for
+        report_user_error(
+            UserError(
+                f"internal error: {type(exc).__name__}: {exc} (this is a bug in rsilab)",
+                f"{_DEBUG_HINT}, and report it with that output",
             )
-            raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
+        )
+    return typer.Exit(EXIT_RUNTIME_FAILURE)
 
 
 EXIT_PIPE_CLOSED = 141

@@ -23,6 +23,7 @@ EXIT_OK = 0
 EXIT_RUNTIME_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_VERIFY_FAILED = 3
+EXIT_DISK = 74  # sysexits.h EX_IOERR: 4 once meant a tool's error, so it is not reused
 EXIT_INTERRUPTED = 130
 
 TASK_HELP = "Task: a name, a task.toml or its folder, or file.py[:NAME]."
@@ -35,6 +36,8 @@ EXIT_CODES_HELP = """Exit codes (every command):
 * 2: usage error: bad arguments, a bad task file, no such lab or campaign (a message and a
   hint on stderr)
 * 3: verification failure (`rsilab verify` found the ledger or records altered)
+* 74: the disk refused a write (no space left, a quota spent, a read-only filesystem): what was
+  recorded before is kept; free space, then run the command again (`rsilab resume CAMPAIGN`)
 * 130: interrupted (Ctrl-C; a campaign is left stopped and resumable)
 * 141: the reader of stdout went away (`| head`), as a shell reports a tool ended by SIGPIPE"""
 """The exit codes, as markdown for the app's help."""
@@ -44,6 +47,7 @@ EXIT_MEANINGS = {
     EXIT_RUNTIME_FAILURE: "runtime failure",
     EXIT_USAGE: "usage error",
     EXIT_VERIFY_FAILED: "verification failure",
+    EXIT_DISK: "the disk refused a write",
     EXIT_INTERRUPTED: "interrupted",
 }
 """Each exit code in a few words, as ``--json`` summaries name the code they exit with."""

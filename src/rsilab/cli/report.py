@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from rsilab.cli._common import LabOption, print_json, reading_stored_data
-from rsilab.errors import NotFoundError, UserError
+from rsilab.errors import REFUSALS, NotFoundError, UserError, WriteRefused
 from rsilab.expos.campaigns import find_campaign
 from rsilab.records import Evolution, Model
 from rsilab.store import Lab
@@ -170,14 +170,16 @@ def _check_out(out: Path) -> None:
 
 
 def write_whole(out: Path, text: str) -> None:
-    """Write ``text`` to ``out`` whole: a reader never sees half a report (UserError when it
-    cannot be written)."""
+    """Write ``text`` to ``out`` whole: a reader never sees half a report (WriteRefused when
+    the disk refuses it, UserError when it cannot be written for another reason)."""
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     try:
         partial.write_text(text, encoding="utf-8")
         partial.replace(out)
     except OSError as exc:
         partial.unlink(missing_ok=True)
+        if exc.errno in REFUSALS:  # the disk's refusal, named by the file asked for
+            raise WriteRefused.of(out, exc.errno) from exc
         raise UserError(f"--out {out}: cannot write it ({exc.strerror or exc})") from exc
 
 

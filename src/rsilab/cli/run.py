@@ -22,6 +22,7 @@ import typer
 from rich.text import Text
 
 from rsilab.cli._common import (
+    EXIT_DISK,
     EXIT_MEANINGS,
     EXIT_RUNTIME_FAILURE,
     TASK_HELP,
@@ -34,7 +35,7 @@ from rsilab.cli._common import (
     report_user_error,
     stderr_console,
 )
-from rsilab.errors import UserError
+from rsilab.errors import UserError, WriteRefused, write_refused
 from rsilab.records import Campaign, CampaignLease
 from rsilab.store import Lab, Store
 
@@ -323,7 +324,7 @@ def _drive(
             show, live = view.update, _live(console, view)
         with live, ctrl_c_requests(stop.request, 3):
             result = _started(start, opened, show, stop, as_json=as_json)
-        report = _write_report(opened, result.campaign_id)
+        report = _write_report(opened, result.campaign_id)  # after the campaign: it is whole
         if as_json:
             print_json(summary_json(opened.store, result, report=report))
         else:
@@ -354,12 +355,14 @@ def _warn_if_running(store: Store, ours: str | None) -> None:
         )
 
 
-def summary_json(store: Store, result: CampaignResult, *, report: Path | None) -> dict[str, Any]:
+def summary_json(
+    store: Store, result: CampaignResult, *, report: Path | None, code: int | None = None
+) -> dict[str, Any]:
     """``run``/``resume --json``'s object: the campaign as its records hold it after the run,
     the versions it got accepted, and the exit code the command exits with (and its meaning,
-    from the exit-code table)."""
+    from the exit-code table): ``code``, else the one of the campaign's end reason."""
     campaign = store.get_as(result.campaign_id, Campaign)
-    code = exit_code_for(result.end_reason)
+    code = exit_code_for(result.end_reason) if code is None else code
     return {
         "campaign_id": result.campaign_id,
         "task": campaign.task.name,
@@ -388,10 +391,12 @@ def _started(
     *,
     as_json: bool,
 ) -> CampaignResult:
-    """``start``'s result. An error that ended a campaign during this call (recorded
-    ``error`` or ``preflight_failed``) becomes one line naming that campaign and how to go on
-    (and with ``as_json`` the campaign's summary on stdout), and exit 1, whatever the error's
-    type; anything else goes up unchanged (a UserError before the campaign existed is a usage
+    """``start``'s result. A disk that refused a write (anywhere in the error's chain) becomes
+    :class:`WriteRefused`, its hint naming ``rsilab resume CAMPAIGN`` when a campaign was under
+    way (exit 74). Another error that ended a campaign during this call (recorded ``error`` or
+    ``preflight_failed``) becomes one line naming that campaign and how to go on (and with
+    ``as_json`` the campaign's summary on stdout), and exit 1, whatever the error's type;
+    anything else goes up unchanged (a UserError before the campaign existed is a usage
     error, exit 2)."""
     from rsilab.orchestrator.campaign import campaign_result
 
@@ -400,6 +405,9 @@ def _started(
         return start(lab, show, stop)
     except Exception as exc:
         ended = _stopped_on_error(lab, before)
+        refused = write_refused(exc)
+        if refused is not None:  # the disk said no: exit 74, and how to go on once it takes writes
+            _refused(lab, refused, ended or _campaign_since(lab, before), as_json=as_json)
         if ended is None:
             raise
         said = f"campaign {ended} stopped on an error: {type(exc).__name__}: {exc}"
@@ -408,6 +416,29 @@ def _started(
         if as_json:
             print_json(summary_json(lab.store, campaign_result(lab, ended, said), report=None))
         raise typer.Exit(EXIT_RUNTIME_FAILURE) from None
+
+
+def _refused(lab: Lab, refused: WriteRefused, campaign: str | None, *, as_json: bool) -> None:
+    """Raise ``refused``, its hint naming ``rsilab resume CAMPAIGN`` when a campaign was
+    under way (stopped on the error, or cut off before it could record that); with
+    ``as_json`` that campaign's summary goes to stdout first, saying exit 74."""
+    from rsilab.orchestrator.campaign import campaign_result
+
+    if campaign is None:
+        raise refused
+    if as_json:
+        with contextlib.suppress(Exception):  # a summary is a courtesy; the error line is not
+            result = campaign_result(lab, campaign, refused.message)
+            print_json(summary_json(lab.store, result, report=None, code=EXIT_DISK))
+    raise refused.then(f"`rsilab resume {campaign}` continues the campaign") from None
+
+
+def _campaign_since(lab: Lab, after: int) -> str | None:
+    """The campaign of the last event after ``after`` that names one, if any."""
+    for event in reversed(lab.store.events(after=after)):
+        if event.campaign_id is not None:
+            return event.campaign_id
+    return None
 
 
 def _stopped_on_error(lab: Lab, after: int) -> str | None:
@@ -463,8 +494,15 @@ def _write_report(lab: Lab, campaign_id: str) -> Path:
     from rsilab.orchestrator.report import build_report, render_markdown
 
     out = lab.path / "reports" / f"{campaign_id}.md"
-    out.parent.mkdir(exist_ok=True)
-    write_whole(out, render_markdown(build_report(lab.store, campaign_id)))
+    try:
+        out.parent.mkdir(exist_ok=True)
+        write_whole(out, render_markdown(build_report(lab.store, campaign_id)))
+    except Exception as exc:
+        refused = write_refused(exc)
+        if refused is None:
+            raise
+        later = f"`rsilab report {campaign_id} --out {out}` writes it (the campaign is recorded)"
+        raise refused.then(later) from exc
     return out
 
 

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from rsilab.errors import REFUSALS
 from rsilab.sandbox._trees import remove_tree
 from rsilab.sandbox.owners import owned_prefix
 
@@ -32,7 +33,8 @@ PROBE_MB = 8
 
 
 class ImageError(OSError):
-    """A tool making, mounting or unmounting an image failed; the message has its output."""
+    """A tool making, mounting or unmounting an image failed; the message has its output
+    (and ``errno`` and ``filename`` when the disk refused the tool's write)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,13 @@ def _call(*argv: str) -> None:
             for line in (done.stderr or done.stdout).decode(errors="replace").splitlines()
             if line.strip() and "dmesg" not in line
         ]
-        raise ImageError(f"{argv[0]} failed: {said[0] if said else f'exit {done.returncode}'}")
+        message = f"{argv[0]} failed: {said[0] if said else f'exit {done.returncode}'}"
+        # The tools run with LC_ALL=C, so a refusing disk reads as strerror's words: keep its
+        # errno and the file the tool was given last (what it wrote), for the disk's own error.
+        code = next((c for c in REFUSALS if os.strerror(c) in message), None)
+        if code is not None:
+            raise ImageError(code, message, argv[-1])
+        raise ImageError(message)
 
 
 def make_image(image: Path, size_mb: int, uid: int, gid: int) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pydantic import ValidationError
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from rsilab.errors import LabDamaged, LabError
+from rsilab.errors import LabDamaged, LabError, WriteRefused
 
 HINT = "run `rsilab verify --lab URL` to list what is damaged, then restore the database"
 
@@ -41,10 +41,10 @@ def explain(exc: SQLAlchemyError, where: str) -> LabError:
     without its password)."""
     state = getattr(getattr(exc, "orig", None), "sqlstate", None)
     if state == _DISK_FULL:
-        return LabError(
+        return WriteRefused(
             f"cannot write to the lab database {where}: the server's disk is full; nothing "
             "from this change was recorded",
-            "free space on the PostgreSQL server and run the command again",
+            remedy="free space on the PostgreSQL server",
         )
     if state == _READ_ONLY:
         return LabError(

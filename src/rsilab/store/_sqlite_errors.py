@@ -8,13 +8,15 @@ is known; :func:`damage` lists the page damage ``PRAGMA quick_check`` finds, by 
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 import sqlite3
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from rsilab.errors import LabDamaged, LabError
+from rsilab.errors import LabDamaged, LabError, WriteRefused
 
 HINT = (
     "run `rsilab verify` to list what is damaged, then restore the lab from a backup "
@@ -114,16 +116,27 @@ def _first_problem(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+_NEARLY_FULL = 2**20
+"""Free bytes under which an SQLite I/O error is taken for a full disk: SQLite reports a
+refused write of its WAL index (``-shm``) as SQLITE_IOERR_SHMSIZE, not SQLITE_FULL."""
+
+
+def _io_error_on_a_full_disk(exc: sqlite3.Error, path: Path) -> bool:
+    if not str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_IOERR"):
+        return False
+    try:
+        found = os.statvfs(path.parent if not path.is_dir() else path)
+    except OSError:
+        return False
+    return found.f_bavail * found.f_frsize < _NEARLY_FULL
+
+
 def explain(exc: sqlite3.Error, path: Path, conn: sqlite3.Connection | None = None) -> LabError:
     """The LabError a person reads for SQLite's ``exc`` on the database at ``path``
     (``conn``, when open, lets a damaged one be described)."""
     msg = str(exc).lower()
-    if "full" in msg:
-        return LabError(
-            f"cannot write to {path}: the disk (or the database size limit) is full; "
-            "nothing from this change was recorded",
-            "free some disk space and run the command again",
-        )
+    if "full" in msg or _io_error_on_a_full_disk(exc, path):
+        return WriteRefused.of(path, errno.ENOSPC, note="nothing from this change was recorded")
     if "readonly" in msg or "read-only" in msg or "unable to open" in msg:
         return LabError(
             f"cannot write to the lab database {path}: the file or its folder is read-only",

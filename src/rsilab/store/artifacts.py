@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Literal
 
-from rsilab.errors import LabError, NotFoundError
+from rsilab.errors import REFUSALS, LabError, NotFoundError, WriteRefused
 from rsilab.faults import fault_point
 from rsilab.store.ledger import canonical_json
 from rsilab.store.trees import open_regular, special, walk
@@ -128,12 +128,16 @@ class ArtifactStore:
             raise self._explain(exc) from exc
 
     def _explain(self, exc: OSError) -> LabError:
-        if exc.errno in {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}:
+        if exc.errno in REFUSALS:
+            note = "an artifact could not be stored there; nothing of it was kept"
+            return WriteRefused.of(exc.filename or self.root, exc.errno, note=note)
+        if exc.errno == errno.EFBIG:
             return LabError(
-                f"cannot store the artifact under {self.root}: no space left; nothing was kept",
-                "free some disk space and try again",
+                f"cannot store the artifact under {self.root}: larger than a file may be here; "
+                "nothing was kept",
+                "raise the file size limit (ulimit -f) or store a smaller artifact",
             )
-        if exc.errno in {errno.EACCES, errno.EPERM, errno.EROFS}:
+        if exc.errno in {errno.EACCES, errno.EPERM}:
             return LabError(
                 f"cannot write artifacts under {self.root}: permission denied",
                 "check the permissions of the lab folder",

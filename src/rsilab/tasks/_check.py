@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from rsilab.errors import write_refused
 from rsilab.records import DataTier
 from rsilab.sandbox.base import Limits, RunSpec, Sandbox
 from rsilab.sandbox.owners import owned_prefix
@@ -122,6 +123,8 @@ def check_run(task: Task, sandbox: Sandbox, secret: bytes) -> tuple[list[Problem
     except ExperimentFailed as exc:
         return [Problem("run", str(exc))], None
     except (SplitError, ManifestError, OSError, ValueError) as exc:
+        if write_refused(exc) is not None:
+            raise  # this machine's disk, not the task: the command's disk error, not a problem
         return [Problem("run", f"could not start: {exc}")], None
     problems = []
     for bench, scored in outcome.samples.items():
