@@ -71,6 +71,7 @@ class PostgresStore(Store):
     """Store in one PostgreSQL database. Use :meth:`open`; ``create=True`` makes a new lab."""
 
     def __init__(self, location: PgLocation, engine: Engine, lab_id: str) -> None:
+        super().__init__()
         self._location = location
         self._engine = engine
         self._lab_id = lab_id
@@ -193,6 +194,7 @@ class PostgresStore(Store):
         checkpoint: Checkpoint | None = None
         with self._engine.begin() as conn:
             conn.execute(sa.text(_LOCK), {"lab": self._lab_id})
+            self._fences.check(draft, writes, lambda rid: self._load(conn, rid))
             staged = stage_writes(writes, lambda rid: self._load(conn, rid))
             seq, prev = self._head(conn)
             event, stored = build_event(draft, seq + 1, prev, [s.ref for s in staged])

@@ -45,6 +45,7 @@ class SQLiteStore(Store):
     """Store in one SQLite file. Use :meth:`open`; ``create=True`` makes a new lab."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection, lab_id: str) -> None:
+        super().__init__()
         self._path = path
         self._conn = conn
         self._lab_id = lab_id
@@ -225,6 +226,7 @@ class SQLiteStore(Store):
         with self._lock, self._sqlite_errors():
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._fences.check(draft, writes, self._load)
                 staged = stage_writes(writes, self._load)
                 seq, prev = self._head()
                 event, stored = build_event(draft, seq + 1, prev, [s.ref for s in staged])
