@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -224,3 +226,37 @@ def test_a_run_paused_past_its_lease_writes_nothing_once_woken(
         assert len(errors) == 1 and "lost the lease" in errors[0] and said in errors[0]
         assert opened.store.head() == head  # nothing recorded after the takeover
         assert opened.store.get_as(campaign.id, Campaign).state == "running"
+
+
+@pytest.mark.parametrize("change", ["remove", "replace by a copy"])
+def test_a_run_whose_lab_db_is_removed_or_replaced_stops_and_keeps_what_it_recorded(
+    tmp_path: Path, change: str
+) -> None:
+    """lab.db removed (or replaced by a copy of itself) under a running `rsilab run`: before,
+    it wrote on into the file it had open and exited 0, all of it lost. Now it stops with
+    one line naming the path, exit 2, and what it recorded is saved beside lab.db."""
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    db = lab / "lab.db"
+    argv = [sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
+    argv += ["--budget", "experiments=40", "--lab", str(lab)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        with Lab.open(lab) as opened:
+            deadline = time.monotonic() + 120
+            while not any(i.key == "exp:2" for i in opened.store.query_as(Intent)):
+                assert child.poll() is None and time.monotonic() < deadline
+                time.sleep(0.01)
+            seen = opened.store.head()[0]
+        if change == "remove":
+            db.unlink()
+        else:
+            shutil.copy(db, lab / "copy.db")
+            os.replace(lab / "copy.db", db)
+        out, err = child.communicate(timeout=300)
+    assert child.returncode == 2, out.decode() + err.decode()
+    errors = [line for line in err.decode().splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"the lab database {db} " in errors[0], err.decode()
+    [saved] = lab.glob("lab.db.orphaned-*")
+    assert f"saved in {saved}" in errors[0]
+    with closing(sqlite3.connect(saved)) as copy:
+        assert copy.execute("SELECT max(seq) FROM events").fetchone()[0] >= seen

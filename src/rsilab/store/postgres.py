@@ -33,7 +33,7 @@ from rsilab.faults import fault_point
 from rsilab.records import Event, EventDraft, Record, record_type
 from rsilab.store import keys
 from rsilab.store._pg_errors import explain, is_disconnect, unparsed_row
-from rsilab.store._pg_open import check_durable, make_engine, prepare
+from rsilab.store._pg_open import check_durable, make_engine, prepare, stay_in_lab
 from rsilab.store._pg_schema import INDEXED_FIELDS
 from rsilab.store._pg_url import PgLocation, parse_pg_url
 from rsilab.store._staging import apply_revisions, stage_writes
@@ -78,6 +78,7 @@ class PostgresStore(Store):
         self._key = keys.load_key(lab_id)
         self._unsigned_commits = False
         self._write_checked = False  # check_before_first_write, once per process
+        stay_in_lab(engine, lab_id, location.shown)
 
     @classmethod
     def open(
