@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from rsilab.orchestrator.campaign._lease import acquire_lease
 from rsilab.records import Campaign, CampaignLease, Intent, lease_id
 from rsilab.store import Lab
 from tests.cli.helpers import explain, rsilab, run_refused
@@ -158,3 +163,100 @@ def test_a_lab_that_lost_its_task_secret_is_not_given_a_new_one(
     assert again.exit_code == 2, explain(again)
     assert "task-secret is missing" in again.stderr and "restore task-secret" in again.stderr
     assert not (lab / "task-secret").exists()
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    tasks = Path(f"/proc/{pid}/task")
+    states = [(t / "stat").read_text().rsplit(")", 1)[1].split()[0] for t in tasks.iterdir()]
+    return all(state == "T" for state in states)
+
+
+def _stop_outside_a_write(child: subprocess.Popen[bytes], db: Path) -> None:
+    """SIGSTOP ``child`` at a moment it holds no write lock on ``db`` (stopped inside a
+    commit, it would keep every other writer out: then it is let go and stopped again)."""
+    deadline = time.monotonic() + 60
+    while True:
+        assert time.monotonic() < deadline, "the run never paused outside a write"
+        child.send_signal(signal.SIGSTOP)
+        while not _all_threads_stopped(child.pid):  # the signal is delivered asynchronously
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        probe = sqlite3.connect(db, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:  # locked: stopped mid-commit
+            child.send_signal(signal.SIGCONT)
+            time.sleep(0.001)
+        finally:
+            probe.close()
+
+
+@pytest.mark.parametrize(("then", "said"), [("keep", "taken by process"), ("release", "released")])
+def test_a_run_paused_past_its_lease_writes_nothing_once_woken(
+    tmp_path: Path, then: str, said: str
+) -> None:
+    """SIGSTOP an `rsilab run` past its lease's ttl, let another process take the campaign
+    over (and keep it, or release it again), SIGCONT: the run records nothing more and
+    stops with one line saying it lost the lease, exit 2."""
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    argv = [sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
+    argv += ["--budget", "experiments=40", "--lab", str(lab)]
+    with (
+        Lab.open(lab) as opened,
+        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child,
+    ):
+        deadline = time.monotonic() + 120
+        while not any(i.key == "exp:2" for i in opened.store.query_as(Intent)):
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        _stop_outside_a_write(child, lab / "lab.db")
+        [campaign] = opened.store.query_as(Campaign)
+        later = datetime.now(UTC) + timedelta(seconds=120)  # the paused holder looks silent
+        taker = acquire_lease(opened.store, campaign.id, now=lambda: later)
+        if then == "release":
+            taker.release()
+        head = opened.store.head()
+        child.send_signal(signal.SIGCONT)
+        out, err = child.communicate(timeout=300)
+        assert child.returncode == 2, out.decode() + err.decode()
+        errors = [line for line in err.decode().splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "lost the lease" in errors[0] and said in errors[0]
+        assert opened.store.head() == head  # nothing recorded after the takeover
+        assert opened.store.get_as(campaign.id, Campaign).state == "running"
+
+
+@pytest.mark.parametrize("change", ["remove", "replace by a copy"])
+def test_a_run_whose_lab_db_is_removed_or_replaced_stops_and_keeps_what_it_recorded(
+    tmp_path: Path, change: str
+) -> None:
+    """lab.db removed (or replaced by a copy of itself) under a running `rsilab run`: before,
+    it wrote on into the file it had open and exited 0, all of it lost. Now it stops with
+    one line naming the path, exit 2, and what it recorded is saved beside lab.db."""
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    db = lab / "lab.db"
+    argv = [sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
+    argv += ["--budget", "experiments=40", "--lab", str(lab)]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as child:
+        with Lab.open(lab) as opened:
+            deadline = time.monotonic() + 120
+            while not any(i.key == "exp:2" for i in opened.store.query_as(Intent)):
+                assert child.poll() is None and time.monotonic() < deadline
+                time.sleep(0.01)
+            seen = opened.store.head()[0]
+        if change == "remove":
+            db.unlink()
+        else:
+            shutil.copy(db, lab / "copy.db")
+            os.replace(lab / "copy.db", db)
+        out, err = child.communicate(timeout=300)
+    assert child.returncode == 2, out.decode() + err.decode()
+    errors = [line for line in err.decode().splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"the lab database {db} " in errors[0], err.decode()
+    [saved] = lab.glob("lab.db.orphaned-*")
+    assert f"saved in {saved}" in errors[0]
+    with closing(sqlite3.connect(saved)) as copy:
+        assert copy.execute("SELECT max(seq) FROM events").fetchone()[0] >= seen

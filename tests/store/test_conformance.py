@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rsilab.errors import ConflictError, NotFoundError
+from rsilab.errors import ConflictError, NotFoundError, RsilabError
 from rsilab.records import (
     Artifact,
     Experiment,
@@ -20,9 +20,11 @@ from rsilab.records import (
     Finding,
     FindingStatus,
     ProvenanceNote,
+    Record,
 )
 from rsilab.store import MemoryStore, SQLiteStore, Store, VerifyReport, verify_store
 from rsilab.store.base import CHECKPOINT_INTERVAL
+from rsilab.store.fences import Fence
 from rsilab.store.ledger import GENESIS_HASH, record_text, sha256_text
 from tests.store.helpers import MEMORY_KEY, draft, fill, finding
 from tests.store.pg_server import new_pg_store
@@ -354,3 +356,62 @@ def test_checkpoint_now_signs_the_head(store: Store) -> None:
     assert (checkpoint.seq, checkpoint.head_hash) == store.head()
     assert checkpoint in store.checkpoints()
     assert verify(store).checkpoints_checked >= 1
+
+
+# -- fences ------------------------------------------------------------------------------------
+
+
+class Fenced(RsilabError):
+    """The error the test fences raise."""
+
+
+def _gate_fence(gate_id: str) -> Fence:
+    """A fence on campaign cmp-a decided by the finding ``gate_id``: open while its claim is
+    'open'."""
+
+    def admits(stored: Record | None) -> RsilabError | None:
+        if isinstance(stored, Finding) and stored.claim == "open":
+            return None
+        return Fenced(f"gate is {stored.claim if isinstance(stored, Finding) else 'missing'}")
+
+    return Fence("cmp-a", gate_id, admits)
+
+
+def test_a_fence_refuses_its_campaigns_writes_once_its_record_says_no(store: Store) -> None:
+    gate = finding("open")
+    store.commit(draft("gate"), [gate])
+    store.fence(_gate_fence(gate.id))
+    store.commit(draft("admitted", campaign_id="cmp-a"), [finding(campaign_id="cmp-a")])
+    gate.claim = "closed"
+    store.commit(draft("closing writes the gate itself"), [gate])
+    head = store.head()
+    loose = finding("not to be written", campaign_id="cmp-a")
+    with pytest.raises(Fenced, match="gate is closed"):
+        store.commit(draft("event names the campaign", campaign_id="cmp-a"))
+    with pytest.raises(Fenced):
+        store.commit(draft("a record of the campaign"), [loose])
+    with pytest.raises(Fenced):
+        store.commit(draft("both", campaign_id="cmp-a"), [finding("x", campaign_id="cmp-b")])
+    assert store.head() == head and loose.rev == 0
+    with pytest.raises(NotFoundError):
+        store.get(loose.id)
+    # other campaigns, writes of no campaign and the gate itself are not fenced
+    store.commit(draft("other", campaign_id="cmp-b"), [finding(campaign_id="cmp-b")])
+    store.commit(draft("no campaign"), [finding()])
+    gate.claim = "open"
+    store.commit(draft("reopen"), [gate])
+    store.commit(draft("admitted again", campaign_id="cmp-a"))
+    assert store.head()[0] == head[0] + 4
+    assert verify(store).ok
+
+
+def test_an_unfenced_campaign_is_written_again(store: Store) -> None:
+    fence = _gate_fence("fnd-missing")
+    store.fence(fence)
+    with pytest.raises(Fenced, match="gate is missing"):
+        store.commit(draft("refused", campaign_id="cmp-a"))
+    store.unfence(_gate_fence("fnd-missing"))  # another fence: this one stays
+    with pytest.raises(Fenced):
+        store.commit(draft("refused", campaign_id="cmp-a"))
+    store.unfence(fence)
+    assert store.commit(draft("written", campaign_id="cmp-a")).seq == 1

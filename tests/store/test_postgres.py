@@ -226,3 +226,39 @@ def test_a_commit_cut_mid_way_lands_exactly_once(
     finally:
         proxy.close()
     assert report.ok, report.problems
+
+
+@pytest.mark.parametrize("made_again", ["another lab", "an empty database"])
+def test_a_lab_database_dropped_and_made_again_is_not_written(
+    pg_server: PgServer, tmp_path: Path, made_again: str
+) -> None:
+    """A lab's database is dropped while a process has it open and a database of the same
+    name made again: the pool would reconnect by name and write into it; the store refuses
+    with one line naming the lab, and the new database keeps only what it had."""
+    name = pg_server.database()
+    url = pg_server.lab_url(name, tmp_path / "first")
+    with PostgresStore.open(url, create=True) as store:
+        store.commit(draft("recorded before the drop"))
+        pg_server.admin(f"DROP DATABASE {name} WITH (FORCE)")
+        pg_server.admin(f"CREATE DATABASE {name}")
+        if made_again == "another lab":
+            with PostgresStore.open(url, create=True) as other:
+                other.commit(draft("the other lab's own"))
+        with pytest.raises(LabError) as caught:
+            store.commit(draft("must not land in another database"))
+        assert f"the database of lab {store.lab_id}" in caught.value.message
+        assert "dropped and made again" in caught.value.message
+        with pytest.raises(LabError):
+            store.head()  # reads refuse it too
+    if made_again == "another lab":
+        with PostgresStore.open(url) as other:
+            assert [e.detail for e in other.events()] == ["the other lab's own"]
+
+
+def test_a_dropped_lab_database_fails_a_commit(pg_server: PgServer, tmp_path: Path) -> None:
+    name = pg_server.database()
+    with PostgresStore.open(pg_server.lab_url(name, tmp_path / "lab"), create=True) as store:
+        store.commit(draft("recorded"))
+        pg_server.admin(f"DROP DATABASE {name} WITH (FORCE)")
+        with pytest.raises(LabError, match="does not exist"):
+            store.commit(draft("nowhere to go"))

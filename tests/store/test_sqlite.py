@@ -590,3 +590,61 @@ def test_init_never_replaces_a_database_that_holds_a_table(tmp_path: Path) -> No
         SQLiteStore.open(path, create=True)
     with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT name FROM sqlite_master").fetchall() == [("mine",)]
+
+
+def _remove(db: Path) -> None:
+    db.unlink()
+
+
+def _replace_by_a_copy(db: Path) -> None:
+    shutil.copy(db, db.with_name("copy.db"))
+    os.replace(db.with_name("copy.db"), db)
+
+
+def _move_the_folder(db: Path) -> None:
+    db.parent.rename(db.parent.with_name("moved"))
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (_remove, "was removed or moved"),
+        (_replace_by_a_copy, "was replaced by another file"),
+        (_move_the_folder, "was removed or moved"),
+    ],
+)
+def test_a_database_no_longer_at_the_labs_path_is_not_written(
+    tmp_path: Path, change: Callable[[Path], None], said: str
+) -> None:
+    """lab.db removed, replaced (here by a copy of itself) or moved away with its folder
+    while the store has it open: the next commit is refused with one line naming the path,
+    nothing more is written, and what the store had recorded is saved beside the path."""
+    db = tmp_path / "lab" / "lab.db"
+    db.parent.mkdir()
+    store = SQLiteStore.open(db, create=True)
+    try:
+        fill(store, 5)
+        head = store.head()
+        change(db)
+        with pytest.raises(LabError) as caught:
+            store.commit(draft("into a file nobody will find"))
+        message = caught.value.message
+        assert message.startswith(f"the lab database {db} {said}")
+        assert "nothing more was written" in message
+        with pytest.raises(LabError) as again:
+            store.commit(draft("again"))
+        assert again.value.message == message  # one copy saved, the same line every time
+        assert store.head() == head
+    finally:
+        store.close()
+    if not db.parent.exists():  # moved with its folder: what was recorded went with it
+        assert "could not be saved beside it (its folder is gone" in message
+        saved = [tmp_path / "moved" / "lab.db"]
+    else:
+        saved = sorted(db.parent.glob("lab.db.orphaned-*"))
+        assert len(saved) == 1 and f"is saved in {saved[0]}" in message
+    with closing(sqlite3.connect(saved[0])) as copy:
+        assert copy.execute("SELECT count(*), max(seq) FROM events").fetchone() == (5, 5)
+    if db.exists():  # the copy put in its place is left as it was
+        with closing(sqlite3.connect(db)) as there:
+            assert there.execute("SELECT count(*) FROM events").fetchone()[0] <= 5

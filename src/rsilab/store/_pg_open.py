@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, text
+import psycopg
+from sqlalchemy import Connection, Engine, create_engine, event, text
 
 from rsilab.errors import LabError
 from rsilab.records import SCHEMA_VERSION, utc_now
@@ -28,6 +30,38 @@ def make_engine(location: PgLocation) -> Engine:
         isolation_level="READ COMMITTED",
         connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "rsilab"},
     )
+
+
+def stay_in_lab(engine: Engine, lab_id: str, where: str) -> None:
+    """Make every new connection of ``engine`` check that its database still holds lab
+    ``lab_id``, and raise LabError (no statement runs on it) when it does not.
+
+    A pool reconnects by name: a lab database dropped and made again (another lab created
+    there, a restore of another lab's dump) would otherwise take the writes of a process
+    that opened the first. Connections are checked when made, not at each commit: a pooled
+    one was checked when it was made, and a dropped database ends every connection to it.
+    """
+
+    def check(dbapi_connection: Any, _record: Any) -> None:
+        try:
+            with dbapi_connection.cursor() as cursor:
+                cursor.execute("SELECT value FROM meta WHERE key = 'lab_id'")
+                row = cursor.fetchone()
+                found = None if row is None else str(row[0])
+        except psycopg.errors.UndefinedTable:  # no meta table: not a lab at all
+            found = None
+        finally:
+            dbapi_connection.rollback()
+        if found != lab_id:
+            now = f"lab {found}" if found else "no lab"
+            raise LabError(
+                f"the database of lab {lab_id} ({where}) now holds {now}: it was dropped "
+                "and made again while this process had it open; nothing more was written",
+                "restore the lab's database from a backup (rsilab backup), or open the lab "
+                "that is there now in a new command",
+            )
+
+    event.listen(engine, "connect", check)
 
 
 THROWAWAY_ENV = "RSILAB_PG_THROWAWAY"

@@ -13,6 +13,7 @@ from typing import Any, Self, TypeVar
 
 from rsilab.errors import NotFoundError
 from rsilab.records import Campaign, Event, EventDraft, Record
+from rsilab.store.fences import Fence, Fences
 from rsilab.store.ledger import Checkpoint, StoredEvent, StoredRecord
 
 R = TypeVar("R", bound=Record)
@@ -135,15 +136,33 @@ class Store(StoreReader):
     - **Current reads, as copies.** Reads see every commit that returned before them, and
       each read returns a fresh copy the caller may change (and commit back).
     - **JSON only.** Records and events are stored as canonical JSON text, never pickle.
+    - **Fences.** A commit covered by a :class:`~rsilab.store.fences.Fence` this store holds
+      reads the fence's record inside its transaction and raises the fence's error instead
+      of writing when the fence does not admit it (see :mod:`rsilab.store.fences`).
+
+    Subclasses call ``super().__init__()``.
     """
+
+    def __init__(self) -> None:
+        self._fences = Fences()
+
+    def fence(self, fence: Fence) -> None:
+        """Check every later commit of ``fence.campaign_id`` through this store against
+        ``fence`` (replacing the campaign's previous fence)."""
+        self._fences.add(fence)
+
+    def unfence(self, fence: Fence) -> None:
+        """Stop checking ``fence`` (nothing when another fence replaced it)."""
+        self._fences.remove(fence)
 
     @abstractmethod
     def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
         """Write ``writes`` and append one event describing them, atomically.
 
         On success each record in ``writes`` has its ``rev`` updated in place to the stored
-        revision. Raises ConflictError (revision mismatch, finished record) or LabError
-        (the database could not be written: full, read-only, corrupt).
+        revision. Raises ConflictError (revision mismatch, finished record), LabError
+        (the database could not be written: full, read-only, corrupt, no longer the lab's
+        file) or the error of a fence that refused it.
         """
 
     def checkpoint_now(self) -> Checkpoint | None:

@@ -30,6 +30,7 @@ class MemoryStore(Store):
     """Thread-safe in-memory store. ``key`` enables signed checkpoints."""
 
     def __init__(self, key: bytes | None = None) -> None:
+        super().__init__()
         self._lock = threading.RLock()
         self._lab_id = f"mem-{secrets.token_hex(6)}"
         self._key = key
@@ -50,6 +51,7 @@ class MemoryStore(Store):
 
     def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
         with self._lock:
+            self._fences.check(draft, writes, self._load)
             staged = stage_writes(writes, self._load)
             seq, prev = self.head()
             event, stored = build_event(draft, seq + 1, prev, [s.ref for s in staged])

@@ -33,7 +33,7 @@ from rsilab.faults import fault_point
 from rsilab.records import Event, EventDraft, Record, record_type
 from rsilab.store import keys
 from rsilab.store._pg_errors import explain, is_disconnect, unparsed_row
-from rsilab.store._pg_open import check_durable, make_engine, prepare
+from rsilab.store._pg_open import check_durable, make_engine, prepare, stay_in_lab
 from rsilab.store._pg_schema import INDEXED_FIELDS
 from rsilab.store._pg_url import PgLocation, parse_pg_url
 from rsilab.store._staging import apply_revisions, stage_writes
@@ -71,12 +71,14 @@ class PostgresStore(Store):
     """Store in one PostgreSQL database. Use :meth:`open`; ``create=True`` makes a new lab."""
 
     def __init__(self, location: PgLocation, engine: Engine, lab_id: str) -> None:
+        super().__init__()
         self._location = location
         self._engine = engine
         self._lab_id = lab_id
         self._key = keys.load_key(lab_id)
         self._unsigned_commits = False
         self._write_checked = False  # check_before_first_write, once per process
+        stay_in_lab(engine, lab_id, location.shown)
 
     @classmethod
     def open(
@@ -193,6 +195,7 @@ class PostgresStore(Store):
         checkpoint: Checkpoint | None = None
         with self._engine.begin() as conn:
             conn.execute(sa.text(_LOCK), {"lab": self._lab_id})
+            self._fences.check(draft, writes, lambda rid: self._load(conn, rid))
             staged = stage_writes(writes, lambda rid: self._load(conn, rid))
             seq, prev = self._head(conn)
             event, stored = build_event(draft, seq + 1, prev, [s.ref for s in staged])

@@ -10,6 +10,7 @@ a failed commit is rolled back and leaves what was recorded intact.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import secrets
 import sqlite3
@@ -23,6 +24,7 @@ from rsilab.faults import fault_point
 from rsilab.records import SCHEMA_VERSION, Event, EventDraft, Record, record_type, utc_now
 from rsilab.store import keys
 from rsilab.store._sqlite_errors import BUSY_TIMEOUT_S, damage, explain, unparsed_row
+from rsilab.store._sqlite_file import identity, still_there
 from rsilab.store._sqlite_schema import ensure_indexes, migrate
 from rsilab.store._staging import apply_revisions, stage_writes
 from rsilab.store._write_guard import check_before_first_write
@@ -45,6 +47,7 @@ class SQLiteStore(Store):
     """Store in one SQLite file. Use :meth:`open`; ``create=True`` makes a new lab."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection, lab_id: str) -> None:
+        super().__init__()
         self._path = path
         self._conn = conn
         self._lab_id = lab_id
@@ -52,6 +55,9 @@ class SQLiteStore(Store):
         self._key = keys.load_key(lab_id)
         self._unsigned_commits = False
         self._write_checked = False  # check_before_first_write, once per process
+        self._where = Path(os.path.abspath(path))  # a later chdir must not move it
+        self._opened = identity(self._where)
+        self._gone: LabError | None = None
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -223,8 +229,10 @@ class SQLiteStore(Store):
                 check_before_first_write(self, self._lab_id, self._key)
             self._write_checked = True
         with self._lock, self._sqlite_errors():
+            self._same_file()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                self._fences.check(draft, writes, self._load)
                 staged = stage_writes(writes, self._load)
                 seq, prev = self._head()
                 event, stored = build_event(draft, seq + 1, prev, [s.ref for s in staged])
@@ -251,6 +259,17 @@ class SQLiteStore(Store):
             keys.raise_watermark(self._lab_id, checkpoint)
         apply_revisions(writes, staged)
         return event
+
+    def _same_file(self) -> None:
+        """LabError, before a write, once lab.db is no longer the file this store opened
+        (see :mod:`rsilab.store._sqlite_file`); the same error for every later write."""
+        if self._gone is None:
+            try:
+                still_there(self._where, self._opened, self._conn)
+            except LabError as exc:
+                self._gone = exc
+        if self._gone is not None:
+            raise self._gone
 
     def _write_record(self, record: Record, text: str, is_new: bool) -> None:
         if is_new:
@@ -378,6 +397,7 @@ class SQLiteStore(Store):
         if self._key is None:
             return None
         with self._lock, self._sqlite_errors():
+            self._same_file()
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 seq, head = self._head()

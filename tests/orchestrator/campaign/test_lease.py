@@ -16,7 +16,16 @@ import pytest
 from rsilab.errors import NotFoundError
 from rsilab.expos import open_campaign
 from rsilab.orchestrator.campaign._lease import Lease, LeaseHeld, LeaseLost, acquire_lease
-from rsilab.records import CampaignLease, EventDraft, LeaseHolder, TaskRef, lease_id
+from rsilab.records import (
+    CampaignLease,
+    EventDraft,
+    Finding,
+    FindingStatus,
+    LeaseHolder,
+    Record,
+    TaskRef,
+    lease_id,
+)
 from rsilab.store import Lab, Store, verify_store
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -37,6 +46,10 @@ class FakeClock:
 
 def _campaign(store: Store) -> str:
     return open_campaign(store, TaskRef(name="digits")).id
+
+
+def _finding(campaign_id: str | None) -> Finding:
+    return Finding(claim="a claim", status=FindingStatus.UNRESOLVED, campaign_id=campaign_id)
 
 
 def _stored(store: Store, campaign_id: str) -> CampaignLease:
@@ -245,3 +258,66 @@ def test_keep_alive_renews_and_reports_a_takeover(lab: Lab) -> None:
     actions = [e.action for e in lab.store.events(campaign_id=campaign_id)]
     assert actions.count("lease_heartbeat") >= 2
     assert verify_store(lab.store, None).ok
+
+
+_OTHER_PROCESS = """
+import sys
+from datetime import UTC, datetime, timedelta
+from rsilab.orchestrator.campaign._lease import acquire_lease
+from rsilab.store import Lab
+
+lab_path, campaign_id, then = sys.argv[1:]
+later = datetime.now(UTC) + timedelta(seconds=120)  # the first holder looks silent
+with Lab.open(lab_path) as lab:
+    lease = acquire_lease(lab.store, campaign_id, now=lambda: later)
+    if then == "release":
+        lease.release()
+"""
+
+
+@pytest.mark.parametrize(
+    ("then", "said"), [("keep", "taken by process"), ("release", "it was released")]
+)
+def test_a_holder_that_lost_its_lease_writes_nothing_more_for_its_campaign(
+    lab: Lab, then: str, said: str
+) -> None:
+    """A holder paused past its ttl: another process takes the campaign over (and keeps it,
+    or releases it again); every later write of the first for that campaign is refused in
+    the store, before its heartbeat could notice, and stays refused after it lets go."""
+    campaign_id, other_campaign = _campaign(lab.store), _campaign(lab.store)
+    lease = acquire_lease(lab.store, campaign_id)
+    lease.check()
+    found = _finding(campaign_id)
+    lab.store.commit(EventDraft(actor="t", role="controller", action="x"), [found])
+    argv = [sys.executable, "-c", _OTHER_PROCESS, str(lab.path), campaign_id, then]
+    subprocess.run(argv, check=True)
+    head = lab.store.head()
+    found.claim = "changed by a holder that lost the campaign"
+    writes: list[tuple[EventDraft, list[Record]]] = [
+        (EventDraft(actor="t", role="controller", action="x"), [found]),
+        (EventDraft(actor="t", role="controller", action="x", campaign_id=campaign_id), []),
+        (EventDraft(actor="t", role="worker", action="y"), [_finding(campaign_id)]),
+    ]
+    for draft, records in writes:
+        with pytest.raises(LeaseLost, match=said):
+            lab.store.commit(draft, records)
+    with pytest.raises(LeaseLost, match=said):
+        lease.check()  # the holder's next turn stops it, no heartbeat needed
+    lease.release()
+    with pytest.raises(LeaseLost, match=said):
+        lab.store.commit(*writes[1])
+    assert lab.store.head() == head
+    assert lab.store.get_as(found.id, Finding).claim == "a claim"
+    # the rest of the lab is not fenced
+    other = EventDraft(actor="t", role="controller", action="x", campaign_id=other_campaign)
+    lab.store.commit(other, [_finding(other_campaign)])
+    lab.store.commit(EventDraft(actor="t", role="controller", action="x"), [_finding(None)])
+    assert verify_store(lab.store, None).ok
+
+
+def test_a_released_lease_leaves_the_campaign_writable(lab: Lab) -> None:
+    campaign_id = _campaign(lab.store)
+    with acquire_lease(lab.store, campaign_id):
+        pass
+    draft = EventDraft(actor="t", role="human", action="note", campaign_id=campaign_id)
+    assert lab.store.commit(draft).campaign_id == campaign_id

@@ -13,6 +13,7 @@ from rsilab.orchestrator.campaign import (
     CampaignSession,
     Ending,
     LeaseHeld,
+    LeaseLost,
     run_policy,
 )
 from rsilab.records import (
@@ -193,8 +194,9 @@ def test_a_campaign_another_process_runs_is_refused(lab: Lab, tmp_path: Path) ->
 
 
 def test_a_lost_lease_ends_nothing(lab: Lab) -> None:
-    """Another process took the campaign over: this run's error is raised, and the campaign
-    is left as the new holder has it (no ending of this run is written)."""
+    """Another process took the campaign over: LeaseLost is raised (the run's own error as
+    its cause), and the campaign is left as the new holder has it (no ending of this run is
+    written)."""
 
     def taken_over(session: CampaignSession) -> Ending:
         store = session.lab.store
@@ -204,8 +206,9 @@ def test_a_lost_lease_ends_nothing(lab: Lab) -> None:
         store.commit(draft, [current.model_copy(update={"holder": other})])
         raise RuntimeError("the run went on after losing its lease")
 
-    with pytest.raises(RuntimeError):
+    with pytest.raises(LeaseLost) as lost:
         _run(lab, Scripted(taken_over))
+    assert isinstance(lost.value.__cause__, RuntimeError)
     (campaign,) = [
         c for c in lab.store.query_as(Campaign) if c.settings.get("agents") == "scripted"
     ][-1:]

@@ -13,10 +13,15 @@ would make a takeover impossible to audit afterwards ("was the old holder really
 The cost is bounded by the interval, ``ttl / 3`` (10 s for the default 30 s ttl, so 360 small
 events an hour of campaign); views that list a campaign's events may hide ``lease_heartbeat``.
 
-The lease alone does not fence a stalled holder: one that wakes after its ttl may still write
-until its next heartbeat fails. Side effects on the store are fenced by the intents instead
-(:mod:`rsilab.orchestrator.intents`): completing one is a compare-and-swap, which a takeover
-that began the same key has already moved on.
+The lease fences a stalled holder. A holder paused past its ttl (SIGSTOP, a laptop's sleep)
+may wake after another process took the campaign over, before its next heartbeat could tell
+it so. Every write it then makes for the campaign is refused by the store itself: while held,
+a lease puts a :class:`~rsilab.store.fences.Fence` on the process's store, so each commit that
+names the campaign reads the lease inside the commit's own transaction and raises
+:class:`LeaseLost` unless the lease still names this holder's token, unreleased. Nothing is
+written, and :meth:`Lease.check` raises the same error at the holder's next turn. A lease that
+was lost keeps its fence: the process writes nothing more for that campaign. (Intents add
+their own compare-and-swap on top: see :mod:`rsilab.orchestrator.intents`.)
 
 Leases compare wall clocks of the hosts that share a lab: ``ttl_s`` must exceed their skew.
 """
@@ -34,9 +39,10 @@ from typing import Any
 
 from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError
 from rsilab.orchestrator.writer import write
-from rsilab.records import Campaign, CampaignLease, LeaseHolder, lease_id
+from rsilab.records import Campaign, CampaignLease, LeaseHolder, Record, lease_id
 from rsilab.sandbox.owners import boot_id, pid_alive
 from rsilab.store import Store
+from rsilab.store.fences import Fence
 
 ACTOR = "orchestrator"
 DEFAULT_TTL_S = 30.0
@@ -71,13 +77,14 @@ class LeaseHeld(UserError):
 class LeaseLost(UserError):
     """The lease this process held was taken over (or released) by someone else."""
 
-    def __init__(self, ours: CampaignLease, current: CampaignLease) -> None:
-        holder = current.holder
-        taker = (
-            "released"
-            if current.released_at
-            else f"taken by process {holder.pid} on {holder.host} at {current.acquired_at}"
-        )
+    def __init__(self, ours: CampaignLease, current: CampaignLease | None) -> None:
+        if current is None:
+            taker = "removed from the lab"
+        elif current.released_at:
+            taker = "released"
+        else:
+            holder = current.holder
+            taker = f"taken by process {holder.pid} on {holder.host} at {current.acquired_at}"
         super().__init__(
             f"this process lost the lease of campaign {ours.campaign_id}: it was {taker}",
             "make sure one `rsilab resume` runs per campaign; if this process was paused longer "
@@ -168,7 +175,12 @@ def _write(store: Store, record: CampaignLease, actor: str, action: str, detail:
 
 
 class Lease:
-    """A campaign lease held by this process. Methods may be called from several threads."""
+    """A campaign lease held by this process. Methods may be called from several threads.
+
+    From its making until :meth:`release` lets it go, the lease fences ``store``: every
+    commit of the campaign through it is refused with :class:`LeaseLost` unless the stored
+    lease still names this holder (see the module). A lost lease keeps its fence.
+    """
 
     def __init__(self, store: Store, record: CampaignLease, *, actor: str, now: Clock) -> None:
         self._store = store
@@ -180,6 +192,21 @@ class Lease:
         self._lost: LeaseLost | None = None
         self.last_error: RsilabError | None = None
         """The last error a keep-alive heartbeat met and retried (e.g. a busy database)."""
+        self._fence = Fence(self.campaign_id, record.id, self._admits)
+        store.fence(self._fence)
+
+    def _admits(self, stored: Record | None) -> LeaseLost | None:
+        """The fence's test, run inside another thread's commit: None while the stored
+        lease is ours and unreleased; else the LeaseLost that commit raises (kept for
+        :meth:`check`, so the holder stops at its next turn)."""
+        current = stored if isinstance(stored, CampaignLease) else None
+        ours = self._record.holder.token
+        if current is not None and current.holder.token == ours and not current.released_at:
+            return None
+        lost = LeaseLost(self._record, current)
+        if self._lost is None:
+            self._lost = lost
+        return lost
 
     @property
     def campaign_id(self) -> str:
@@ -208,9 +235,12 @@ class Lease:
             with contextlib.suppress(LeaseLost):
                 self._write("lease_released", "released", released_at=_iso(self._now()))
             self._released = True
+            if self._lost is None:  # a lost lease keeps fencing: nothing more is written
+                self._store.unfence(self._fence)
 
     def check(self) -> None:
-        """Raise the :class:`LeaseLost` a :meth:`keep_alive` heartbeat met, if any.
+        """Raise the :class:`LeaseLost` a :meth:`keep_alive` heartbeat or a fenced commit
+        met, if any.
 
         Cheap (no store read): call it before each side effect.
         """

@@ -402,8 +402,8 @@ def _run(policy: CampaignPolicy, at: _Opening) -> Ending:
     except Exception as exc:
         try:
             at.lease.heartbeat()  # a store read: is the campaign still ours to end?
-        except LeaseLost:
-            raise exc from None
+        except LeaseLost as lost:  # the cause of what failed, likely (a fenced write)
+            raise lost from exc
         if stage == "baseline":
             reason, message = EndReason.PREFLIGHT_FAILED, f"the baseline failed: {_kind(exc)}"
         else:
