@@ -56,6 +56,9 @@ MAX_N = 1 << 16
 WINDOW = 16
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+WATCH_S = 0.05
+"""How often the parent looks whether a reference it waits for was stopped."""
+_FOUND_STOPPED = "the reference worker was stopped by another process (found stopped)"
 _STOPPED = frozenset("TtZXx")
 """/proc states of a task that cannot run: stopped, traced-stopped, zombie, dead."""
 
@@ -223,6 +226,7 @@ class Worker:
         os.close(cmd_r)
         os.close(reply_w)
         self.dead = ""
+        self.watched = role == "reference"
         self.cpu_s = 0.0
         self.continued = 0
         self._wait_reply()
@@ -230,11 +234,17 @@ class Worker:
     def _wait_reply(self) -> str:
         if self.dead:
             return self.dead
-        ready, _, _ = select.select([self.reply], [], [], CALL_TIMEOUT_S)
+        deadline = time.monotonic() + CALL_TIMEOUT_S
+        ready = False
+        while not ready and not self.dead:
+            left = deadline - time.monotonic()
+            ready = left > 0 and bool(select.select([self.reply], [], [], min(left, WATCH_S))[0])
+            if not ready and left <= 0:
+                self.dead = f"no answer within {CALL_TIMEOUT_S:g} s"
+            elif not ready and self.watched and self.stopped():
+                self.dead = _FOUND_STOPPED  # nothing of ours would ever continue it
         line = os.read(self.reply, 4096).decode(errors="replace").strip() if ready else ""
-        if not ready:
-            self.dead = f"no answer within {CALL_TIMEOUT_S:g} s"
-        elif not line:
+        if ready and not line:
             self.dead = "worker exited"
         if self.dead:
             self.proc.kill()
@@ -272,9 +282,6 @@ class Worker:
             self.proc.kill()
 
 
-_FOUND_STOPPED = "the reference worker was stopped by another process (found stopped)"
-
-
 def _invalid(note: str) -> dict[str, Any]:
     return {"valid": False, "note": note}
 
@@ -301,11 +308,12 @@ class Judge:
             if problem:
                 return 0.0, f"candidate: {problem}"
             if self.ref.stopped():
-                self.tampered = _FOUND_STOPPED
-                self.ref.dead = self.tampered
+                self.ref.dead = _FOUND_STOPPED
                 self.ref.proc.kill()
-                return 0.0, self.tampered
             _, error = self.ref.call(x)
+            if self.ref.dead == _FOUND_STOPPED:
+                self.tampered = _FOUND_STOPPED
+                return 0.0, _FOUND_STOPPED
             return self.ref.cpu_s, f"reference: {error}" if error else ""
         finally:
             self.candidate.resume()
