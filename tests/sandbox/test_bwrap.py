@@ -242,3 +242,33 @@ def test_a_host_without_a_seccomp_filter_cannot_use_bwrap(monkeypatch: pytest.Mo
     with pytest.raises(SandboxUnavailable, match="no seccomp filter for riscv64") as caught:
         BwrapSandbox().prepare()
     assert caught.value.hint
+
+
+def test_a_job_cannot_signal_or_renice_processes_of_its_uid_outside_it(
+    bwrap: BwrapSandbox, workspace: Path
+) -> None:
+    """Another job of the same lab runs as the same uid: ``kill(-1)`` and ``PRIO_USER`` reach
+    only the job's own pid namespace, not it (here: a host process of the sandbox uid)."""
+    ids = {"user": bwrap.uid, "group": bwrap.gid} if os.geteuid() == 0 else {}
+    other = subprocess.Popen(  # cat: a program every uid may run (not a venv under /root)
+        ["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, **ids
+    )
+    try:
+        code = (
+            "import os, signal\n"
+            "os.setpriority(os.PRIO_USER, os.getuid(), 19)\n"
+            "try:\n"
+            "    os.kill(-1, signal.SIGSTOP)\n"
+            "except ProcessLookupError:\n"
+            "    pass\n"
+            "print(os.getpriority(os.PRIO_PROCESS, 0))\n"
+        )
+        result = bwrap.run(py(workspace, code))
+        assert result.stdout.strip() == b"19"  # the job's own processes were reniced
+        with open(f"/proc/{other.pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        assert fields[0] not in "Tt", fields[0]  # not stopped
+        assert fields[16] == "0"  # nor reniced
+    finally:
+        other.stdin.close()  # type: ignore[union-attr]
+        other.wait()

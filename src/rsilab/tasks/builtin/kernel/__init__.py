@@ -13,11 +13,17 @@ or descriptors. Each sample is one input size; each repeat draws a fresh input f
 sample's seed, the controller's run seed, the repeat), written into the worker's private memfd
 after the clock starts, so nothing can be precomputed. Reference and candidate are timed back
 to back, alternating order; the medians of 5 repeats give the sample's
-``speedup = t_reference / t_candidate``. Any output off the reference (rtol 1e-7), a crash, a
-hang or a wrong shape makes the sample invalid (score 0). Residual risk, stated: a candidate
-may still signal the reference worker (SIGSTOP/SIGCONT, same user) to slow it; doing so also
-makes the job's host-measured wall time exceed what the driver reports, which the controller
-can check.
+``speedup = t_reference / t_candidate``, where ``t_reference`` is the reference's own CPU
+time (which a stopped, starved or reniced process does not accrue) and ``t_candidate`` the
+wall time from writing the candidate's input to its answer. Any output off the reference
+(rtol 1e-7), a crash, a hang or a wrong shape makes the sample invalid (score 0). The candidate
+shares the others' uid and could signal or starve them, so every candidate process (orphans
+included: the driver is their subreaper) is paused while the reference is timed, and a
+reference or driver that was stopped, continued or killed makes that sample and every later
+one invalid: interference counts against the candidate. Residual: under CPU contention from
+outside the job, the candidate's wall time grows and the reference's CPU time does not, so
+speedups read lower, never higher; a candidate that stops the driver just as it is being
+paused leaves the job hung until its wall-time limit, which fails the experiment.
 """
 
 from __future__ import annotations
