@@ -28,7 +28,9 @@ from rsilab.tasks import (
     init_task,
     lab_secret,
     load_task,
+    metric_order,
     run_experiment,
+    shown_order,
     task_names,
 )
 
@@ -108,7 +110,8 @@ def check(
             found, outcome = check_run(task, sandbox, secret)
             problems += found
             if outcome is not None:
-                scores = ", ".join(f"{k} {v:.4g}" for k, v in outcome.scores.items())
+                shown = metric_order(outcome.scores, task.benchmarks)
+                scores = ", ".join(f"{k} {outcome.scores[k]:.4g}" for k in shown)
                 err.print(Text(f"run: dev scores {scores} in {outcome.seconds:.2f} s"))
         elif run:
             problems.append(Problem("run", "skipped: fix the errors above first", "warning"))
@@ -265,7 +268,8 @@ def list_tasks(
     for name in task_names():
         task = get_task(name)
         benches = ", ".join(
-            f"{b.name} ({b.scorer}{', target' if b.target else ''})" for b in task.benchmarks
+            f"{b.name} ({b.scorer}{', target' if b.target else ''})"
+            for b in shown_order(task.benchmarks)
         )
         if measure:
             seconds = _measure(task)

@@ -47,6 +47,7 @@ from rsilab.tasks._harness import (
 )
 from rsilab.tasks._init import KINDS as TASK_KINDS
 from rsilab.tasks._init import init_task
+from rsilab.tasks._order import Declared, metric_order, shown_order
 from rsilab.tasks._registry import TaskFactory, ensure_builtins, get_task, task, task_names
 from rsilab.tasks._samples import (
     TIERS,
@@ -118,6 +119,7 @@ __all__ = [
     "Budget",
     "CodeEdit",
     "CodeVariant",
+    "Declared",
     "Driver",
     "ExperimentFailed",
     "FileSplits",
@@ -178,6 +180,7 @@ __all__ = [
     "load_task",
     "load_toml",
     "make_splits",
+    "metric_order",
     "parse_budget",
     "parse_count",
     "parse_duration",
@@ -196,6 +199,7 @@ __all__ = [
     "score_outputs",
     "scorer_families",
     "scorer_names",
+    "shown_order",
     "task",
     "task_names",
     "task_predict_spec",
