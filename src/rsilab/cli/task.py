@@ -24,6 +24,7 @@ from rsilab.tasks import (
     check_run,
     check_task,
     check_toml,
+    describe_limits,
     get_task,
     init_task,
     lab_secret,
@@ -105,6 +106,8 @@ def check(
     sandbox = _task_sandbox(ref) if probe or run else None
     try:
         task, problems = _check(ref, sandbox if probe else None, secret, probe_seconds)
+        if task is not None:
+            _print_limits(task)
         ready = task is not None and not any(p.severity == "error" for p in problems)
         if run and sandbox is not None and task is not None and ready:
             found, outcome = check_run(task, sandbox, secret)
@@ -119,6 +122,21 @@ def check(
         if sandbox is not None:
             sandbox.close()
     _print_problems(problems, task.name if task is not None else ref)
+
+
+def _print_limits(task: Task) -> None:
+    """The limits its jobs run under: an experiment's (with the task's ``[limits]``) and the
+    controller's, which scale with them."""
+    err = stderr_console()
+    err.print(
+        Text(f"limits of an experiment's jobs: {describe_limits(task.experiment_limits())}"),
+        soft_wrap=True,
+    )
+    err.print(
+        Text(f"limits of the controller's jobs: {describe_limits(task.controller_limits())}"),
+        style="dim",
+        soft_wrap=True,
+    )
 
 
 def _task_sandbox(ref: str) -> Sandbox:
