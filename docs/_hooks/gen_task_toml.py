@@ -22,6 +22,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from rsilab.tasks import (
+    LIMIT_CEILINGS,
     Benchmark,
     Budget,
     FileSplits,
@@ -30,6 +31,7 @@ from rsilab.tasks import (
     Manifest,
     PoolSplits,
     Task,
+    TaskLimits,
     Trap,
     ensure_builtins,
     get_scorer,
@@ -64,6 +66,8 @@ def type_of(annotation: Any) -> str:
         return "one of " + ", ".join(f'`"{m.value}"`' for m in annotation)
     if annotation is Budget:
         return "string or table, see [budget](#budget)"
+    if annotation is TaskLimits:
+        return "table, see [limits](#limits)"
     if annotation is KnobCondition:
         keys = ", ".join(f"`{name}`" for name in KnobCondition.model_fields)
         return f"inline table with keys {keys} (`knob` and one of the other two)"
@@ -199,6 +203,17 @@ def render() -> str:
             'table with these keys (`wall = "20m"` may stand for `wall_s`):',
             "",
             *_rows(_own_fields(Budget)),
+            "",
+            "## limits",
+            "",
+            "A `[limits]` table: the limits of an experiment's jobs, each key left out keeping",
+            "its default; the controller's jobs scale with them, never below an experiment's",
+            "(see [Tasks](../tasks.md#what-a-job-may-use)). A value must be positive and at",
+            "most the lab's ceiling: "
+            + ", ".join(f"`{k}` {v:,.0f}" for k, v in LIMIT_CEILINGS.items())
+            + ".",
+            "",
+            *_rows(_own_fields(TaskLimits)),
             "",
             "## benchmarks",
             "",

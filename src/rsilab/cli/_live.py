@@ -28,7 +28,7 @@ from rsilab.orchestrator.campaign import Progress
 from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import Campaign, Candidate, CandidateState
 from rsilab.store import Store
-from rsilab.tasks import Budget, Task
+from rsilab.tasks import Budget, Task, shown_order
 from rsilab.web.progress import BaselineProgress, baseline_progress
 
 MESSAGES = 6
@@ -163,7 +163,7 @@ class LiveView:
         lineage = find_lineage(self.store, self.task.name)
         versions = lineage_versions(self.store, lineage) if lineage is not None else []
         rows = []
-        for bench in self.task.benchmarks:
+        for bench in shown_order(self.task.benchmarks):
             scored = [
                 (v.scores[bench.name].value, v.label) for v in versions if bench.name in v.scores
             ]

@@ -472,7 +472,7 @@ def _summary(console: Console, lab: Lab, task: Task, result: CampaignResult) -> 
         soft_wrap=True,
     )
     if found is not None:
-        console.print(_versions_table(found, members))
+        console.print(_versions_table(found, members, task.benchmarks))
     if result.measures is not None:
         m = result.measures
         console.print(

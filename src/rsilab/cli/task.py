@@ -24,11 +24,14 @@ from rsilab.tasks import (
     check_run,
     check_task,
     check_toml,
+    describe_limits,
     get_task,
     init_task,
     lab_secret,
     load_task,
+    metric_order,
     run_experiment,
+    shown_order,
     task_names,
 )
 
@@ -103,12 +106,15 @@ def check(
     sandbox = _task_sandbox(ref) if probe or run else None
     try:
         task, problems = _check(ref, sandbox if probe else None, secret, probe_seconds)
+        if task is not None:
+            _print_limits(task)
         ready = task is not None and not any(p.severity == "error" for p in problems)
         if run and sandbox is not None and task is not None and ready:
             found, outcome = check_run(task, sandbox, secret)
             problems += found
             if outcome is not None:
-                scores = ", ".join(f"{k} {v:.4g}" for k, v in outcome.scores.items())
+                shown = metric_order(outcome.scores, task.benchmarks)
+                scores = ", ".join(f"{k} {outcome.scores[k]:.4g}" for k in shown)
                 err.print(Text(f"run: dev scores {scores} in {outcome.seconds:.2f} s"))
         elif run:
             problems.append(Problem("run", "skipped: fix the errors above first", "warning"))
@@ -128,6 +134,21 @@ def _source_rule(sources: list[Path]) -> str:
         f"data sources: {len(sources)} declared ({shown}{more}): every tier is cut from them, "
         "so no improver may read them: every job fails to open them, and "
         "search_local_datasets never offers a data set holding them"
+    )
+
+
+def _print_limits(task: Task) -> None:
+    """The limits its jobs run under: an experiment's (with the task's ``[limits]``) and the
+    controller's, which scale with them."""
+    err = stderr_console()
+    err.print(
+        Text(f"limits of an experiment's jobs: {describe_limits(task.experiment_limits())}"),
+        soft_wrap=True,
+    )
+    err.print(
+        Text(f"limits of the controller's jobs: {describe_limits(task.controller_limits())}"),
+        style="dim",
+        soft_wrap=True,
     )
 
 
@@ -278,7 +299,8 @@ def list_tasks(
     for name in task_names():
         task = get_task(name)
         benches = ", ".join(
-            f"{b.name} ({b.scorer}{', target' if b.target else ''})" for b in task.benchmarks
+            f"{b.name} ({b.scorer}{', target' if b.target else ''})"
+            for b in shown_order(task.benchmarks)
         )
         if measure:
             seconds = _measure(task)

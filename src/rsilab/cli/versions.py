@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,9 +21,9 @@ from rsilab.controller.lineage import (
     rollback,
 )
 from rsilab.errors import UserError
-from rsilab.records import Candidate, Interval, Lineage, SystemVersion
-from rsilab.store import Lab
-from rsilab.tasks import load_task
+from rsilab.records import Campaign, Candidate, Interval, Lineage, SystemVersion
+from rsilab.store import Lab, StoreReader
+from rsilab.tasks import Declared, load_task, metric_order
 
 CLI_ACTOR = "cli"
 SHORT = 12
@@ -39,6 +40,21 @@ LineageOption = Annotated[
 def _task_name(ref: str) -> str:
     """The task's name: ``ref`` itself unless it names a task file or folder."""
     return load_task(ref).name if Path(ref.rpartition(":")[0] or ref).exists() else ref
+
+
+def _declared(store: StoreReader, ref: str, name: str) -> Sequence[Declared]:
+    """The benchmarks of the task ``ref`` names, for the order of score columns: loaded from
+    ``ref``, else from the newest campaign of task ``name`` (a task.toml named by its name);
+    none (names sorted) when neither loads here: the records alone still list every score."""
+    from rsilab.orchestrator.report import task_benchmarks
+
+    try:
+        return load_task(ref).benchmarks
+    except UserError:
+        pass
+    runs = [c for c in store.query_as(Campaign) if c.task.name == name]
+    newest = max(runs, key=lambda c: c.created_at, default=None)
+    return task_benchmarks(newest.task) if newest is not None else []
 
 
 def baseline(
@@ -101,8 +117,8 @@ def baseline(
         soft_wrap=True,
     )
     table = Table("benchmark", "final-tier score (95% interval)")
-    for name, score in sorted(version.scores.items()):
-        table.add_row(name, _interval(score))
+    for name in metric_order(version.scores, task.benchmarks):
+        table.add_row(name, _interval(version.scores[name]))
     console.print(table)
 
 
@@ -118,12 +134,13 @@ def versions(
         found = require_lineage(opened.store, task, lineage)
         members = lineage_versions(opened.store, found)
         candidates = lineage_candidates(opened.store, task, lineage)
+        declared = _declared(opened.store, task_ref, task)
     if as_json:
         print_json(lineage_json(found, members, candidates))
         return
     console = stdout_console()
     console.print(Text(f"{task}/{lineage}: head {found.head_id}", style="bold"), soft_wrap=True)
-    console.print(_versions_table(found, members))
+    console.print(_versions_table(found, members, declared))
     if not candidates:
         console.print(Text("no candidates yet", style="dim"))
         return
@@ -188,8 +205,11 @@ def _interval(score: Interval) -> str:
     return f"{score.value:.4f} [{score.low:.4f}, {score.high:.4f}]"
 
 
-def _versions_table(lineage: Lineage, members: list[SystemVersion]) -> Table:
-    benches = sorted({name for v in members for name in v.scores})
+def _versions_table(
+    lineage: Lineage, members: list[SystemVersion], declared: Sequence[Declared]
+) -> Table:
+    """The versions, their scores in :func:`~rsilab.tasks.metric_order` of ``declared``."""
+    benches = metric_order({name for v in members for name in v.scores}, declared)
     table = Table("", "label", "id", "parent", "harness", "model", *benches, "decision")
     for v in members:
         note = f"rollback of {v.rollback_of}" if v.rollback_of else v.decision

@@ -183,7 +183,8 @@ class SystemEvaluator:
         self.store = store
         self.artifacts = artifacts
         self.executor = executor
-        self.limits = limits or Limits(wall_s=900.0, cpu_s=3600.0, memory_mb=4096)
+        # the task's [limits] raise the controller's: its jobs never get less than an experiment's
+        self.limits = limits or task.controller_limits()
         self.splits = {b.name: make_splits(task, b, secret) for b in task.benchmarks}
 
     def private_samples(self, benchmark: str, tier: DataTier) -> list[Sample]:

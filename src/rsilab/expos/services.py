@@ -15,6 +15,7 @@ one), else the base runtime. Its sandbox is bound to the lab
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
@@ -44,7 +45,7 @@ from rsilab.sandbox.select import default_sandbox
 from rsilab.store.artifacts import ArtifactStore, is_cache
 from rsilab.store.keys import key_dir
 from rsilab.store.lab import Lab
-from rsilab.tasks import SECRET_FILE, Task, lab_secret, load_ref
+from rsilab.tasks import EXPERIMENT_LIMITS, SECRET_FILE, Task, lab_secret, load_ref
 
 
 class LabServices:
@@ -76,7 +77,10 @@ class LabServices:
         """The executor made on first use when none was given: local, or a Ray cluster."""
         self.lineage = lineage
         self.seeds = seeds
-        self.job_limits = job_limits or Limits(wall_s=600.0, cpu_s=1200.0)
+        self._default_limits = job_limits or EXPERIMENT_LIMITS
+        self.job_limits = self._default_limits
+        """The limits of experiment jobs of the task bound by :meth:`use_task` (see
+        :meth:`limits_for`); a workspace made by the executor has its ``disk_mb``."""
         self.judge_in_background = judge_in_background
         self._executor = executor
         self._owns_executor = executor is None
@@ -111,7 +115,9 @@ class LabServices:
                 slots = self._slots or min(2, available_cores())
                 sandbox = default_sandbox(
                     allow_unsandboxed=self.allow_unsandboxed,
-                    confinement=self.confinement,
+                    confinement=dataclasses.replace(
+                        self.confinement, workspace_mb=self.job_limits.disk_mb
+                    ),
                     runtime=self._runtime,
                     shown=self._shown,
                 )
@@ -149,6 +155,7 @@ class LabServices:
             if self._executor is None and self._owns_executor:
                 self._runtime = wanted if own else None
                 self._shown = shown
+                self.job_limits = self.limits_for(task)
                 return wanted
         if shown and not self._jobs_see(shown):
             raise UserError(
@@ -164,6 +171,11 @@ class LabServices:
             f"already runs its jobs in the one at {held.path}",
             "run each task whose runtime differs in a process of its own",
         )
+
+    def limits_for(self, task: Task) -> Limits:
+        """The limits of ``task``'s experiment jobs: this lab's defaults with the task's
+        ``[limits]`` (:meth:`rsilab.tasks.Task.experiment_limits`)."""
+        return task.experiment_limits(self._default_limits)
 
     def _jobs_see(self, paths: tuple[Path, ...]) -> bool:
         """Whether every job of the executor made or passed in sees ``paths`` read-only."""

@@ -47,6 +47,10 @@ from rsilab.tasks._harness import (
 )
 from rsilab.tasks._init import KINDS as TASK_KINDS
 from rsilab.tasks._init import init_task
+from rsilab.tasks._limits import CEILINGS as LIMIT_CEILINGS
+from rsilab.tasks._limits import CONTROLLER_LIMITS, EXPERIMENT_LIMITS, TaskLimits
+from rsilab.tasks._limits import describe as describe_limits
+from rsilab.tasks._order import Declared, metric_order, shown_order
 from rsilab.tasks._registry import TaskFactory, ensure_builtins, get_task, task, task_names
 from rsilab.tasks._samples import (
     TIERS,
@@ -105,8 +109,11 @@ from rsilab.tasks._variants import (
 )
 
 __all__ = [
+    "CONTROLLER_LIMITS",
     "DATA_DIR",
+    "EXPERIMENT_LIMITS",
     "HEAD",
+    "LIMIT_CEILINGS",
     "MANIFEST",
     "MODEL_SUFFIX",
     "PROGRAM_LIMITS",
@@ -118,6 +125,7 @@ __all__ = [
     "Budget",
     "CodeEdit",
     "CodeVariant",
+    "Declared",
     "Driver",
     "ExperimentFailed",
     "FileSplits",
@@ -145,6 +153,7 @@ __all__ = [
     "Splits",
     "Task",
     "TaskFactory",
+    "TaskLimits",
     "TaskLoadError",
     "Trap",
     "TrapKind",
@@ -162,6 +171,7 @@ __all__ = [
     "data_places",
     "deciding_first",
     "derive_seed",
+    "describe_limits",
     "driver_names",
     "encode_inputs",
     "ensure_builtins",
@@ -178,6 +188,7 @@ __all__ = [
     "load_task",
     "load_toml",
     "make_splits",
+    "metric_order",
     "parse_budget",
     "parse_count",
     "parse_duration",
@@ -196,6 +207,7 @@ __all__ = [
     "score_outputs",
     "scorer_families",
     "scorer_names",
+    "shown_order",
     "task",
     "task_names",
     "task_predict_spec",

@@ -119,7 +119,9 @@ def check_run(task: Task, sandbox: Sandbox, secret: bytes) -> tuple[list[Problem
                 )
             ], None
     try:
-        outcome = run_experiment(task, sandbox, secret, tier=DataTier.DEV)
+        outcome = run_experiment(
+            task, sandbox, secret, tier=DataTier.DEV, limits=task.experiment_limits()
+        )
     except ExperimentFailed as exc:
         return [Problem("run", str(exc))], None
     except (SplitError, ManifestError, OSError, ValueError) as exc:

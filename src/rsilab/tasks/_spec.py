@@ -18,9 +18,11 @@ from pydantic import Field, JsonValue, field_validator, model_validator
 
 from rsilab import stats
 from rsilab.records import Model, TaskRef
+from rsilab.sandbox.base import Limits
 from rsilab.sandbox.runtime import Runtime, require_task_runtime, task_runtime
 from rsilab.tasks._budget import Budget
 from rsilab.tasks._conditions import check_conditions
+from rsilab.tasks._limits import EXPERIMENT_LIMITS, TaskLimits
 from rsilab.tasks._origin import anchored, anchored_source
 from rsilab.tasks._samples import SampleSource
 from rsilab.tasks._scorers import get_scorer, scorer_names
@@ -282,6 +284,12 @@ class Task(Model):
         description="Named code changes to the harness offered as ideas (rsilab.tasks."
         "CodeVariant); the built-in policy searches them like a choice knob.",
     )
+    limits: TaskLimits = Field(
+        default_factory=TaskLimits,
+        description="Limits of an experiment's jobs in place of the defaults (wall and cpu in "
+        "seconds; memory, output, file and disk in MiB; processes): `[limits]` in task.toml, "
+        "e.g. `wall = 1800`. The controller's jobs scale with them (see docs/tasks.md).",
+    )
     source: str = Field(default="", description="Where it was loaded from: builtin, a path.")
 
     @field_validator("search_space")
@@ -331,6 +339,15 @@ class Task(Model):
         names = [HEAD, *(v.name for v in self.code_variants)]
         return Knob(name=VARIANT_KNOB, type=KnobType.CHOICE, choices=names, default=HEAD)
 
+    def experiment_limits(self, base: Limits = EXPERIMENT_LIMITS) -> Limits:
+        """The limits of its experiments' jobs: ``base`` with the task's ``[limits]``."""
+        return self.limits.over(base)
+
+    def controller_limits(self) -> Limits:
+        """The limits of the controller's jobs for it: never below an experiment's (see
+        :meth:`TaskLimits.controller`)."""
+        return self.limits.controller()
+
     def default_config(self) -> dict[str, JsonValue]:
         """The search space's defaults, as a config mapping."""
         return {k.name: k.default for k in self.search_space}
@@ -344,6 +361,8 @@ class Task(Model):
             left_out.add("code_variants")
         if not self.runtime_build_id:  # nor build ids
             left_out.add("runtime_build_id")
+        if not self.limits.given():  # nor limits: a task that sets one has another digest
+            left_out.add("limits")
         data = self.model_dump(mode="json", exclude=left_out)
         for knob in data.get("search_space", []):  # knobs from before conditions: same digest
             if knob.get("when") is None:

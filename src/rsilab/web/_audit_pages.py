@@ -59,7 +59,7 @@ def lineage_body(view: CampaignView, links: Links) -> Markup:
     """The lineage's versions, the regression table across every benchmark, and every
     candidate of the campaign with the controller's decision per benchmark (once: the reason
     column holds what the per-benchmark column does not)."""
-    names = [b.name for b in view.benchmarks] or sorted(
+    names = [b.name for b in view.benchmarks] or view.order(
         {n for v in view.versions for n in v.scores}
     )
     by_id = {v.id: v for v in view.versions}

@@ -22,6 +22,7 @@ from rsilab.records import (
 )
 from rsilab.stats import better
 from rsilab.store import StoreReader
+from rsilab.tasks import metric_order
 from rsilab.web._curves import BenchmarkCurve, dev_scores
 from rsilab.web._dag_svg import DagNode, dag_legend, dag_svg
 from rsilab.web._links import Links
@@ -79,6 +80,9 @@ def campaign_rows(store: StoreReader) -> list[CampaignRow]:
         if accepted:
             version = store.get_as(str(accepted[-1].version_id), SystemVersion)
             head = {n: v for n, v in version.scores.items() if not targets or n in targets}
+        shown = metric_order(best.keys() | head.keys(), benchmarks)
+        best = {n: best[n] for n in shown if n in best}
+        head = {n: head[n] for n in shown if n in head}
         rows.append(CampaignRow(c, len(experiments), len(candidates), len(accepted), best, head))
     return rows
 
@@ -248,7 +252,7 @@ def _best_at(points: Sequence[tuple[float, float]], x: float) -> float:
 def table_context(view: CampaignView, links: Links) -> dict[str, object]:
     """What ``experiments_table.html`` needs besides its rows: the campaign, direction titles,
     each experiment's place and the benchmark columns."""
-    names = [b.name for b in view.benchmarks] or sorted(
+    names = [b.name for b in view.benchmarks] or view.order(
         {b for scores in view.dev.values() for b in scores}
     )
     return {

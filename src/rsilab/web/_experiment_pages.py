@@ -69,7 +69,7 @@ def experiment_body(
         candidates=[c for c in view.candidates if c.experiment_id == e.id],
         compare_with=e.parent_experiment_id or (others[-1] if others else ""),
         config_json=json.dumps(e.config, indent=2, sort_keys=True, default=str),
-        scores=_scores(found.evaluations),
+        scores=_scores(view, found.evaluations),
         logs=_logs(found.jobs, artifacts),
         diff=_diff(view, e, artifacts),
     )
@@ -86,7 +86,8 @@ class _Score:
     id: str
 
 
-def _scores(evaluations: Sequence[Evaluation]) -> list[_Score]:
+def _scores(view: CampaignView, evaluations: Sequence[Evaluation]) -> list[_Score]:
+    place = {name: i for i, name in enumerate(view.order({ev.benchmark for ev in evaluations}))}
     return [
         _Score(
             ev.benchmark,
@@ -97,7 +98,7 @@ def _scores(evaluations: Sequence[Evaluation]) -> list[_Score]:
             len({s.epoch for s in ev.samples}),
             ev.id,
         )
-        for ev in evaluations
+        for ev in sorted(evaluations, key=lambda ev: place[ev.benchmark])
         if ev.tier in (DataTier.DEV, DataTier.TRAIN)
     ]
 
@@ -294,7 +295,8 @@ def compare_body(
         if ea.config.get(k) != eb.config.get(k)
     ]
     tables = []
-    for c in compare_samples(a.evaluations, b.evaluations):
+    compared = {c.benchmark: c for c in compare_samples(a.evaluations, b.evaluations)}
+    for c in (compared[name] for name in view.order(compared)):
         ordered = sorted(c.samples, key=lambda s: (-abs(s[1] - s[2]), s[0]))
         pages = max(1, -(-len(ordered) // SAMPLES_PER_PAGE))
         at = min(max(page, 1), pages)
@@ -345,7 +347,7 @@ def default_pair(view: CampaignView) -> tuple[str, str, str] | None:
     if len(view.experiments) < 2:
         return None
     reference = view.experiments[0].id
-    targets = [b.name for b in view.benchmarks if b.target] or sorted(
+    targets = [b.name for b in view.benchmarks if b.target] or view.order(
         {b for scores in view.dev.values() for b in scores}
     )
     higher = view.higher

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -22,12 +22,14 @@ from rsilab.orchestrator.report import (
     AssignmentItem,
     BenchmarkInfo,
     DirectionReport,
+    FailureGroup,
     FlagsReport,
     VersionScores,
     accepted_reports,
     baseline_and_start,
     direction_reports,
     experiment_budget,
+    failure_groups,
     flags_report,
     lineage_name,
     task_benchmarks,
@@ -37,6 +39,7 @@ from rsilab.orchestrator.report import (
 from rsilab.orchestrator.research.campaign_review import campaign_review_of
 from rsilab.orchestrator.research.dag import ResearchDag
 from rsilab.records import (
+    BenchmarkDecision,
     Campaign,
     CampaignReview,
     Candidate,
@@ -46,6 +49,7 @@ from rsilab.records import (
     SystemVersion,
 )
 from rsilab.store import StoreReader
+from rsilab.tasks import metric_order
 from rsilab.web._curves import BenchmarkCurve, DevCache, DevScore, campaign_curves, dev_scores
 
 T = TypeVar("T")
@@ -85,6 +89,9 @@ class CampaignView:
     versions: list[SystemVersion]
     """The lineage's versions, oldest first (empty when it has no baseline here)."""
     directions: list[DirectionReport]
+    failures: list[FailureGroup]
+    """Why experiments failed, each reason once (see
+    :func:`rsilab.orchestrator.report.failure_groups`)."""
     baseline: VersionScores | None
     start: VersionScores | None
     accepted: list[AcceptedReport]
@@ -99,6 +106,16 @@ class CampaignView:
     def higher(self) -> dict[str, bool]:
         """Per benchmark: whether a higher score is better (known benchmarks only)."""
         return {b.name: b.higher_is_better for b in self.benchmarks}
+
+    def order(self, names: Iterable[str]) -> list[str]:
+        """``names`` of benchmarks in the order every table and chart shows them: the task's
+        targets first (see :func:`rsilab.tasks.metric_order`)."""
+        return metric_order(names, self.benchmarks)
+
+    def ordered_decisions(self, decisions: Sequence[BenchmarkDecision]) -> list[BenchmarkDecision]:
+        """A candidate's per-benchmark decisions in :meth:`order`."""
+        place = {n: i for i, n in enumerate(self.order(d.benchmark for d in decisions))}
+        return sorted(decisions, key=lambda d: place[d.benchmark])
 
     @property
     def budget(self) -> int | None:
@@ -165,6 +182,7 @@ def read_campaign(
         candidates=candidates,
         versions=versions,
         directions=direction_reports(store, dag, higher, means),
+        failures=failure_groups(store, experiments),
         baseline=version_scores(first),
         start=version_scores(start),
         accepted=_accepted(store, candidates, first, cache.accepted),
@@ -172,8 +190,17 @@ def read_campaign(
         team=team_items(store, campaign_id),
         review=campaign_review_of(store, campaign_id),
         dev=dev,
-        curves=campaign_curves(campaign.created_at, experiments, dev, candidates, labels, higher),
+        curves=_in_order(
+            campaign_curves(campaign.created_at, experiments, dev, candidates, labels, higher),
+            metric_order((b.name for b in benchmarks), benchmarks),
+        ),
     )
+
+
+def _in_order(curves: list[BenchmarkCurve], names: list[str]) -> list[BenchmarkCurve]:
+    """``curves`` with those of ``names`` first, in that order (the rest as they came)."""
+    place = {name: i for i, name in enumerate(names)}
+    return sorted(curves, key=lambda c: place.get(c.benchmark, len(place)))
 
 
 def _accepted(

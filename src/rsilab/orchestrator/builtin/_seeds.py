@@ -66,6 +66,26 @@ def next_seed(
     return run_seed(campaign_seed, ordinal)
 
 
+def settled(runs: Sequence[Run], config: Mapping[str, JsonValue]) -> bool:
+    """Whether ``config``'s outcome is known without another run: at least two of its
+    finished runs, on different recorded seeds, measured exactly the same score on every
+    benchmark, and none measured another. Such a config does not depend on the seed (a task
+    whose scoring is deterministic, or a config where nothing random acts), so a re-run on a
+    new seed can only repeat what is recorded: the policy spends no experiment on one."""
+    key = config_text(config)
+    mine = [r for r in runs if not r.failed and config_text(r.config) == key]
+    if len({r.seed for r in mine if r.seed is not None}) < 2:
+        return False  # one seed, or seeds not recorded: nothing says the seed does not matter
+    first = _measured(mine[0])
+    return all(_measured(r) == first for r in mine[1:])
+
+
+def _measured(run: Run) -> tuple[tuple[str, float], ...]:
+    """What a run measured: its dev score per benchmark (its target score for runs recorded
+    before every benchmark's was kept)."""
+    return tuple(sorted(run.scores.items())) or (("", run.target),)
+
+
 def shared_seeds(runs: Sequence[Run], reference: Sequence[Run]) -> list[tuple[Run, Run]]:
     """(run, reference run) pairs on the same seed, lowest seed first; failed runs and runs
     without a recorded seed take no part."""

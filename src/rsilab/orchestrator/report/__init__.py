@@ -27,6 +27,7 @@ from rsilab.orchestrator.report._evolution import (
     build_evolution_report,
     render_evolution_markdown,
 )
+from rsilab.orchestrator.report._failures import FailureGroup, failure_groups
 from rsilab.orchestrator.report._markdown import render_markdown
 from rsilab.orchestrator.report._model import (
     REPORT_VERSION,
@@ -57,6 +58,7 @@ __all__ = [
     "CampaignReport",
     "DirectionReport",
     "EvolutionReport",
+    "FailureGroup",
     "FlagsReport",
     "ResourcesReport",
     "VersionScores",
@@ -68,6 +70,7 @@ __all__ = [
     "dev_means",
     "direction_reports",
     "experiment_budget",
+    "failure_groups",
     "flags_report",
     "lineage_name",
     "render_evolution_markdown",

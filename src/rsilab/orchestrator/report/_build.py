@@ -7,6 +7,7 @@ from typing import Any
 
 from rsilab.errors import UserError
 from rsilab.orchestrator.report._actors import actor_uses, team_items, totals
+from rsilab.orchestrator.report._failures import failure_groups
 from rsilab.orchestrator.report._model import (
     BenchmarkInfo,
     CampaignReport,
@@ -35,6 +36,7 @@ from rsilab.records import (
     DataTier,
     Evaluation,
     Event,
+    Experiment,
     ExperimentState,
     Job,
     ProtocolFlag,
@@ -44,7 +46,7 @@ from rsilab.records import (
 )
 from rsilab.stats import better
 from rsilab.store import Store, StoreReader
-from rsilab.tasks import get_task, load_ref
+from rsilab.tasks import get_task, load_ref, shown_order
 
 _EXPERIMENTS = re.compile(r"(?:^|,)\s*experiments\s*=\s*(\d+)\s*(?:,|$)")
 
@@ -88,6 +90,7 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
         ),
         benchmarks=benchmarks,
         directions=direction_reports(store, dag, higher),
+        failures=failure_groups(store, _in_order(dag)),
         dag_text=dag.render_text(),
         baseline=version_scores(baseline),
         start=version_scores(start),
@@ -100,6 +103,12 @@ def build_report(store: Store, campaign_id: str) -> CampaignReport:
         team=team_items(store, campaign_id),
         review=campaign_review_of(store, campaign_id),
     )
+
+
+def _in_order(dag: ResearchDag) -> list[Experiment]:
+    """The DAG's experiments, oldest first."""
+    runs = (e for exps in dag.experiments.values() for e in exps)
+    return sorted(runs, key=lambda e: (e.created_at, e.id))
 
 
 def campaign_resources(
@@ -131,14 +140,15 @@ def experiment_budget(budget: Any) -> int | None:
 
 def task_benchmarks(task: TaskRef | str) -> list[BenchmarkInfo]:
     """The benchmarks of a task (a campaign's recorded reference, or a name) with their target
-    flag and direction (empty when the task cannot be loaded here)."""
+    flag and direction, in the order they are shown (targets first, see
+    :func:`rsilab.tasks.shown_order`); empty when the task cannot be loaded here."""
     try:
         loaded = load_ref(task) if isinstance(task, TaskRef) else get_task(task)
     except (KeyError, ValueError, UserError):  # not reachable from here: directions unknown
         return []
     return [
         BenchmarkInfo(name=b.name, target=b.target, higher_is_better=b.higher_is_better)
-        for b in loaded.benchmarks
+        for b in shown_order(loaded.benchmarks)
     ]
 
 
@@ -187,7 +197,8 @@ def direction_reports(
 def _best_dev(
     experiment_ids: list[str], dev: dict[str, dict[str, float]], higher: dict[str, bool]
 ) -> dict[str, DevBest]:
-    """Per benchmark, the experiment with the best mean dev score (the earliest of ties)."""
+    """Per benchmark (in name order; displays order them), the experiment with the best mean
+    dev score (the earliest of ties)."""
     best: dict[str, DevBest] = {}
     for exp in experiment_ids:
         for bench, score in dev.get(exp, {}).items():

@@ -15,6 +15,7 @@ from rsilab.orchestrator.report._model import REPORT_VERSION, BenchmarkInfo
 from rsilab.orchestrator.report._outcomes import gains_over
 from rsilab.records import Evolution, Experiment, Interval, Model, SystemVersion, utc_now
 from rsilab.store import Store
+from rsilab.tasks import metric_order
 
 RUNNER_HAS_NO_SCORE = (
     "The improver is one of rsilab's runners, not a system of this lineage: it has no score "
@@ -163,7 +164,7 @@ def _header(r: EvolutionReport) -> str:
 
 
 def _rounds(r: EvolutionReport) -> str:
-    names = sorted(r.rows[0].scores)
+    names = metric_order(r.rows[0].scores, r.benchmarks)
     head = ["round", "improver", "version", *(_name(r, b) for b in names)]
     head += ["accepted", "experiments", "tool calls", "hours"]
     rows = []
@@ -199,7 +200,7 @@ def _improvers(r: EvolutionReport) -> str:
     if all(i.version_id is None for i in r.improvers):
         lines.append(RUNNER_HAS_NO_SCORE)
         return "\n".join(lines)
-    targets = sorted({b for i in r.improvers for b in i.scores})
+    targets = metric_order({b for i in r.improvers for b in i.scores}, r.benchmarks)
     rows = [
         [
             str(i.round),

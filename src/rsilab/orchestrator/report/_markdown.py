@@ -19,6 +19,7 @@ from rsilab.orchestrator.report._model import (
     VersionScores,
 )
 from rsilab.records import CampaignReview, Interval, unconfined_note
+from rsilab.tasks import metric_order
 
 
 def render_markdown(report: CampaignReport) -> str:
@@ -64,17 +65,23 @@ def _header(r: CampaignReport) -> str:
 def _summary(r: CampaignReport) -> str:
     c = r.campaign
     not_accepted = len(r.rejected)
+    failed = sum(g.count for g in r.failures)
     lines = [
         "## Summary",
         "",
         f"- Experiments: {c.experiments}"
-        + (f" of {c.experiment_budget} in the budget" if c.experiment_budget is not None else ""),
+        + (f" of {c.experiment_budget} in the budget" if c.experiment_budget is not None else "")
+        + (f", {failed} failed or cancelled" if failed else ""),
         f"- Candidates: {c.candidates} proposed, {c.accepted} accepted, {not_accepted} not "
         f"accepted, {len(r.pending)} pending",
         f"- Protocol flags: {r.flags.total}",
         f"- Active wall time: {_duration(r.resources.wall_s)}; job CPU time: "
         f"{_duration(r.resources.cpu_s)}",
     ]
+    if r.failures:
+        rows = [[g.reason, str(g.count), f"`{g.example_experiment_id}`"] for g in r.failures]
+        head = ["reason", "experiments", "e.g."]
+        lines += ["", "Why experiments failed:", "", _table(head, rows)]
     if r.start is None:
         lines += ["", "The lineage has no baseline in this lab: no scores to compare."]
         return "\n".join(lines)
@@ -87,7 +94,7 @@ def _summary(r: CampaignReport) -> str:
         "",
     ]
     rows = []
-    for bench in sorted(r.start.scores):
+    for bench in metric_order(r.start.scores, r.benchmarks):
         gain = after.vs_baseline.get(bench) if after else None
         rows.append(
             [
@@ -110,7 +117,7 @@ def _dag(r: CampaignReport) -> str:
             d.title,
             d.state,
             f"{d.experiments} ({d.succeeded} ok, {d.failed} failed)",
-            ", ".join(f"{b} {v.score:.4f}" for b, v in d.best_dev.items()) or "-",
+            _best_dev(r, d) or "-",
             _verdicts(d),
             d.conclusion or "-",
         ]
@@ -139,9 +146,9 @@ def _evidence(d: DirectionReport) -> str:
 def _accepted(r: CampaignReport) -> str:
     lines = ["## Accepted versions", ""]
     if r.baseline is not None:
-        lines.append(f"Baseline: {_version_line(r.baseline)}")
+        lines.append(f"Baseline: {_version_line(r, r.baseline)}")
     if r.start is not None and r.baseline is not None and r.start.id != r.baseline.id:
-        lines.append(f"Started from: {_version_line(r.start)}")
+        lines.append(f"Started from: {_version_line(r, r.start)}")
     if not r.accepted:
         lines += ["", "None: no candidate of this campaign was accepted."]
         return "\n".join(lines)
@@ -158,10 +165,10 @@ def _accepted_rows(r: CampaignReport, a: AcceptedReport) -> list[list[str]]:
             f"{a.label} `{a.version_id}`" if i == 0 else "",
             f"`{a.candidate_id}`" if i == 0 else "",
             _bench(r, bench),
-            _iv(score),
+            _iv(a.scores[bench]),
             _gain(a.vs_baseline.get(bench)),
         ]
-        for i, (bench, score) in enumerate(a.scores.items())
+        for i, bench in enumerate(metric_order(a.scores, r.benchmarks))
     ]
 
 
@@ -388,12 +395,17 @@ def _bench(r: CampaignReport, name: str) -> str:
     return name
 
 
+def _best_dev(r: CampaignReport, d: DirectionReport) -> str:
+    order = metric_order(d.best_dev, r.benchmarks)
+    return ", ".join(f"{b} {d.best_dev[b].score:.4f}" for b in order)
+
+
 def _verdicts(d: DirectionReport) -> str:
     return ", ".join(f"{rv.verdict}->{rv.recommendation}" for rv in d.reviews) or "-"
 
 
-def _version_line(v: VersionScores) -> str:
-    scores = ", ".join(f"{b} {_iv(s)}" for b, s in v.scores.items())
+def _version_line(r: CampaignReport, v: VersionScores) -> str:
+    scores = ", ".join(f"{b} {_iv(v.scores[b])}" for b in metric_order(v.scores, r.benchmarks))
     return f"{v.label} `{v.id}`: {scores or 'no scores'}"
 
 

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from rsilab.orchestrator.report._failures import FailureGroup
 from rsilab.orchestrator.research.measures import LockInMeasures
 from rsilab.records import CampaignReview, Interval, Model
 
@@ -269,6 +270,11 @@ class CampaignReport(Model):
         default_factory=list, description="The task's benchmarks (empty if not loadable here)."
     )
     directions: list[DirectionReport] = Field(description="The DAG's nodes, oldest first.")
+    failures: list[FailureGroup] = Field(
+        default_factory=list,
+        description="Why experiments failed or were cancelled: each reason once, with its "
+        "count and an example, most frequent first.",
+    )
     dag_text: str = Field(description="The DAG as an indented tree, for people.")
     baseline: VersionScores | None = Field(description="The lineage's first version.")
     start: VersionScores | None = Field(

@@ -163,7 +163,7 @@ def _plan_train(
         data=str(data.relative_to(plan.workspace)),
         model_out=model_out,
         seed=plan.seed,
-        limits=plan.services.job_limits,
+        limits=plan.services.limits_for(plan.task),
     )
     hidden = (*plan.task.data_sources, plan.workspace / DATA_DIR, *others)
     spec = replace(spec, hidden=hidden)

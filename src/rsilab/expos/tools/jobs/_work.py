@@ -182,7 +182,7 @@ def plan_train(plan: Plan) -> JobRun:
         model_out=model_out,
         seed=plan.seed,
         model_in=model_in,
-        limits=plan.services.job_limits,
+        limits=plan.services.limits_for(plan.task),
     )
     spec = replace(spec, hidden=tuple(plan.task.data_sources))
     inputs = JobInputs(
@@ -246,7 +246,7 @@ def predict_job_spec(
             seed=plan.seed,
             model=model,
             manifest=plan.manifest,
-            limits=plan.services.job_limits,
+            limits=plan.services.limits_for(plan.task),
         )
     except ValueError as exc:
         raise ToolError("tool_failed", f"the harness cannot predict: {exc}") from None

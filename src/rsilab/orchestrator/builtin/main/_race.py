@@ -7,6 +7,11 @@ those on re-runs: first one re-run of the reference (so the head has
 contenders (distinct configs that beat the reference, paired by seed: the k-th runs of all
 configs share a seed, :mod:`~rsilab.orchestrator.builtin._seeds`), best first: the top ``k`` each
 get a re-run, then the top ``ceil(k / 2)``, and so on down to one; slots left over go to the leader.
+A config whose runs on two seeds measured exactly the same scores is *settled*
+(:func:`~rsilab.orchestrator.builtin._seeds.settled`: its outcome does not depend on the seed)
+and is never re-run: the race re-runs only the configs still in doubt, and ends, leaving the
+experiments to the search, when every config of its rung is settled; on a deterministic task
+that is a race without re-runs past the one each config needs to show it.
 The rule is stateless: the next re-run is read from the runs recorded and running, so a resumed
 campaign races on where it stopped. :func:`winner` is the config the policy then proposes, if
 the Reviewer predicts the controller accepts it.
@@ -22,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from pydantic import JsonValue
 
-from rsilab.orchestrator.builtin._seeds import config_text, paired_gain
+from rsilab.orchestrator.builtin._seeds import config_text, paired_gain, settled
 from rsilab.orchestrator.builtin._state import Run
 
 REFERENCE_RUNS = 2
@@ -75,6 +80,11 @@ class Contender:
     def latest(self) -> Run:
         return self.runs[-1]
 
+    @property
+    def settled(self) -> bool:
+        """Its runs on two seeds measured the same: another run would repeat them."""
+        return settled(self.runs, self.config)
+
 
 def groups(runs: Sequence[Run]) -> list[Contender]:
     """The finished, non-failed runs grouped by their full config, in order of first run."""
@@ -113,8 +123,9 @@ def next_race_config(
 ) -> dict[str, JsonValue] | None:
     """The config of race re-run number ``slot`` (0-based) of ``slots``: the reference while
     it has fewer than :data:`REFERENCE_RUNS` runs (recorded or ``running``), else the
-    contender with the fewest runs among the top ``k`` of the slot's rung (ties: the better
-    one). None when nothing beats the reference (no race to run)."""
+    contender with the fewest runs among the top ``k`` of the slot's rung that is not settled
+    (ties: the better one). None when nothing beats the reference (no race to run), or when
+    every contender of the rung is settled (another run of one would repeat its scores)."""
     count: dict[str, int] = {}
     for config in running:
         count[config_text(config)] = count.get(config_text(config), 0) + 1
@@ -127,7 +138,9 @@ def next_race_config(
         return None
     plan = [1, *(k for k in rungs(slots - 1) for _ in range(k))]  # slot 0: the reference
     k = plan[min(slot, len(plan) - 1)]
-    top = field[: max(1, k)]
+    top = [g for g in field[: max(1, k)] if not g.settled]
+    if not top:
+        return None
     pick = min(
         range(len(top)),
         key=lambda i: (len(top[i].runs) + count.get(config_text(top[i].config), 0), i),
@@ -136,11 +149,12 @@ def next_race_config(
 
 
 def winner(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> Contender | None:
-    """The config the race chose: among the contenders with the most runs, the best gain
+    """The config the race chose: among the contenders with the most runs and those settled
+    (their gain is exact: no run was held back from them for being behind), the best gain
     (successive halving leaves the survivor with the most runs); None when none beats the
     reference."""
     field = contenders(runs, reference)
     if not field:
         return None
     most = max(len(g.runs) for g in field)
-    return max((g for g in field if len(g.runs) == most), key=lambda g: g.gain)
+    return max((g for g in field if len(g.runs) == most or g.settled), key=lambda g: g.gain)

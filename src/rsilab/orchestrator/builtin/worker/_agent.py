@@ -129,7 +129,7 @@ class Worker:
         write_system(self.ctx, worker, full)
         exp = earlier.id if earlier is not None else self._create(worker, order, file_config(full))
         created.set()
-        scores, cancelled = self._train_and_eval(worker, exp, order.job_seed(self.ctx.seed))
+        scores, cancelled, why = self._train_and_eval(worker, exp, order.job_seed(self.ctx.seed))
         if cancelled:
             return None  # left open: the resume's attempt continues it
         score = scores.get(target)
@@ -138,7 +138,7 @@ class Worker:
             "finish_experiment",
             experiment_id=exp,
             status="succeeded" if score is not None else "failed",
-            summary=f"dev {target} {score}",
+            summary=f"dev {target} {score}" if score is not None else f"failed: {why}",
         )
         return _complete(self.ctx, order, intent, exp, full, scores)
 
@@ -154,31 +154,50 @@ class Worker:
             )["id"]
         )
 
-    def _train_and_eval(self, worker: str, exp: str, seed: int) -> tuple[dict[str, float], bool]:
+    def _train_and_eval(
+        self, worker: str, exp: str, seed: int
+    ) -> tuple[dict[str, float], bool, str]:
         """(mean score per benchmark, empty when a job failed; True when the stop request
-        cancelled). Dev scores, or out-of-fold train scores where the setting gives no dev."""
+        cancelled; why there is no target score, for the experiment's summary). Dev scores,
+        or out-of-fold train scores where the setting gives no dev."""
         door = self.ctx.door
         if self.stop.cancelling:
-            return {}, True
+            return {}, True, "cancelled"
         if self.ctx.tier is DataTier.TRAIN:  # no dev scores in this setting: folds of train
             folded = door.worker(worker, "run_job", experiment_id=exp, kind="fold_eval", seed=seed)
             if folded["status"] != "succeeded":
-                return {}, self.stop.cancelling or folded["status"] == "cancelled"
-            return _floats(folded.get("fold_scores", {}).get("scores", {})), False
+                stopped = self.stop.cancelling or folded["status"] == "cancelled"
+                return {}, stopped, _job_failure(folded)
+            scored = folded.get("fold_scores", {})
+            return _floats(scored.get("scores", {})), False, _no_score(scored)
         model: dict[str, Any] = {}
         if self.ctx.manifest.trains:  # else predict alone is the system: evaluate it as it is
             trained = door.worker(worker, "run_job", experiment_id=exp, kind="train", seed=seed)
             if trained["status"] != "succeeded":
-                return {}, self.stop.cancelling or trained["status"] == "cancelled"
+                stopped = self.stop.cancelling or trained["status"] == "cancelled"
+                return {}, stopped, _job_failure(trained)
             if self.stop.cancelling:
-                return {}, True
+                return {}, True, "cancelled"
             model = {"model": trained["model"]}
         evaluated = door.worker(
             worker, "run_job", experiment_id=exp, kind="dev_eval", seed=seed, **model
         )
         if evaluated["status"] != "succeeded":
-            return {}, self.stop.cancelling or evaluated["status"] == "cancelled"
-        return _floats(evaluated.get("dev", {}).get("scores", {})), False
+            stopped = self.stop.cancelling or evaluated["status"] == "cancelled"
+            return {}, stopped, _job_failure(evaluated)
+        dev = evaluated.get("dev", {})
+        return _floats(dev.get("scores", {})), False, _no_score(dev)
+
+
+def _job_failure(job: dict[str, Any]) -> str:
+    """Why a job ``run_job`` returned did not succeed, in its words."""
+    return f"{job.get('kind', 'job')} job {job.get('error') or job.get('status')}"
+
+
+def _no_score(scored: dict[str, Any]) -> str:
+    """Why a job that ran gave no target score: the scoring's error (e.g. predict broke the
+    output contract), else that the target was not scored."""
+    return str(scored.get("error") or "the target benchmark got no score")
 
 
 def read_config(ctx: RunContext, worker: str) -> dict[str, JsonValue]:
