@@ -22,6 +22,8 @@ def _spec_digest(path: Path) -> str:
     # fields added later leave the digests of specs without them as they were
     later = {"code_variants", "runtime_requirements", "runtime_build_id"}
     empty = {name for name in later if not getattr(task, name, None)}
+    if all(value is None for value in task.limits.model_dump().values()):
+        empty.add("limits")  # nor do limits when a task sets none
     data = task.model_dump(mode="json", exclude={"source", "seconds_per_experiment", *empty})
     for knob in data["search_space"]:  # so are a knob's: no condition, no "when" key
         if knob["when"] is None:
