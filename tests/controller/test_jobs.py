@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from rsilab.controller.jobs import JobRecorder
+from rsilab.controller.jobs import JobRecorder, new_job, recorded_success
 from rsilab.errors import ConflictError
 from rsilab.records import (
     DataTier,
@@ -20,7 +22,7 @@ from rsilab.records import (
     Role,
     SampleScore,
 )
-from rsilab.store import MemoryStore
+from rsilab.store import Lab, MemoryStore
 
 
 def _recorder() -> JobRecorder:
@@ -99,3 +101,52 @@ def test_an_experiment_is_started_once_and_synced_with_compare_and_swap() -> Non
     assert events[0].detail == f"{exp.id} 'x' [created]"  # the experiment as it was
     assert events[1].detail == f"{exp.id} 'x' [running]"
     assert recorder.store.get_as(exp.id, Experiment).log_artifacts == ["a" * 64]
+
+
+# --- reuse of a recorded controller job ----------------------------------------------------
+
+
+def _predict(seed: int = 7, stdin: str = "a" * 64, candidate: str | None = "cand-1") -> Job:
+    inputs = JobInputs(workspace_sha256="0" * 64, data_sha256={"stdin": stdin}, seed=seed)
+    return new_job(
+        JobKind.CONTROLLER_PREDICT,
+        inputs,
+        campaign_id=None,
+        actor="controller",
+        candidate_id=candidate,
+    )
+
+
+def _succeeded(lab: Lab, job: Job, stdout: bytes, actor: str = "controller") -> Job:
+    recorder = JobRecorder(lab.store, actor, Role.CONTROLLER)
+    running = recorder.started(job.model_copy(update={"status": JobStatus.RUNNING, "actor": actor}))
+    sha = lab.artifacts.put_bytes(stdout).sha256
+    done = running.model_copy(update={"status": JobStatus.SUCCEEDED, "stdout_sha256": sha})
+    return recorder.finished(done)
+
+
+def test_a_recorded_job_is_reused_only_for_the_same_key(tmp_path: Path) -> None:
+    lab = Lab.init(tmp_path / "lab")
+    try:
+        first = _succeeded(lab, _predict(), b"first\n")
+        _succeeded(lab, _predict(), b"second\n")  # a later success never replaces the first
+        found = recorded_success(lab.store, lab.artifacts, _predict())
+        assert found is not None and found.id == first.id
+        for other in (_predict(seed=8), _predict(stdin="b" * 64), _predict(candidate="cand-2")):
+            assert recorded_success(lab.store, lab.artifacts, other) is None
+        agents = _predict(candidate="cand-3")
+        _succeeded(lab, agents, b"an agent's\n", actor="worker-1")
+        assert recorded_success(lab.store, lab.artifacts, agents) is None
+    finally:
+        lab.close()
+
+
+def test_a_recorded_job_whose_output_is_gone_runs_again(tmp_path: Path) -> None:
+    lab = Lab.init(tmp_path / "lab")
+    try:
+        done = _succeeded(lab, _predict(), b"collected\n")
+        assert done.stdout_sha256 is not None
+        lab.artifacts.blob_path(done.stdout_sha256).unlink()
+        assert recorded_success(lab.store, lab.artifacts, _predict()) is None
+    finally:
+        lab.close()

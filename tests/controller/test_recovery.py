@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from rsilab.records import (
 )
 from rsilab.sandbox.owners import owner_of
 from rsilab.store import Lab
+from tests.controller.held import Operator, hold
 from tests.synthetic_configs import BETTER
 
 MakeHarness = Callable[..., Path]
@@ -331,3 +333,44 @@ def _running_jobs(lab: Lab, candidate_id: str) -> list[Job]:
 
 def _folders_of(pid: int, root: Path) -> list[Path]:
     return [p for p in root.iterdir() if (o := owner_of(p.name)) is not None and o.pid == pid]
+
+
+def test_a_judge_killed_midway_is_judged_again_reusing_the_jobs_it_finished(
+    controller: HostController, lab: Lab, make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    private = tmp_path / "judge-tmp"
+    private.mkdir()
+    controller.baseline()
+    tree = make_harness(BETTER)
+    token = hold(tree)
+    candidate = controller.propose(
+        lab.artifacts.put_tree(tree).sha256, campaign_id=None, proposer="worker-1"
+    )
+    child = _judge_in_a_process(lab, candidate.id, private)
+    try:
+        with Operator(token, {}, release=2).running():  # two jobs run, the rest wait
+            deadline = time.monotonic() + 120
+            while len(_succeeded(lab, candidate)) < 2:
+                assert child.poll() is None and time.monotonic() < deadline, "no job finished"
+                time.sleep(0.01)
+    finally:
+        _kill_group(child)
+    before = {j.id for j in _succeeded(lab, candidate)}
+
+    with Operator(token, {}).running():
+        report = recover_controller_work(lab, None, controller=controller)
+    judged = _candidate(lab, candidate)
+    assert judged.is_finished() and candidate.id in report.rejudged
+    succeeded = _succeeded(lab, candidate)
+    assert before <= {j.id for j in succeeded}
+    per_key = Counter((j.kind, j.inputs.seed, j.inputs.model_in_sha256) for j in succeeded)
+    assert set(per_key.values()) == {1}, per_key  # nothing that had finished ran again
+
+
+def _succeeded(lab: Lab, candidate: Candidate) -> list[Job]:
+    """The candidate's own controller jobs that succeeded (not its head's)."""
+    return [
+        j
+        for j in lab.store.query_as(Job, fields={"candidate_id": candidate.id})
+        if j.status == JobStatus.SUCCEEDED and j.inputs.workspace_sha256 == candidate.harness_sha256
+    ]

@@ -7,6 +7,14 @@ job: its model's hash is kept), then run ``predict`` (or the task's driver) in a
 accept and final tiers of every benchmark, with the inputs on stdin. Outputs and logs stay with
 the controller. Any failure of the contract makes the system invalid, with a readable reason.
 
+A job that fails for a cause outside the candidate (killed from outside, the sandbox could not
+run it: :mod:`rsilab.controller.blame`) is not the candidate's failure: its seed is attempted
+again in a fresh folder with the same seed, and after three attempts the evaluation raises
+:class:`~rsilab.controller.blame.EvaluationFault`, deciding nothing. Every attempt, and every
+evaluation resumed after a kill, reuses the jobs already recorded as succeeded with the same
+key (:func:`~rsilab.controller.jobs.recorded_success`): a finished train's stored model is put
+where that train wrote it, and a finished predict's stored output is read again.
+
 On request (``probe_model``), the first seed's folder also gets a *model-use probe*: once its
 predict has run, the model file train wrote is emptied (same name, zero bytes; the trained
 model is already stored) and predict runs once more, on the accept tiers only. A predict that
@@ -21,21 +29,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 from pydantic import JsonValue
 
-from rsilab.controller.jobs import CONTROLLER_ACTOR, data_hashes, new_job, run_recorded_job
+from rsilab.controller.blame import ATTEMPTS, EvaluationFault, OutsideFault, outside_cause
+from rsilab.controller.jobs import (
+    CONTROLLER_ACTOR,
+    data_hashes,
+    new_job,
+    recorded_success,
+    run_recorded_job,
+)
 from rsilab.controller.settings import rules_for
 from rsilab.executors.base import Executor, JobResult
 from rsilab.faults import fault_point
-from rsilab.records import DataTier, Job, JobInputs, JobKind, Resources, Role
+from rsilab.records import DataTier, Job, JobInputs, JobKind, JobStatus, Resources, Role
 from rsilab.sandbox import hand_over
 from rsilab.sandbox.base import KillReason, Limits, RunSpec, why_killed
 from rsilab.sandbox.nofollow import write_empty
@@ -59,6 +75,8 @@ from rsilab.tasks import (
     train_spec,
     write_data_dir,
 )
+
+log = logging.getLogger(__name__)
 
 MODEL_DIR = "model-out"
 MODEL_IN_DIR = "model-in"
@@ -207,7 +225,9 @@ class SystemEvaluator:
 
         Raises:
             SystemInvalid: the harness does not load, a job fails, or predict breaks the
-                contract; the reason names the seed, the step and what went wrong.
+                contract; the reason names the seed, the step and what went wrong. It wins
+                over an EvaluationFault of another seed: the candidate's failure decides.
+            EvaluationFault: a seed's jobs kept failing for causes outside the candidate.
             LabError: the lab could not be written.
         """
         with ThreadPoolExecutor(max_workers=max(1, len(seeds))) as pool:
@@ -223,7 +243,7 @@ class SystemEvaluator:
                 )
                 for i, seed in enumerate(seeds)
             ]
-            per_seed = [f.result() for f in futures]
+            per_seed = _results(futures)
         tables: dict[tuple[str, DataTier], ScoreTable] = {}
         for bench in self.task.benchmarks:
             for tier in PRIVATE_TIERS:
@@ -257,6 +277,38 @@ class SystemEvaluator:
         candidate_id: str | None,
         probe_model: bool = False,
     ) -> _SeedResult:
+        """One seed's jobs, attempted again (fresh folder, same seed) when a job failed for a
+        cause outside the candidate; jobs already recorded as succeeded are reused.
+
+        Raises:
+            EvaluationFault: :data:`~rsilab.controller.blame.ATTEMPTS` attempts each failed
+                for a cause outside the candidate (see :mod:`rsilab.controller.blame`).
+        """
+        causes: list[str] = []
+        spent = _SeedResult()
+        for _ in range(ATTEMPTS):
+            # jobs of failed attempts stay in the seed's record and cost
+            result = _SeedResult(job_ids=list(spent.job_ids), resources=spent.resources)
+            try:
+                return self._attempt(
+                    recipe, index, seed, campaign_id, candidate_id, probe_model, result
+                )
+            except OutsideFault as fault:
+                log.warning("seed %d: %s; running it again", index + 1, fault.cause)
+                causes.append(fault.cause)
+                spent = result
+        raise EvaluationFault(index, causes)
+
+    def _attempt(
+        self,
+        recipe: Recipe,
+        index: int,
+        seed: int,
+        campaign_id: str | None,
+        candidate_id: str | None,
+        probe_model: bool,
+        result: _SeedResult,
+    ) -> _SeedResult:
         # A scratch workspace: the sandbox user's, its own size-limited filesystem where the
         # sandbox can; deleted afterwards with everything the jobs wrote.
         with self.executor.scratch(self.limits.disk_mb, kind="controller") as tmp:
@@ -266,7 +318,7 @@ class SystemEvaluator:
             fault_point("baseline_seed" if candidate_id is None else "candidate_seed")
             check_tree_links(workspace)
             return self._run_seed(
-                recipe, workspace, index, seed, campaign_id, candidate_id, probe_model
+                recipe, workspace, index, seed, campaign_id, candidate_id, result, probe_model
             )
 
     def _run_seed(
@@ -277,13 +329,13 @@ class SystemEvaluator:
         seed: int,
         campaign_id: str | None,
         candidate_id: str | None,
+        result: _SeedResult,
         probe_model: bool = False,
     ) -> _SeedResult:
         try:
             manifest = load_manifest(workspace)
         except ManifestError as exc:
             raise SystemInvalid(f"the harness does not load: {exc}") from None
-        result = _SeedResult()
         model: str | None = None
         if manifest.trains:
             model = self._train(
@@ -298,16 +350,11 @@ class SystemEvaluator:
         # predict runs read-only on the same throwaway folder (the model train wrote is there);
         # the folder is deleted afterwards, so nothing a job does outlives the evaluation.
         spec = self._predict_spec(workspace, samples, seed, model, manifest)
-        inputs = JobInputs(
-            workspace_sha256=recipe.harness_sha256,
-            model_in_sha256=result.model,
-            seed=seed,
-            argv=list(spec.argv[:2]),
-        )
-        done, run = self._recorded(
+        inputs = _predict_inputs(recipe, spec, result.model, seed)
+        done, _ = self._recorded(
             JobKind.CONTROLLER_PREDICT, inputs, spec, result, campaign_id, candidate_id
         )
-        if run is None or not run.ok:
+        if done.status is not JobStatus.SUCCEEDED or done.stdout_sha256 is None:
             how = (
                 f"killed: {why_killed(KillReason(done.kill_reason), spec.limits)}"
                 if done.kill_reason
@@ -317,7 +364,7 @@ class SystemEvaluator:
                 f"seed {index + 1}: predict failed: {done.error}",
                 f"predict on the private tiers did not finish: {how}",
             )
-        stdout = self.artifacts.read_bytes(run.stdout_sha256)
+        stdout = self.artifacts.read_bytes(done.stdout_sha256)
         try:
             outputs = parse_predictions(stdout, [s.id for s in samples])
         except HarnessOutputError as exc:
@@ -409,20 +456,15 @@ class SystemEvaluator:
                 "the model path its train left passes through a link or is not a file",
             ) from exc
         spec = self._predict_spec(workspace, samples, seed, model, manifest)
-        inputs = JobInputs(
-            workspace_sha256=recipe.harness_sha256,
-            model_in_sha256=EMPTY_SHA256,
-            seed=seed,
-            argv=list(spec.argv[:2]),
-        )
-        _, run = self._recorded(
+        inputs = _predict_inputs(recipe, spec, EMPTY_SHA256, seed)
+        done, _ = self._recorded(
             JobKind.CONTROLLER_PREDICT, inputs, spec, result, campaign_id, candidate_id
         )
-        if run is None or not run.ok:
+        if done.status is not JobStatus.SUCCEEDED or done.stdout_sha256 is None:
             return False  # it needed the model: what a predict that uses one does
         ids = [s.id for s in samples]
         try:
-            probed = parse_predictions(self.artifacts.read_bytes(run.stdout_sha256), ids)
+            probed = parse_predictions(self.artifacts.read_bytes(done.stdout_sha256), ids)
         except HarnessOutputError:
             return False
         return all(probed[i] == outputs[i] for i in ids)
@@ -484,9 +526,14 @@ class SystemEvaluator:
             seed=seed,
             argv=list(spec.argv),
         )
-        done, _ = self._recorded(
+        done, reused = self._recorded(
             JobKind.CONTROLLER_TRAIN, inputs, spec, result, campaign_id, candidate_id, model_out
         )
+        if reused and done.model_out_sha256 is not None:
+            # the model a finished train recorded, where that train wrote it (predict is
+            # given this file; anything else a train leaves in its folder is not kept)
+            self.artifacts.materialize(done.model_out_sha256, workspace / model_out, "file")
+            hand_over(workspace, workspace / MODEL_DIR)
         if done.model_out_sha256 is None:
             raise SystemInvalid(
                 f"seed {index + 1}: train failed: {done.error}",
@@ -504,8 +551,14 @@ class SystemEvaluator:
         campaign_id: str | None,
         candidate_id: str | None,
         model_out: str | None = None,
-    ) -> tuple[Job, JobResult | None]:
-        """Run one controller job as a recorded job; its id and resources go to ``result``."""
+    ) -> tuple[Job, bool]:
+        """Run one controller job as a recorded job, or reuse the first recorded success with
+        the same key (see :func:`~rsilab.controller.jobs.recorded_success`): the job and
+        whether it was reused. Its id and resources go to ``result``.
+
+        Raises:
+            OutsideFault: the job failed for a cause outside the candidate.
+        """
         job = new_job(
             kind,
             inputs,
@@ -514,13 +567,45 @@ class SystemEvaluator:
             candidate_id=candidate_id,
             model_out=model_out,
         )
-        done, run = run_recorded_job(
-            self.store, self.artifacts, self.executor, job, spec,
-            actor=CONTROLLER_ACTOR, role=Role.CONTROLLER,
-        )  # fmt: skip
+        done = recorded_success(self.store, self.artifacts, job)
+        reused = done is not None
+        run: JobResult | None = None
+        if done is None:
+            done, run = run_recorded_job(
+                self.store, self.artifacts, self.executor, job, spec,
+                actor=CONTROLLER_ACTOR, role=Role.CONTROLLER,
+            )  # fmt: skip
         result.job_ids.append(done.id)
         result.add(done.resources)
-        return done, run
+        cause = None if reused else outside_cause(done, run)
+        if cause is not None:
+            raise OutsideFault(cause)
+        return done, reused
+
+
+def _results(futures: Sequence[Future[_SeedResult]]) -> list[_SeedResult]:
+    """Every seed's result; else the first seed's SystemInvalid (the candidate's failure
+    decides), else the first other error."""
+    errors = [f.exception() for f in futures]
+    for error in errors:
+        if isinstance(error, SystemInvalid):
+            raise error
+    for error in errors:
+        if error is not None:
+            raise error
+    return [f.result() for f in futures]
+
+
+def _predict_inputs(recipe: Recipe, spec: RunSpec, model: str | None, seed: int) -> JobInputs:
+    """What a controller predict is made from; its stdin (the private inputs) by hash, so a
+    recorded predict is reused only for the very inputs it answered."""
+    return JobInputs(
+        workspace_sha256=recipe.harness_sha256,
+        data_sha256={"stdin": hashlib.sha256(spec.stdin).hexdigest()},
+        model_in_sha256=model,
+        seed=seed,
+        argv=list(spec.argv[:2]),
+    )
 
 
 @dataclass

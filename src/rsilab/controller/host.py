@@ -35,6 +35,7 @@ from threading import Lock
 
 import numpy as np
 
+from rsilab.controller.blame import EvaluationFault
 from rsilab.controller.comparison import Comparison, HeadReference, compare, comparison_seeds
 from rsilab.controller.evaluation import (
     Recipe,
@@ -90,6 +91,8 @@ from rsilab.tasks import Task, lab_secret
 
 log = logging.getLogger(__name__)
 
+UNDECIDED_REASON = "undecided: the controller's evaluation failed for a cause outside it"
+"""How the reason of a candidate left pending by an EvaluationFault starts."""
 DEFAULT_SEEDS = 3
 DEFAULT_MAX_PROPOSALS = 25
 _CAS_ATTEMPTS = 5
@@ -186,6 +189,8 @@ class HostController:
         """Evaluate the task's initial system and store it as the lineage's first version.
 
         Raises:
+            EvaluationFault: its jobs kept failing for causes outside the system; nothing is
+                recorded but the jobs, which a new attempt reuses.
             UserError: the lineage already exists, or the initial system is invalid.
         """
         if find_lineage(self.store, self.task.name, self.lineage) is not None:
@@ -292,6 +297,9 @@ class HostController:
         Never raises for a bad candidate: it ends invalid or rejected with its reason.
 
         Raises:
+            EvaluationFault: the controller's jobs kept failing for causes outside the
+                candidate (:mod:`rsilab.controller.blame`); the candidate is recorded
+                ``pending`` again with :data:`UNDECIDED_REASON`, for a resume to judge.
             UserError: the candidate is not pending, or the evaluation inputs changed.
             LabError: the lab could not be written.
         """
@@ -343,6 +351,15 @@ class HostController:
             # detail is the public step, since the reason may quote private logs.
             self._flag(FlagStage.EVALUATION, "candidate_invalid", exc.public, candidate)
             return self._finish(candidate, CandidateState.INVALID, exc.reason, exc.public), None
+        except EvaluationFault as exc:
+            # not the candidate's doing: nothing is decided, and no flag raised against it
+            self._update(
+                candidate,
+                state=CandidateState.PENDING,
+                reason=f"{UNDECIDED_REASON}: {exc.message}",
+                public_note=f"{UNDECIDED_REASON}: {exc.message}",
+            )
+            raise
         result = judged.result
         evaluations = self._evaluations(candidate.id, candidate.campaign_id, result)
         self._commit("candidate_evaluated", candidate.id, candidate.campaign_id, evaluations)
@@ -369,6 +386,9 @@ class HostController:
         None when even that could not be recorded."""
         try:
             return self.judge(candidate_id)
+        except EvaluationFault as exc:  # recorded pending by judge: a resume judges it again
+            log.error("judging %s decided nothing: %s", candidate_id, exc)
+            return self.store.get_as(candidate_id, Candidate)
         except JobInterrupted as exc:  # a cluster node went away: judged again by recovery
             log.warning("judging %s was interrupted: %s", candidate_id, exc)
             return self._recover_interrupted(candidate_id)

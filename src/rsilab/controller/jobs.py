@@ -40,6 +40,8 @@ from rsilab.store.artifacts import ArtifactStore, hash_file
 from rsilab.store.base import Store
 
 CONTROLLER_ACTOR = "controller"
+NOT_RUN = "the sandbox could not run the job: "
+"""How a recorded job's ``error`` starts when the sandbox or executor could not run it."""
 
 
 def data_hashes(folder: Path) -> dict[str, str]:
@@ -228,8 +230,10 @@ def run_recorded_job(
     except JobInterrupted as exc:  # its machine went away: recovery's to re-run, not a failure
         recorder.finished(running.interrupted(str(exc), utc_now()))
         raise
-    except Exception as exc:  # a sandbox failure is the job's failure, recorded as such
-        result, error = None, f"the sandbox could not run the job: {exc}"
+    except ValueError as exc:  # the sandbox refuses the spec (more GPUs than it has, ...)
+        result, error = None, f"the sandbox refused the job: {exc}"
+    except Exception as exc:  # the sandbox or executor failed: recorded as the job's failure
+        result, error = None, f"{NOT_RUN}{exc}"
     done = finish_job(running, result, error=error)
     if result is not None and result.ok and job.model_out is not None:
         stored, why = _store_model(artifacts, spec.workspace, job.model_out)
@@ -279,6 +283,31 @@ def model_produced_by_job(store: Store, sha256: str) -> Job | None:
     for record in store.query(Job.KIND, fields={"model_out_sha256": sha256}):
         if isinstance(record, Job) and record.status is JobStatus.SUCCEEDED:
             return record
+    return None
+
+
+def recorded_success(store: Store, artifacts: ArtifactStore, job: Job) -> Job | None:
+    """The first controller job that succeeded with ``job``'s key and whose outputs are still
+    stored, or None: what a resumed or retried evaluation reuses instead of running ``job``.
+
+    The key is everything the job is made from: its kind, its inputs (harness tree, data
+    files, model in, config, seed, command, and for predict the hash of its stdin), campaign,
+    candidate and model path. The *first* success counts, so running a job again can never
+    offer a second draw to choose from.
+    """
+    for found in store.query_as(Job, fields={"kind": str(job.kind), "status": "succeeded"}):
+        if (
+            found.actor == CONTROLLER_ACTOR
+            and found.kind.is_private
+            and (found.campaign_id, found.candidate_id) == (job.campaign_id, job.candidate_id)
+            and found.experiment_id is None
+            and found.model_out == job.model_out
+            and found.inputs == job.inputs
+        ):
+            # a model or output since collected (gc) cannot be reused: the job runs again
+            needed = [found.stdout_sha256] + ([found.model_out_sha256] if job.model_out else [])
+            stored = all(sha is not None and artifacts.has(sha) for sha in needed)
+            return found if stored else None
     return None
 
 

@@ -10,11 +10,11 @@ dies, so recovery acts only on work whose claim it can take, and holds the claim
 What it does to a candidate whose judge is dead:
 
 - its controller jobs still queued or running are marked ``interrupted`` (final);
-- a candidate left ``evaluating`` is judged again from the start: judging is not resumable
-  (the seeds' models and scores live only in the dead process until they are committed), and
-  it is deterministic in what counts, since the controller's seeds derive from the lab's
-  secret and the candidate's id, so the new attempt trains with the same seeds. It is set back
-  to ``pending`` with :data:`INTERRUPTED_REASON` and judged;
+- a candidate left ``evaluating`` is judged again: the controller's seeds derive from the
+  lab's secret and the candidate's id, so the new attempt uses the same seeds, and the
+  controller jobs the dead judge finished are reused, not run again (their models and outputs
+  are stored; see :func:`rsilab.controller.jobs.recorded_success`). It is set back to
+  ``pending`` with :data:`INTERRUPTED_REASON` and judged;
 - a candidate whose second attempt was interrupted too is rejected with
   :data:`INTERRUPTED_TWICE`: recovery re-runs work killed by rsilab's own death once, not
   forever;
