@@ -218,6 +218,7 @@ class SQLiteStore(Store):
 
     def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
         checkpoint: Checkpoint | None = None
+        mark: Checkpoint | None = None
         if not self._write_checked:
             with self._lock, self._sqlite_errors():
                 check_before_first_write(self, self._lab_id, self._key)
@@ -238,18 +239,22 @@ class SQLiteStore(Store):
                     "INSERT INTO events (seq, hash, campaign_id, body) VALUES (?, ?, ?, ?)",
                     (stored.seq, stored.hash, event.campaign_id, stored.text),
                 )
-                if self._key is not None and stored.seq % CHECKPOINT_INTERVAL == 0:
-                    checkpoint = make_checkpoint(self._key, self._lab_id, stored.seq, stored.hash)
-                    self._insert_checkpoint(checkpoint)
+                if self._key is not None:
+                    mark = make_checkpoint(self._key, self._lab_id, stored.seq, stored.hash)
+                    if stored.seq % CHECKPOINT_INTERVAL == 0:
+                        self._insert_checkpoint(mark)
+                        checkpoint = mark
                 self._conn.execute("COMMIT")
             except BaseException:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
             self._unsigned_commits = checkpoint is None
-        if checkpoint is not None:
-            keys.raise_watermark(self._lab_id, checkpoint)
         apply_revisions(writes, staged)
+        if mark is not None:
+            # every event, not every CHECKPOINT_INTERVAL: an unsigned tail could be cut or
+            # rewritten unnoticed by anyone who can write lab.db
+            keys.mark_commit(self._lab_id, mark)
         return event
 
     def _write_record(self, record: Record, text: str, is_new: bool) -> None:
@@ -389,7 +394,7 @@ class SQLiteStore(Store):
                     self._conn.execute("ROLLBACK")
                 raise
             self._unsigned_commits = False
-        keys.raise_watermark(self._lab_id, cp)
+        keys.mark_commit(self._lab_id, cp)
         return cp
 
     def close(self) -> None:

@@ -82,7 +82,9 @@ def _verify(
     key = key if key is not None else keys.load_key(store.lab_id, key_dir)
     checkpoints = store.checkpoints()
     watermark = keys.load_watermark(store.lab_id, key_dir)
-    if watermark is not None and all(cp.seq != watermark.seq for cp in checkpoints):
+    same = [(cp.seq, cp.head_hash, cp.mac) for cp in checkpoints]
+    # even beside an in-lab checkpoint of its seq, unless it says the same: both must hold
+    if watermark is not None and (watermark.seq, watermark.head_hash, watermark.mac) not in same:
         checkpoints.append(watermark)
     checkpoints.sort(key=lambda cp: cp.seq)
     report = verify_ledger(
