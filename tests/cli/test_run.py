@@ -158,3 +158,36 @@ def test_a_lab_that_lost_its_task_secret_is_not_given_a_new_one(
     assert again.exit_code == 2, explain(again)
     assert "task-secret is missing" in again.stderr and "restore task-secret" in again.stderr
     assert not (lab / "task-secret").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [("replaced", "(replaced)"), ("deleted", "is missing, but event")],
+)
+def test_a_lab_whose_task_secret_changed_is_named_by_run_and_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str, said: str
+) -> None:
+    """Before, a replaced secret made the next run say "the task changed since the baseline"
+    and `rsilab verify` found the lab clean."""
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    first = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
+    assert first.exit_code == 0, explain(first)
+    assert rsilab("verify", "--lab", lab).exit_code == 0
+    secret = lab / "task-secret"
+    if change == "replaced":
+        secret.write_text("ab" * 32)
+    else:
+        secret.unlink()
+
+    checked = rsilab("verify", "--lab", lab)
+    again = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
+
+    assert checked.exit_code == 3, explain(checked)
+    assert f"- the task secret {secret} " in checked.stdout and said in checked.stdout
+    assert again.exit_code != 0, explain(again)
+    errors = [line for line in again.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and said in errors[0], explain(again)
+    assert "changed since the baseline" not in again.stderr
+    assert "restore task-secret" in again.stderr
