@@ -92,3 +92,17 @@ def test_a_mark_lost_after_its_commit_says_the_event_was_recorded(
             store.commit(draft("second"))
 
         assert store.head()[0] == 2
+
+
+def test_marks_of_many_labs_in_one_process_each_follow_their_head(tmp_path: Path) -> None:
+    stores = [SQLiteStore.open(tmp_path / f"lab{i}.db", create=True) for i in range(20)]
+    try:
+        for round_ in range(3):
+            for store in stores:
+                store.commit(draft(f"round {round_}"))
+        for store in stores:
+            mark = keys.load_watermark(store.lab_id)
+            assert mark is not None and (mark.seq, mark.head_hash) == store.head()
+    finally:
+        for store in stores:
+            store.close()

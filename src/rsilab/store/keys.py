@@ -79,6 +79,7 @@ def _watermark_path(lab_id: str, folder: Path | None = None) -> Path:
 _SLOT = 512
 """Bytes of each of the watermark file's two slots: one sector, so a slot is written whole."""
 
+_MAX_OPEN_MARKS = 8
 _marks_lock = threading.Lock()
 _open_marks: dict[Path, int] = {}
 """Watermark files this process keeps open, so raising a mark at every commit costs one
@@ -131,6 +132,8 @@ def _mark_file(lab_id: str) -> int:
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     if not existed:
         _fsync_folder(folder)  # the new name itself must survive a power cut
+    while len(_open_marks) >= _MAX_OPEN_MARKS:  # a process that opens many labs (tests)
+        os.close(_open_marks.pop(next(iter(_open_marks))))
     _open_marks[path] = fd
     return fd
 
