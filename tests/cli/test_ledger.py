@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cli.helpers import explain, rsilab
+from tests.sandbox.unprivileged import run_as_test_user
 
 
 def _create_direction(lab: Path, campaign_id: str) -> str:
@@ -135,3 +142,100 @@ def test_verify_without_the_key_says_it_is_incomplete_and_exits_1(
     assert (as_json["ok"], as_json["complete"], as_json["key_missing"]) == (True, False, True)
     assert as_json["checkpoints_checked"] == 0
     assert as_json["checkpoints_unchecked"] >= 1
+
+
+# -- a read-only lab ---------------------------------------------------------------------------
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+READERS = """
+import subprocess, sys
+lab = sys.argv[1]
+for args in (["verify"], ["log"], ["show", "1"], ["report", "latest"]):
+    done = subprocess.run([sys.executable, "-m", "rsilab", *args, "--lab", lab],
+                          capture_output=True, text=True)
+    print(f"== {args[0]} exit {done.returncode}")
+    print(done.stdout[:1500], done.stderr[-800:])
+"""
+
+
+@pytest.fixture
+def ran_lab_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Path, Path]]:
+    """A copy of a lab after a real small run, and of its key folder, in a folder another
+    local user can enter; every file made read-only (restored afterwards for cleanup)."""
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    ran = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
+    assert ran.exit_code == 0, explain(ran)
+    shared = Path(tempfile.mkdtemp(prefix="rsilab-test-"))
+    shared.chmod(0o755)
+    copy, keys = shared / "lab", shared / "keys"
+    shutil.copytree(lab, copy, ignore=shutil.ignore_patterns("workspaces"))
+    shutil.copytree(os.environ["RSILAB_KEY_DIR"], keys)
+    for folder in (copy, keys):
+        for item in [*folder.rglob("*"), folder]:
+            item.chmod(0o555 if item.is_dir() else 0o444)
+    try:
+        yield copy, keys
+    finally:
+        for folder in (copy, keys):
+            for item in [folder, *folder.rglob("*")]:
+                item.chmod(0o755 if item.is_dir() else 0o644)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def _assert_readers_worked(output: str) -> None:
+    for command in ("verify", "log", "show", "report"):
+        assert f"== {command} exit 0" in output, output
+    assert "ledger ok:" in output, output
+    assert "lab_created" in output and "# Campaign report: cmp-" in output, output
+
+
+def test_a_read_only_copy_of_a_lab_after_a_run_verifies_as_another_user(
+    ran_lab_copy: tuple[Path, Path],
+) -> None:
+    copy, keys = ran_lab_copy
+    before = _files(copy)
+    env = {"PYTHONPATH": str(SRC), "RSILAB_KEY_DIR": str(keys)}
+    if os.geteuid() == 0:  # root ignores file modes: a user they bind runs the commands
+        home = Path(tempfile.mkdtemp(prefix="rsilab-test-user-home-"))
+        try:
+            proc = run_as_test_user(
+                ["-c", READERS, str(copy)], home, env=env, timeout=300, reachable=[copy, keys]
+            )
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    else:
+        proc = subprocess.run(
+            [sys.executable, "-c", READERS, str(copy)],
+            env={**os.environ, **env}, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    _assert_readers_worked(proc.stdout + proc.stderr)
+    assert _files(copy) == before
+
+
+def test_a_lab_on_a_read_only_mount_verifies(ran_lab_copy: tuple[Path, Path]) -> None:
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("mounting needs root and unshare")
+    copy, keys = ran_lab_copy
+    for item in [copy, *copy.rglob("*")]:  # writable by its mode: only the mount forbids it
+        item.chmod(0o755 if item.is_dir() else 0o644)
+    before = _files(copy)
+    script = (
+        f'mount --bind "{copy}" "{copy}" && mount -o remount,bind,ro "{copy}" && '
+        f'"{sys.executable}" -c "$READERS" "{copy}"'
+    )
+    proc = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c", script],
+        env={**os.environ, "READERS": READERS, "PYTHONPATH": str(SRC),
+             "RSILAB_KEY_DIR": str(keys)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    _assert_readers_worked(proc.stdout + proc.stderr)
+    assert "Read-only file system" not in proc.stdout + proc.stderr
+    assert _files(copy) == before

@@ -260,3 +260,36 @@ def test_a_run_whose_lab_db_is_removed_or_replaced_stops_and_keeps_what_it_recor
     assert f"saved in {saved}" in errors[0]
     with closing(sqlite3.connect(saved)) as copy:
         assert copy.execute("SELECT max(seq) FROM events").fetchone()[0] >= seen
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [("replaced", "(replaced)"), ("deleted", "is missing, but event")],
+)
+def test_a_lab_whose_task_secret_changed_is_named_by_run_and_verify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str, said: str
+) -> None:
+    """Before, a replaced secret made the next run say "the task changed since the baseline"
+    and `rsilab verify` found the lab clean."""
+    monkeypatch.setenv("RSILAB_SANDBOX", "process")
+    lab = tmp_path / "lab"
+    assert rsilab("init", "--lab", lab).exit_code == 0
+    first = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
+    assert first.exit_code == 0, explain(first)
+    assert rsilab("verify", "--lab", lab).exit_code == 0
+    secret = lab / "task-secret"
+    if change == "replaced":
+        secret.write_text("ab" * 32)
+    else:
+        secret.unlink()
+
+    checked = rsilab("verify", "--lab", lab)
+    again = rsilab("run", "synthetic", "--budget", "experiments=1", "--lab", lab)
+
+    assert checked.exit_code == 3, explain(checked)
+    assert f"- the task secret {secret} " in checked.stdout and said in checked.stdout
+    assert again.exit_code != 0, explain(again)
+    errors = [line for line in again.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and said in errors[0], explain(again)
+    assert "changed since the baseline" not in again.stderr
+    assert "restore task-secret" in again.stderr

@@ -8,6 +8,7 @@ import random
 import shutil
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
@@ -372,7 +373,9 @@ def run_as_unprivileged(code: str, *args: str) -> subprocess.CompletedProcess[st
     wherever they lie (tests/sandbox/unprivileged.py), so the check never has to be skipped."""
     workdir = Path(tempfile.mkdtemp(prefix="rsilab-test-user-home-"))
     keys = os.environ.get("RSILAB_KEY_DIR")
-    env = {"RSILAB_KEY_DIR": keys} if keys else {}
+    # this checkout's code, not what the interpreter's site-packages point at
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    env |= {"RSILAB_KEY_DIR": keys} if keys else {}
     reachable = [Path(arg) for arg in args] + ([Path(keys)] if keys else [])
     try:
         return run_as_test_user(
@@ -408,6 +411,106 @@ def test_unwritable_lab_gives_lab_error(shared_dir: Path, monkeypatch: pytest.Mo
     with SQLiteStore.open(path) as store:
         assert store.head()[0] == 3
         assert verify_store(store).ok
+
+
+# -- a read-only lab ---------------------------------------------------------------------------
+
+READ_ONLY = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from rsilab.errors import LabError
+    from rsilab.records import EventDraft
+    from rsilab.store import SQLiteStore, verify_store
+
+    with SQLiteStore.open(Path(sys.argv[1]), read_only=True) as store:
+        report = verify_store(store)
+        print("head", store.head()[0], "ok", report.ok, "complete", report.complete)
+        try:
+            store.commit(EventDraft(actor="x", role="human", action="write"))
+        except LabError as exc:
+            print("refused:", exc)
+    """
+)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def read_only_lab(shared_dir: Path, monkeypatch: pytest.MonkeyPatch, wal: str) -> Path:
+    """A lab of 5 events in a folder nobody may write, the key readable by the test user.
+
+    ``wal``: "none" (closed cleanly: lab.db alone), "live" (a writer killed with its WAL
+    and shared-memory file left), "bare" (the WAL left, its shared-memory file gone)."""
+    key_dir = shared_dir / "keys"
+    monkeypatch.setenv("RSILAB_KEY_DIR", str(key_dir))
+    lab = shared_dir / "lab"
+    lab.mkdir(mode=0o755)
+    path = new_lab(lab / "lab.db", events=2)
+    if wal == "none":
+        with SQLiteStore.open(path) as store:
+            fill(store, 3)
+    else:
+        killed = textwrap.dedent(
+            """
+            import os, signal, sys
+            from pathlib import Path
+            from rsilab.records import EventDraft
+            from rsilab.store import SQLiteStore
+            store = SQLiteStore.open(Path(sys.argv[1]))
+            store._conn.execute("PRAGMA wal_autocheckpoint = 0")  # keep them in the WAL
+            for i in range(3):
+                store.commit(EventDraft(actor="w", role="worker", action="test"))
+            os.kill(os.getpid(), signal.SIGKILL)
+            """
+        )
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+        subprocess.run([sys.executable, "-c", killed, str(path)], env=env, check=False)
+        assert Path(f"{path}-wal").stat().st_size > 0
+        if wal == "bare":
+            Path(f"{path}-shm").unlink()
+    for item in [key_dir, *key_dir.iterdir()]:
+        item.chmod(0o555 if item.is_dir() else 0o444)
+    for item in [*lab.iterdir(), lab]:
+        item.chmod(0o555 if item.is_dir() else 0o444)
+    return path
+
+
+@pytest.mark.parametrize("wal", ["none", "live", "bare"])
+def test_a_read_only_lab_opens_read_only_and_verifies(
+    shared_dir: Path, monkeypatch: pytest.MonkeyPatch, wal: str
+) -> None:
+    path = read_only_lab(shared_dir, monkeypatch, wal)
+    before = snapshot(path.parent)
+    try:
+        if os.geteuid() == 0:  # root ignores file modes: the check needs a user they bind
+            proc = run_as_unprivileged(READ_ONLY, str(path))
+            output = proc.stdout + proc.stderr
+        else:
+            proc = subprocess.run(
+                [sys.executable, "-c", READ_ONLY, str(path)], capture_output=True, text=True
+            )
+            output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, output
+        assert "head 5 ok True complete True" in output
+        assert "refused: the lab at" in output and "was opened read-only" in output
+        assert snapshot(path.parent) == before
+    finally:
+        for item in [path.parent, *path.parent.iterdir(), shared_dir / "keys"]:
+            item.chmod(0o755 if item.is_dir() else 0o644)
+
+
+def test_a_read_only_opening_of_an_older_lab_says_it_would_have_to_upgrade(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "lab.db"
+    build_v1_lab(path)
+    before = path.read_bytes()
+
+    with pytest.raises(LabError, match=r"older than this rsilab's .* would write to it"):
+        SQLiteStore.open(path, read_only=True)
+    assert path.read_bytes() == before
 
 
 # -- signing on close --------------------------------------------------------------------------

@@ -9,8 +9,12 @@ folder would (sqlite3 on the file, psycopg on the database), then reopens it and
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import signal
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -19,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from rsilab.errors import LabDamaged
 from rsilab.records import Event, EventDraft, RecordRef
 from rsilab.store import MemoryStore, SQLiteStore, Store, VerifyReport, keys, verify_store
 from rsilab.store.ledger import (
@@ -263,6 +268,96 @@ def test_chain_rewritten_without_the_key(lab: SqlLab, checkpoints: str) -> None:
         assert_caught(report, EVENTS, "signature invalid (forged)")
     else:
         assert_caught(report, EVENTS, "differs from the signed checkpoint (chain rewritten)")
+
+
+# -- a writer killed before it could sign the head -------------------------------------------
+
+KILLED_WRITER = """
+import os, signal, sys
+from pathlib import Path
+from rsilab.records import EventDraft
+from rsilab.store import PostgresStore, SQLiteStore
+
+where = sys.argv[1]
+pg = where.startswith("postgresql")
+store = PostgresStore.open(where) if pg else SQLiteStore.open(Path(where))
+for i in range(int(sys.argv[2])):
+    store.commit(EventDraft(actor="w", role="worker", action="test", detail=f"killed {i}"))
+os.kill(os.getpid(), signal.SIGKILL)  # no close(): nothing signs the head on the way out
+"""
+
+
+def killed_writer_lab(lab: SqlLab, before: int, by_killed: int) -> SqlLab:
+    """A lab with ``before`` events closed cleanly, then ``by_killed`` more from a process
+    killed with SIGKILL (fewer than 64, so no signed checkpoint lands in the lab)."""
+    make_lab(lab, before)
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, "-c", KILLED_WRITER, str(lab.where()), str(by_killed)],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    with lab.raw() as conn:
+        assert conn.execute("SELECT max(seq) FROM checkpoints").fetchone()[0] == before
+        assert conn.execute("SELECT max(seq) FROM events").fetchone()[0] == before + by_killed
+    return lab
+
+
+def test_a_tail_cut_after_a_killed_writer_is_caught(lab: SqlLab) -> None:
+    killed_writer_lab(lab, 8, 22)
+    with lab.raw() as conn:
+        conn.execute("DELETE FROM events WHERE seq > 19")
+
+    report = verify_lab(lab)
+
+    assert_caught(report, 20, "ledger ends at event 19")
+    assert "records event 30" in report.problems[0]
+
+
+def test_the_last_event_of_a_killed_writer_cut_is_caught(lab: SqlLab) -> None:
+    killed_writer_lab(lab, 4, 3)
+    with lab.raw() as conn:
+        conn.execute("DELETE FROM events WHERE seq = 7")
+
+    assert_caught(verify_lab(lab), 7, "ledger ends at event 6")
+
+
+def test_a_tail_rewritten_after_a_killed_writer_is_caught(lab: SqlLab) -> None:
+    killed_writer_lab(lab, 5, 40)
+    with lab.raw() as conn:
+        rows = [
+            StoredEvent(int(s), str(h), str(b))
+            for s, h, b in conn.execute("SELECT seq, hash, body FROM events ORDER BY seq")
+        ]
+        # events 20.. rewritten, each hash re-chained from the untouched event 19
+        prev = rows[18].hash
+        for row in rows[19:]:
+            event = Event.model_validate_json(row.text)
+            fields = event.model_dump(exclude={"seq", "at", "records", "prev_hash"})
+            fields["detail"] = "nothing happened here"
+            _, stored = build_event(EventDraft(**fields), row.seq, prev, event.records)
+            conn.execute(
+                "UPDATE events SET hash = ?, body = ? WHERE seq = ?",
+                (stored.hash, stored.text, stored.seq),
+            )
+            prev = stored.hash
+
+    assert_caught(verify_lab(lab), 45, "event 45: differs from the signed checkpoint")
+
+
+def test_a_writer_after_a_cut_tail_is_refused(lab: SqlLab) -> None:
+    killed_writer_lab(lab, 3, 10)
+    with lab.raw() as conn:
+        conn.execute("DELETE FROM events WHERE seq > 10")
+
+    with (
+        pytest.raises(LabDamaged, match="ends at event 10, but event 13 was recorded"),
+        lab.open() as store,
+    ):
+        fill(store, 1)
+    with lab.raw() as conn:
+        assert conn.execute("SELECT max(seq) FROM events").fetchone()[0] == 10
 
 
 # -- records -----------------------------------------------------------------------------------

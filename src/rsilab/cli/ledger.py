@@ -52,7 +52,8 @@ def log(
     with --json --follow: JSON Lines instead, one event object a line, as they come.
     """
     console = stdout_console()
-    with Lab.open(lab) as opened, reading_stored_data():
+    # a lab read without writing may be a frozen snapshot of it: --follow waits on writers
+    with Lab.open(lab, read_only=not follow) as opened, reading_stored_data():
         campaign_id = find_campaign(opened.store, campaign).id if campaign else None
         events = last_events(opened.store, campaign_id, limit)
         if as_json:
@@ -139,7 +140,7 @@ def show(
     event.
     """
     console = stdout_console()
-    with Lab.open(lab) as opened, reading_stored_data():
+    with Lab.open(lab, read_only=True) as opened, reading_stored_data():
         match = _EVENT_REF.match(ident)
         if match:
             event = _event(opened.store, int(match.group(1)))
@@ -193,7 +194,7 @@ def verify(
     """Check the database file, the ledger's hash chain, records, signed checkpoints and
     artifacts. Exit 3 if anything is damaged or altered."""
     try:
-        with Lab.open(lab) as opened:
+        with Lab.open(lab, read_only=True) as opened:
             report = verify_store(opened.store, artifacts=opened.artifacts, deep=deep)
     except LabDamaged as exc:  # so damaged that it does not open: a failed verification
         report = VerifyReport()

@@ -88,7 +88,7 @@ def report(
     chosen = fmt or _format_of(out)
     if out is not None:
         _check_out(out)
-    with Lab.open(lab) as opened, reading_stored_data():
+    with Lab.open(lab, read_only=True) as opened, reading_stored_data():
         if chosen is ReportFormat.HTML:
             page = _html(opened, campaign)
             if out is None:

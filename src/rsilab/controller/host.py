@@ -87,7 +87,7 @@ from rsilab.sandbox.base import Limits
 from rsilab.stats import avg_at_k, pass_at_k
 from rsilab.store.base import Store
 from rsilab.store.lab import Lab
-from rsilab.tasks import Task, lab_secret
+from rsilab.tasks import Task, checked_lab_secret
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class HostController:
         self.max_proposals = max_proposals
         # a lab that evaluated a version drew its private tiers with the secret: never a new one
         drawn = bool(lab.store.query_as(SystemVersion, limit=1))
-        self.secret = lab_secret(lab.path, create=not drawn)
+        self.secret = checked_lab_secret(lab, create=not drawn)
         self.evaluator = SystemEvaluator(
             task, self.secret, lab.store, lab.artifacts, executor, limits=limits
         )

@@ -45,7 +45,7 @@ from rsilab.sandbox.select import default_sandbox
 from rsilab.store.artifacts import ArtifactStore, is_cache
 from rsilab.store.keys import key_dir
 from rsilab.store.lab import Lab
-from rsilab.tasks import EXPERIMENT_LIMITS, SECRET_FILE, Task, lab_secret, load_ref
+from rsilab.tasks import EXPERIMENT_LIMITS, SECRET_FILE, Task, checked_lab_secret, load_ref
 
 
 class LabServices:
@@ -215,9 +215,9 @@ class LabServices:
     def secret(self) -> bytes:
         """The lab's secret (splits, seeds); never a new one once a version was evaluated."""
         if (self.lab.path / SECRET_FILE).exists():  # the usual case: no query
-            return lab_secret(self.lab.path)
+            return checked_lab_secret(self.lab)
         drawn = bool(self.lab.store.query_as(SystemVersion, limit=1))
-        return lab_secret(self.lab.path, create=not drawn)
+        return checked_lab_secret(self.lab, create=not drawn)
 
     def task_of(self, campaign: Campaign) -> Task:
         """The task a campaign works on, loaded from where it recorded

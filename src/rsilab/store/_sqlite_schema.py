@@ -9,6 +9,10 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
+
+from rsilab.errors import LabError
+from rsilab.records import SCHEMA_VERSION
 
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
 """Step that brings a database from version ``n - 1`` to ``n``."""
@@ -76,6 +80,33 @@ def _direction_statuses(conn: sqlite3.Connection) -> None:
     older rsilab refuses a lab holding the new shapes instead of failing on them.
     """
     del conn
+
+
+def lab_meta(conn: sqlite3.Connection, path: Path) -> tuple[str, int]:
+    """The lab id and schema version of the lab database ``conn`` reads, read without
+    writing. Raises LabError: no tables yet, not an rsilab lab, a newer schema."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not tables:
+        raise LabError(
+            f"{path} is an empty database, not yet a lab (an `rsilab init` cut short?)",
+            "run `rsilab init` again: it replaces an empty database",
+        )
+    if "meta" not in tables:
+        raise LabError(
+            f"{path} is an SQLite database but not an rsilab lab",
+            "point --lab at an rsilab lab folder, or create one with `rsilab init`",
+        )
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    if meta.get("app") != "rsilab" or "lab_id" not in meta:
+        raise LabError(f"{path} is not an rsilab lab (foreign metadata)", "check --lab")
+    version = int(meta.get("schema_version", "0"))
+    if version > SCHEMA_VERSION:
+        raise LabError(
+            f"the lab at {path} has schema version {version}, newer than this rsilab "
+            f"understands ({SCHEMA_VERSION}); it was left untouched",
+            "upgrade rsilab to open it",
+        )
+    return str(meta["lab_id"]), version
 
 
 INDEXED_FIELDS = ("subject_id", "experiment_id")

@@ -10,7 +10,9 @@ events no checkpoint signs. So the first write of each process refuses, with one
   watermark's position is not the one the watermark names (the ledger was replaced);
 - no usable key where the key folder shows the lab was signed (its watermark is there) or
   the key file is there but damaged;
-- a key that does not sign the lab's last checkpoint (another lab's key).
+- a key that does not sign the lab's last checkpoint (another lab's key);
+- a key folder where the signed mark of each event cannot be written (every commit raises
+  it: an event it would not cover could be cut from the ledger unnoticed).
 
 A lab nobody signed yet (no watermark, no checkpoint) is written as before.
 """
@@ -65,3 +67,14 @@ def check_before_first_write(store: StoreReader, lab_id: str, key: bytes | None)
                 "of another lab?); nothing was written",
                 f"put the lab's own key at {keys.key_dir() / (lab_id + '.key')}",
             )
+    if key is not None:
+        try:
+            keys.check_watermark_writable(lab_id)
+        except OSError as exc:
+            raise LabError(
+                f"the key folder {keys.key_dir()} of lab {lab_id} cannot be written "
+                f"({exc.strerror or exc}): the signed mark of each new event could not be kept "
+                "there; nothing was written",
+                "make the key folder writable, or set RSILAB_KEY_DIR to a writable folder "
+                "that holds the lab's key",
+            ) from exc

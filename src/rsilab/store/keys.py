@@ -8,16 +8,16 @@ latest checkpoint, so that cutting both the ledger tail and its in-lab checkpoin
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
 import secrets
-import tempfile
+import threading
 from pathlib import Path
 
 import platformdirs
 
+from rsilab.errors import LabError
 from rsilab.store.ledger import Checkpoint
 
 
@@ -76,32 +76,139 @@ def _watermark_path(lab_id: str, folder: Path | None = None) -> Path:
     return (folder or key_dir()) / f"{lab_id}.watermark.json"
 
 
+_SLOT = 512
+"""Bytes of each of the watermark file's two slots: one sector, so a slot is written whole."""
+
+_MAX_OPEN_MARKS = 8
+_marks_lock = threading.Lock()
+_open_marks: dict[Path, int] = {}
+"""Watermark files this process keeps open, so raising a mark at every commit costs one
+write and one fdatasync (no temporary file, no rename, no folder sync)."""
+
+
+def _parse_mark(raw: bytes) -> Checkpoint | None:
+    try:
+        data = json.loads(raw.strip(b"\0 \n"))
+        return Checkpoint(int(data["seq"]), str(data["head_hash"]), str(data["mac"]), data["at"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _read_mark(raw: bytes) -> Checkpoint | None:
+    """The latest mark in a watermark file's bytes: a single JSON object (as a backup writes
+    it, and older rsilab did), or two slots of which a write cut short spoils at most one."""
+    whole = _parse_mark(raw)
+    if whole is not None:
+        return whole
+    slots = [_parse_mark(raw[i : i + _SLOT]) for i in range(0, len(raw), _SLOT)]
+    return max((m for m in slots if m is not None), key=lambda m: m.seq, default=None)
+
+
 def load_watermark(lab_id: str, folder: Path | None = None) -> Checkpoint | None:
     """The latest checkpoint recorded outside the lab, or None; ``folder`` as for
     :func:`load_key`."""
     try:
-        data = json.loads(_watermark_path(lab_id, folder).read_text())
-        return Checkpoint(int(data["seq"]), str(data["head_hash"]), str(data["mac"]), data["at"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return _read_mark(_watermark_path(lab_id, folder).read_bytes())
+    except OSError:
         return None
 
 
-def raise_watermark(lab_id: str, checkpoint: Checkpoint) -> None:
-    """Record ``checkpoint`` outside the lab if it is later than the one there.
-
-    Written atomically (temporary file and rename); failures are ignored because the in-lab
-    checkpoint was already committed and the watermark only adds protection.
-    """
+def _mark_file(lab_id: str) -> int:
+    """An open descriptor of the lab's watermark file in :func:`key_dir`, created if needed
+    (and reopened when the file there is no longer the one held open)."""
     folder = key_dir()
-    with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        # The lock makes read-compare-replace atomic across processes: never lower the mark.
-        with (folder / f"{lab_id}.lock").open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            current = load_watermark(lab_id)
+    path = _watermark_path(lab_id, folder)
+    fd = _open_marks.get(path)
+    if fd is not None:
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        except OSError:
+            pass
+        os.close(fd)
+        del _open_marks[path]
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    existed = path.exists()
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    if not existed:
+        _fsync_folder(folder)  # the new name itself must survive a power cut
+    while len(_open_marks) >= _MAX_OPEN_MARKS:  # a process that opens many labs (tests)
+        os.close(_open_marks.pop(next(iter(_open_marks))))
+    _open_marks[path] = fd
+    return fd
+
+
+def raise_watermark(lab_id: str, checkpoint: Checkpoint) -> None:
+    """Record ``checkpoint`` outside the lab, durably, if it is later than the one there.
+
+    The stores call this after every commit, so the mark covers every committed event: a
+    tail cut from the ledger, or rewritten with its hashes re-chained, no longer matches it.
+    Each mark is written in place into the one-sector slot of the file that does not hold
+    the current mark, and synced (fdatasync) before this returns: a power cut spoils at most
+    the slot being written, and the other still holds the mark before it.
+
+    Raises:
+        OSError: the key folder cannot be written (the caller says what was recorded).
+    """
+    text = json.dumps(checkpoint.__dict__).encode()
+    if len(text) >= _SLOT:
+        raise OSError(f"a watermark of {len(text)} bytes does not fit its slot")
+    # flock orders processes; threads of one process share the descriptor, hence the lock
+    with _marks_lock:
+        fd = _mark_file(lab_id)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            raw = os.pread(fd, 4 * _SLOT, 0)
+            current = _read_mark(raw)
             if current is not None and current.seq >= checkpoint.seq:
                 return
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".wm-")
-            with os.fdopen(fd, "w") as handle:
-                json.dump(checkpoint.__dict__, handle)
-            os.replace(tmp, _watermark_path(lab_id))
+            if len(raw) != 2 * _SLOT:
+                # a new file, or one mark alone (a backup's, older rsilab's): both slots afresh
+                kept = json.dumps(current.__dict__).encode() if current is not None else b""
+                os.pwrite(fd, _slot_bytes(text) + _slot_bytes(kept), 0)
+            else:
+                first = _parse_mark(raw[:_SLOT])
+                holds_current = current is not None and first == current
+                os.pwrite(fd, _slot_bytes(text), _SLOT if holds_current else 0)
+            os.fdatasync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _slot_bytes(text: bytes) -> bytes:
+    return text.ljust(_SLOT - 1) + b"\n"
+
+
+def check_watermark_writable(lab_id: str) -> None:
+    """Raise OSError when the mark of ``lab_id`` could not be raised here (its key folder
+    or watermark file cannot be written), before anything is committed that it must cover."""
+    with _marks_lock:
+        _mark_file(lab_id)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a new name inside ``folder`` durable (it lives in the folder's entries)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def mark_commit(lab_id: str, checkpoint: Checkpoint) -> None:
+    """:func:`raise_watermark` for an event just committed.
+
+    Raises:
+        LabError: the mark could not be written; the event itself was recorded (the message
+            says so), so a caller must not commit it again.
+    """
+    try:
+        raise_watermark(lab_id, checkpoint)
+    except OSError as exc:
+        raise LabError(
+            f"event {checkpoint.seq} was recorded, but its signed mark could not be written to "
+            f"{key_dir()}: {exc.strerror or exc}; events recorded from now on could be cut from "
+            "the ledger unnoticed, so stop here",
+            "make the key folder writable (or set RSILAB_KEY_DIR to the folder that holds the "
+            "lab's key), then run `rsilab verify`",
+        ) from exc

@@ -103,8 +103,14 @@ class Lab:
         return cls(folder, store, artifacts)
 
     @classmethod
-    def open(cls, path: str | Path | None = None) -> Lab:
-        """Open an existing lab; LabError (with a hint to run ``rsilab init``) if there is none."""
+    def open(cls, path: str | Path | None = None, *, read_only: bool = False) -> Lab:
+        """Open an existing lab; LabError (with a hint to run ``rsilab init``) if there is none.
+
+        With ``read_only`` (commands that only read: ``verify``, ``log``, ``show``,
+        ``report``) nothing is written to a folder lab, its folder's mode included, so a
+        read-only folder or mount opens (see :meth:`SQLiteStore.open`); the store's commits
+        raise LabError. A PostgreSQL lab opens as usual: its database server decides.
+        """
         spec = lab_spec(path)
         folder = resolve_lab_path(path)
         if is_pg_url(spec):
@@ -121,8 +127,9 @@ class Lab:
                 f"no rsilab lab at {folder}",
                 f"create one with `rsilab init --lab {folder}`, or set RSILAB_LAB",
             )
-        _private(folder)
-        return cls(folder, SQLiteStore.open(db), ArtifactStore(folder))
+        if not read_only:
+            _private(folder)
+        return cls(folder, SQLiteStore.open(db, read_only=read_only), ArtifactStore(folder))
 
     def close(self) -> None:
         """Close the store (signing the head if this process wrote to it)."""

@@ -3,8 +3,10 @@
 Each event is stored as canonical JSON text (RFC 8785: sorted keys, fixed number format,
 UTF-8) with the hash of the previous event inside it; its own hash is the sha256 of that
 text. Every backend stores and hashes the same bytes. Checkpoints carry an HMAC of
-``(lab id, sequence, head hash)`` under a key kept outside the lab (see :mod:`.keys`), so a
-cut-off tail or a chain rebuilt from scratch by someone without the key is caught.
+``(lab id, sequence, head hash)`` under a key kept outside the lab (see :mod:`.keys`): one is
+kept in the lab every :data:`~rsilab.store.base.CHECKPOINT_INTERVAL` events, and one for every
+committed event (the *watermark*) beside the key, so a cut-off tail, a tail rewritten with
+re-chained hashes, or a chain rebuilt from scratch by someone without the key is caught.
 """
 
 from __future__ import annotations
@@ -230,7 +232,9 @@ def _check_checkpoints(
         report.checkpoints_checked += 1
     signed = max((cp.seq for cp in checkpoints), default=0)
     if report.events > signed:
-        # Not a failure: a lab in use always has a short unsigned tail until a writer closes.
+        # Not a failure: every commit raises the watermark, but a writer killed between its
+        # commit and that mark, a writer using another key folder, or an older rsilab leaves
+        # events after it; what stands there could also have been appended by someone else.
         report.warnings.append(
             f"events {signed + 1}..{report.events} come after the last signed checkpoint: "
             "they are hash-chained but an append there could not be told from a real one"

@@ -45,7 +45,9 @@ from rsilab.store.ledger import (
     StoredEvent,
     StoredRecord,
     build_event,
+    canonical_json,
     make_checkpoint,
+    sha256_text,
 )
 from rsilab.store.query import matching_records
 
@@ -189,10 +191,15 @@ class PostgresStore(Store):
                 for record, ref in zip(writes, landed.records, strict=True):
                     record.rev = ref.rev
                 self._unsigned_commits = True  # close() signs the head, whatever landed
+                if self._key is not None:  # the mark outside the lab covers it too
+                    text = canonical_json(landed.model_dump(mode="json"))
+                    mark = make_checkpoint(self._key, self._lab_id, landed.seq, sha256_text(text))
+                    keys.mark_commit(self._lab_id, mark)
                 return landed
 
     def _commit_once(self, draft: EventDraft, writes: Sequence[Record], event_id: str) -> Event:
         checkpoint: Checkpoint | None = None
+        mark: Checkpoint | None = None
         with self._engine.begin() as conn:
             conn.execute(sa.text(_LOCK), {"lab": self._lab_id})
             self._fences.check(draft, writes, lambda rid: self._load(conn, rid))
@@ -214,13 +221,15 @@ class PostgresStore(Store):
                 {"seq": stored.seq, "hash": stored.hash, "prev": prev, "eid": event_id,
                  "cid": event.campaign_id, "body": stored.text},
             )  # fmt: skip
-            if self._key is not None and stored.seq % CHECKPOINT_INTERVAL == 0:
-                checkpoint = make_checkpoint(self._key, self._lab_id, stored.seq, stored.hash)
-                self._insert_checkpoint(conn, checkpoint)
+            if self._key is not None:
+                mark = make_checkpoint(self._key, self._lab_id, stored.seq, stored.hash)
+                if stored.seq % CHECKPOINT_INTERVAL == 0:
+                    self._insert_checkpoint(conn, mark)
+                    checkpoint = mark
         self._unsigned_commits = checkpoint is None
-        if checkpoint is not None:
-            keys.raise_watermark(self._lab_id, checkpoint)
         apply_revisions(writes, staged)
+        if mark is not None:  # every event: see SQLiteStore.commit
+            keys.mark_commit(self._lab_id, mark)
         return event
 
     def _landed(self, event_id: str, deadline: float) -> Event | None:
@@ -291,7 +300,7 @@ class PostgresStore(Store):
         except SQLAlchemyError as exc:
             raise explain(exc, self._location.shown) from exc
         self._unsigned_commits = False
-        keys.raise_watermark(self._lab_id, cp)
+        keys.mark_commit(self._lab_id, cp)
         return cp
 
     def close(self) -> None:

@@ -25,7 +25,8 @@ from rsilab.records import SCHEMA_VERSION, Event, EventDraft, Record, record_typ
 from rsilab.store import keys
 from rsilab.store._sqlite_errors import BUSY_TIMEOUT_S, damage, explain, unparsed_row
 from rsilab.store._sqlite_file import identity, still_there
-from rsilab.store._sqlite_schema import ensure_indexes, migrate
+from rsilab.store._sqlite_readonly import read_only_connection, remove_copy
+from rsilab.store._sqlite_schema import ensure_indexes, lab_meta, migrate
 from rsilab.store._staging import apply_revisions, stage_writes
 from rsilab.store._write_guard import check_before_first_write
 from rsilab.store.base import CHECKPOINT_INTERVAL, Store
@@ -46,11 +47,21 @@ _FIELD_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 class SQLiteStore(Store):
     """Store in one SQLite file. Use :meth:`open`; ``create=True`` makes a new lab."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, lab_id: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        conn: sqlite3.Connection,
+        lab_id: str,
+        *,
+        read_only: bool = False,
+        copy: Path | None = None,
+    ) -> None:
         super().__init__()
         self._path = path
         self._conn = conn
         self._lab_id = lab_id
+        self._read_only = read_only
+        self._copy = copy  # the private copy a read-only opening reads, removed on close
         self._lock = threading.RLock()
         self._key = keys.load_key(lab_id)
         self._unsigned_commits = False
@@ -62,14 +73,21 @@ class SQLiteStore(Store):
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, *, create: bool = False) -> SQLiteStore:
+    def open(cls, path: Path, *, create: bool = False, read_only: bool = False) -> SQLiteStore:
         """Open (or with ``create`` make) the lab database at ``path``.
 
-        Raises LabError: missing file, foreign or corrupt file, a newer schema, unwritable.
+        With ``read_only`` nothing is written, to the lab folder or the key folder (see
+        :mod:`rsilab.store._sqlite_readonly`), and :meth:`commit` raises LabError.
+
+        Raises LabError: missing file, foreign or corrupt file, a newer schema, unwritable;
+        read-only: an older schema (upgrading writes), or a database that cannot be read
+        without writing.
         """
         path = Path(path)
         if not create and not path.exists():
             raise LabError(f"no lab database at {path}", "create one with `rsilab init`")
+        if read_only and not create:
+            return cls._open_read_only(path)
         if create and path.exists():
             if not _holds_nothing(path):
                 raise LabError(f"a lab already exists at {path}", "use it, or choose another --lab")
@@ -110,6 +128,30 @@ class SQLiteStore(Store):
                 ) from exc
         return cls(path, conn, lab_id)
 
+    @classmethod
+    def _open_read_only(cls, path: Path) -> SQLiteStore:
+        conn, copy = read_only_connection(path)
+        try:
+            lab_id, version = lab_meta(conn, path)
+            if version < SCHEMA_VERSION:
+                raise LabError(
+                    f"the lab at {path} has schema version {version}, older than this "
+                    f"rsilab's ({SCHEMA_VERSION}), and upgrading it would write to it; it was "
+                    "left as it was",
+                    "run any rsilab command on it where it can be written (opening it there "
+                    "upgrades it, keeping a copy of the old file), or use the rsilab that wrote it",
+                )
+        except sqlite3.Error as exc:
+            error = explain(exc, path, conn)
+            conn.close()
+            remove_copy(copy)
+            raise error from exc
+        except BaseException:
+            conn.close()
+            remove_copy(copy)
+            raise
+        return cls(path, conn, lab_id, read_only=True, copy=copy)
+
     @staticmethod
     def _prepare(conn: sqlite3.Connection, path: Path, create: bool) -> str:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -117,7 +159,6 @@ class SQLiteStore(Store):
         # power cut loses an acknowledged event (NORMAL survives a killed process only); the
         # rule the PostgreSQL store keeps by refusing synchronous_commit=off.
         conn.execute("PRAGMA synchronous = FULL")
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         if create:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("BEGIN IMMEDIATE")
@@ -130,32 +171,13 @@ class SQLiteStore(Store):
             )
             conn.execute("COMMIT")
             return lab_id
-        if not tables:
-            raise LabError(
-                f"{path} is an empty database, not yet a lab (an `rsilab init` cut short?)",
-                "run `rsilab init` again: it replaces an empty database",
-            )
-        if "meta" not in tables:
-            raise LabError(
-                f"{path} is an SQLite database but not an rsilab lab",
-                "point --lab at an rsilab lab folder, or create one with `rsilab init`",
-            )
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if meta.get("app") != "rsilab" or "lab_id" not in meta:
-            raise LabError(f"{path} is not an rsilab lab (foreign metadata)", "check --lab")
-        version = int(meta.get("schema_version", "0"))
-        if version > SCHEMA_VERSION:
-            raise LabError(
-                f"the lab at {path} has schema version {version}, newer than this rsilab "
-                f"understands ({SCHEMA_VERSION}); it was left untouched",
-                "upgrade rsilab to open it",
-            )
+        lab_id, version = lab_meta(conn, path)
         conn.execute("PRAGMA journal_mode = WAL")
         if version < SCHEMA_VERSION:
             SQLiteStore._upgrade(conn, path, version)
         with contextlib.suppress(sqlite3.OperationalError):  # read-only: slower, still right
             ensure_indexes(conn)
-        return str(meta["lab_id"])
+        return lab_id
 
     @staticmethod
     def _upgrade(conn: sqlite3.Connection, path: Path, version: int) -> None:
@@ -223,7 +245,13 @@ class SQLiteStore(Store):
         return (0, GENESIS_HASH) if row is None else (int(row[0]), str(row[1]))
 
     def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
+        if self._read_only:
+            raise LabError(
+                f"the lab at {self._path} was opened read-only; nothing was written",
+                "open it for writing (a command that changes the lab) where it can be written",
+            )
         checkpoint: Checkpoint | None = None
+        mark: Checkpoint | None = None
         if not self._write_checked:
             with self._lock, self._sqlite_errors():
                 check_before_first_write(self, self._lab_id, self._key)
@@ -246,18 +274,22 @@ class SQLiteStore(Store):
                     "INSERT INTO events (seq, hash, campaign_id, body) VALUES (?, ?, ?, ?)",
                     (stored.seq, stored.hash, event.campaign_id, stored.text),
                 )
-                if self._key is not None and stored.seq % CHECKPOINT_INTERVAL == 0:
-                    checkpoint = make_checkpoint(self._key, self._lab_id, stored.seq, stored.hash)
-                    self._insert_checkpoint(checkpoint)
+                if self._key is not None:
+                    mark = make_checkpoint(self._key, self._lab_id, stored.seq, stored.hash)
+                    if stored.seq % CHECKPOINT_INTERVAL == 0:
+                        self._insert_checkpoint(mark)
+                        checkpoint = mark
                 self._conn.execute("COMMIT")
             except BaseException:
                 if self._conn.in_transaction:
                     self._conn.execute("ROLLBACK")
                 raise
             self._unsigned_commits = checkpoint is None
-        if checkpoint is not None:
-            keys.raise_watermark(self._lab_id, checkpoint)
         apply_revisions(writes, staged)
+        if mark is not None:
+            # every event, not every CHECKPOINT_INTERVAL: an unsigned tail could be cut or
+            # rewritten unnoticed by anyone who can write lab.db
+            keys.mark_commit(self._lab_id, mark)
         return event
 
     def _same_file(self) -> None:
@@ -394,7 +426,7 @@ class SQLiteStore(Store):
         return [Checkpoint(int(s), str(h), str(m), str(a)) for s, h, m, a in rows]
 
     def checkpoint_now(self) -> Checkpoint | None:
-        if self._key is None:
+        if self._key is None or self._read_only:
             return None
         with self._lock, self._sqlite_errors():
             self._same_file()
@@ -409,7 +441,7 @@ class SQLiteStore(Store):
                     self._conn.execute("ROLLBACK")
                 raise
             self._unsigned_commits = False
-        keys.raise_watermark(self._lab_id, cp)
+        keys.mark_commit(self._lab_id, cp)
         return cp
 
     def close(self) -> None:
@@ -419,6 +451,7 @@ class SQLiteStore(Store):
                 with contextlib.suppress(LabError):
                     self.checkpoint_now()
             self._conn.close()
+            remove_copy(self._copy)
 
 
 def _holds_nothing(path: Path) -> bool:

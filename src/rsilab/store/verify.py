@@ -25,6 +25,7 @@ from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import StoreReader
 from rsilab.store.ledger import VerifyReport, verify_ledger
 from rsilab.store.refs import BlobKind, BlobRef, blob_refs
+from rsilab.store.secret import SECRET_FILE, recorded_secret, secret_problem
 from rsilab.store.sqlite import SQLiteStore
 
 _REFERRING: tuple[type[Record], ...] = (
@@ -51,7 +52,9 @@ def verify_store(
 
     A damaged database (pages SQLite's own check finds broken, a row that does not parse as
     its kind, or a row stored under a kind its id does not have) is a problem, not an error.
-    With ``artifacts``, every blob a record names (see :func:`rsilab.store.refs.blob_refs`),
+    With ``artifacts``, the lab's task secret in its folder must be the one whose fingerprint
+    the ledger recorded (:mod:`rsilab.store.secret`; without the key it cannot be checked), and
+    every blob a record names (see :func:`rsilab.store.refs.blob_refs`),
     and every file of a stored tree, must exist, unless a :class:`~rsilab.records.Tombstone`
     says garbage collection removed it before any record naming it was last written; a blob
     missing without a tombstone, or named by a record written after its removal, is a
@@ -82,7 +85,9 @@ def _verify(
     key = key if key is not None else keys.load_key(store.lab_id, key_dir)
     checkpoints = store.checkpoints()
     watermark = keys.load_watermark(store.lab_id, key_dir)
-    if watermark is not None and all(cp.seq != watermark.seq for cp in checkpoints):
+    same = [(cp.seq, cp.head_hash, cp.mac) for cp in checkpoints]
+    # even beside an in-lab checkpoint of its seq, unless it says the same: both must hold
+    if watermark is not None and (watermark.seq, watermark.head_hash, watermark.mac) not in same:
         checkpoints.append(watermark)
     checkpoints.sort(key=lambda cp: cp.seq)
     report = verify_ledger(
@@ -94,9 +99,25 @@ def _verify(
     )
     if report.ok:
         _check_parsing(store, report)
+    if artifacts is not None and report.ok and key is not None:
+        _check_secret(store, artifacts.root, key, report)
     if artifacts is not None and report.ok:
         _check_artifacts(store, artifacts, deep, report)
     return report
+
+
+def _check_secret(store: StoreReader, folder: Path, key: bytes, report: VerifyReport) -> None:
+    mark = recorded_secret(store)
+    if mark is not None:
+        problem = secret_problem(folder, mark, key, store.lab_id)
+        if problem is not None:
+            report.fail(None, problem)
+    elif (folder / SECRET_FILE).exists():
+        report.warnings.append(
+            f"the fingerprint of the task secret {folder / SECRET_FILE} is not in the ledger "
+            "(a lab from before rsilab recorded it), so a replaced secret could not be told; "
+            "the next run records it"
+        )
 
 
 def _check_parsing(store: StoreReader, report: VerifyReport) -> None:

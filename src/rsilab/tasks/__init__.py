@@ -10,6 +10,7 @@ How a built-in task registers itself: add a subpackage ``rsilab/tasks/builtin/<n
 first time :func:`get_task` or :func:`task_names` is called; nothing else needs editing.
 """
 
+from rsilab.store.secret import SECRET_FILE
 from rsilab.tasks._budget import Budget, parse_budget, parse_count, parse_duration
 from rsilab.tasks._check import (
     Problem,
@@ -75,7 +76,7 @@ from rsilab.tasks._scorers import (
     scorer_families,
     scorer_names,
 )
-from rsilab.tasks._secret import SECRET_FILE, derive_seed, lab_secret
+from rsilab.tasks._secret import checked_lab_secret, derive_seed, lab_secret
 from rsilab.tasks._source import load_ref
 from rsilab.tasks._spec import (
     Benchmark,
@@ -165,6 +166,7 @@ __all__ = [
     "check_task",
     "check_toml",
     "check_variants",
+    "checked_lab_secret",
     "chrf_score",
     "content_hash",
     "data_files",

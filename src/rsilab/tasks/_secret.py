@@ -3,6 +3,8 @@
 The secret is 32 random bytes kept in ``<lab>/task-secret`` (mode 0600). The lab folder is
 never mounted into a sandbox, so no harness can read it; every seed below is an HMAC of it, so
 knowing one tier's seed (train and dev seeds reach harnesses) reveals nothing of another's.
+Its fingerprint is recorded in the lab's ledger on first use (:mod:`rsilab.store.secret`);
+:func:`checked_lab_secret` refuses a secret that is not the one recorded.
 """
 
 from __future__ import annotations
@@ -14,9 +16,47 @@ import secrets
 import tempfile
 from pathlib import Path
 
-from rsilab.errors import LabError
+from rsilab.errors import LabDamaged, LabError
+from rsilab.store import Lab, keys
+from rsilab.store.secret import (
+    SECRET_FILE,
+    SecretMark,
+    read_secret,
+    record_secret,
+    recorded_secret,
+    secret_problem,
+)
 
-SECRET_FILE = "task-secret"
+RESTORE = "restore task-secret from a backup of the lab (rsilab backup copies it)"
+
+
+def checked_lab_secret(lab: Lab, *, create: bool = True) -> bytes:
+    """:func:`lab_secret` of ``lab``, checked against the fingerprint its ledger recorded,
+    which is recorded now when there is none (and the lab has its ledger key). A recorded
+    secret is never created anew, whatever ``create`` says.
+
+    Raises:
+        LabDamaged: the secret is missing, damaged or not the one the ledger recorded.
+        LabError: as :func:`lab_secret`, or the fingerprint cannot be recorded.
+    """
+    store = lab.store
+    mark = _marks.get(store.lab_id) or recorded_secret(store)
+    key = keys.load_key(store.lab_id)
+    if mark is not None and key is not None:
+        problem = secret_problem(lab.path, mark, key, store.lab_id)
+        if problem is not None:
+            raise LabDamaged(f"{problem}; nothing was written", RESTORE)
+    secret = lab_secret(lab.path, create=create and mark is None)
+    if mark is None and key is not None:
+        mark = record_secret(store, key, secret)
+    if mark is not None:
+        _marks[store.lab_id] = mark
+    return secret
+
+
+_marks: dict[str, SecretMark] = {}
+"""The recorded fingerprint of each lab this process checked: the first one recorded never
+changes, so the ledger is searched for it once."""
 
 
 def lab_secret(lab_folder: Path, *, create: bool = True) -> bytes:
@@ -39,7 +79,7 @@ def lab_secret(lab_folder: Path, *, create: bool = True) -> bytes:
         raise LabError(
             f"the task secret {path} is missing, but the lab holds versions whose private tiers "
             "were drawn with it: a new secret would draw other tiers; nothing was written",
-            "restore task-secret from a backup of the lab (rsilab backup copies it)",
+            RESTORE,
         )
     try:
         fd, tmp = tempfile.mkstemp(prefix=".task-secret-", dir=lab_folder)
@@ -63,16 +103,7 @@ def lab_secret(lab_folder: Path, *, create: bool = True) -> bytes:
 
 
 def _read(path: Path) -> bytes:
-    try:
-        text = path.read_text().strip()
-        if len(text) != 64:
-            raise ValueError("wrong length")
-        return bytes.fromhex(text)
-    except (OSError, ValueError) as exc:
-        raise LabError(
-            f"the task secret {path} is unreadable or damaged ({exc})",
-            "restore it from a backup; splits drawn with another secret are not comparable",
-        ) from exc
+    return read_secret(path)
 
 
 def derive(secret: bytes, *parts: str) -> bytes:
