@@ -97,7 +97,8 @@ def run_posttrain(quick: bool) -> list[dict[str, Any]]:
     them. The built-in policy was not tuned on this task: where a run here showed a defect, the
     change was measured on a generated tuning family (opening the knob that gates a
     direction's knobs: the recipe family, ``tests/orchestrator/builtin/tuning_recipe.py``), and
-    the kept runs predate it unless their commit says otherwise. Runs of earlier commits are kept
+    rsilab's runs from before it are kept apart in ``posttrain-seeds-before-4ca7deb.jsonl``
+    (optuna-tpe's runs stay: its search did not change). Runs of earlier commits are kept
     apart: before the harness answered multiple choice by likelihood (a different baseline) in
     ``posttrain-seeds-choice-by-letter*.jsonl``, and those of an earlier harness or policy in
     ``posttrain-seeds-<commit>.jsonl``.
