@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -172,8 +173,9 @@ def _all_threads_stopped(pid: int) -> bool:
 
 
 def _stop_outside_a_write(child: subprocess.Popen[bytes], db: Path) -> None:
-    """SIGSTOP ``child`` at a moment it holds no write lock on ``db`` (stopped inside a
-    commit, it would keep every other writer out: then it is let go and stopped again)."""
+    """SIGSTOP ``child`` at a moment it holds no write lock on ``db`` nor on a watermark
+    (stopped inside a commit or a mark, it would keep every other writer out: then it is let
+    go and stopped again)."""
     deadline = time.monotonic() + 60
     while True:
         assert time.monotonic() < deadline, "the run never paused outside a write"
@@ -181,16 +183,34 @@ def _stop_outside_a_write(child: subprocess.Popen[bytes], db: Path) -> None:
         while not _all_threads_stopped(child.pid):  # the signal is delivered asynchronously
             assert time.monotonic() < deadline
             time.sleep(0.001)
-        probe = sqlite3.connect(db, timeout=0, isolation_level=None)
-        try:
-            probe.execute("BEGIN IMMEDIATE")
-            probe.execute("ROLLBACK")
+        if _db_free(db) and _marks_free():
             return
-        except sqlite3.OperationalError:  # locked: stopped mid-commit
-            child.send_signal(signal.SIGCONT)
-            time.sleep(0.001)
-        finally:
-            probe.close()
+        child.send_signal(signal.SIGCONT)  # stopped mid-commit or mid-mark: again
+        time.sleep(0.001)
+
+
+def _db_free(db: Path) -> bool:
+    probe = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:  # locked
+        return False
+    finally:
+        probe.close()
+
+
+def _marks_free() -> bool:
+    """No process holds a lab's watermark file (written after each commit, under flock)."""
+    for mark in Path(os.environ["RSILAB_KEY_DIR"]).glob("*.watermark.json"):
+        with mark.open("rb") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return True
 
 
 @pytest.mark.parametrize(("then", "said"), [("keep", "taken by process"), ("release", "released")])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,6 +94,39 @@ def test_a_mark_lost_after_its_commit_says_the_event_was_recorded(
             store.commit(draft("second"))
 
         assert store.head()[0] == 2
+
+
+def test_a_mark_held_by_a_paused_process_ends_in_one_error_not_a_wait_for_ever(
+    tmp_path: Path, isolated_environment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holding the watermark's lock (as one stopped mid-mark does) makes a
+    writer fail after the bounded wait, saying its event was recorded; once it lets go,
+    writes go on."""
+    with SQLiteStore.open(tmp_path / "lab.db", create=True) as store:
+        store.commit(draft("first"))
+        mark = isolated_environment / f"{store.lab_id}.watermark.json"
+        with subprocess.Popen(
+            [sys.executable, "-c", _HOLD_LOCK, str(mark)], stdout=subprocess.PIPE, text=True
+        ) as holder:
+            try:
+                assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+                monkeypatch.setattr(keys, "MARK_LOCK_TIMEOUT_S", 0.3)
+                with pytest.raises(LabError, match=r"event 2 was recorded.*held the lab's"):
+                    store.commit(draft("second"))
+            finally:
+                holder.kill()
+        store.commit(draft("third"))
+        marked = keys.load_watermark(store.lab_id)
+        assert marked is not None and (marked.seq, marked.head_hash) == store.head()
+
+
+_HOLD_LOCK = """
+import fcntl, sys, time
+handle = open(sys.argv[1], "rb")
+fcntl.flock(handle, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""
 
 
 def test_marks_of_many_labs_in_one_process_each_follow_their_head(tmp_path: Path) -> None:

@@ -8,11 +8,13 @@ latest checkpoint, so that cutting both the ledger tail and its in-lab checkpoin
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import secrets
 import threading
+import time
 from pathlib import Path
 
 import platformdirs
@@ -81,6 +83,29 @@ _SLOT = 512
 
 _MAX_OPEN_MARKS = 8
 _marks_lock = threading.Lock()
+
+MARK_LOCK_TIMEOUT_S = 30.0
+"""How long a writer waits for another process's hold on a lab's watermark file. A holder
+paused (SIGSTOP) or hung mid-mark would otherwise keep every writer of the lab waiting for
+ever; the wait ends in the same error as a mark that cannot be written."""
+
+
+def _lock_mark(fd: int, timeout_s: float) -> None:
+    """flock ``fd`` exclusively within ``timeout_s``; OSError (EAGAIN) naming the wait when
+    another process holds it that long."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise OSError(
+                    errno.EAGAIN,
+                    f"another process has held the lab's watermark for {timeout_s:g} s "
+                    "(an rsilab process paused or hung while writing it?)",
+                ) from None
+            time.sleep(0.005)
 _open_marks: dict[Path, int] = {}
 """Watermark files this process keeps open, so raising a mark at every commit costs one
 write and one fdatasync (no temporary file, no rename, no folder sync)."""
@@ -156,7 +181,7 @@ def raise_watermark(lab_id: str, checkpoint: Checkpoint) -> None:
     # flock orders processes; threads of one process share the descriptor, hence the lock
     with _marks_lock:
         fd = _mark_file(lab_id)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock_mark(fd, MARK_LOCK_TIMEOUT_S)
         try:
             raw = os.pread(fd, 4 * _SLOT, 0)
             current = _read_mark(raw)
