@@ -31,7 +31,8 @@ class CuttingProxy:
         self.cuts = 0
         self.accepted = 0  # connections a client opened through it
         self._stalled = False
-        self._open: list[socket.socket] = []  # every socket it holds, to end on stall/close
+        self._open: list[socket.socket] = []  # forwarded connections' sockets, ended on stall
+        self._held: list[socket.socket] = []  # connections accepted while stalled
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -51,6 +52,10 @@ class CuttingProxy:
     def close(self) -> None:
         self.stall()
         self._listener.close()
+        with self._lock:
+            held, self._held = self._held, []
+        for sock in held:
+            sock.close()
 
     def _accept(self) -> None:
         while True:
@@ -60,9 +65,10 @@ class CuttingProxy:
                 return
             with self._lock:
                 self.accepted += 1
-                self._open.append(client)
                 if self._stalled:
-                    continue  # held open, never answered
+                    self._held.append(client)  # held open, never answered
+                    continue
+                self._open.append(client)
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             server.connect(self._target)
             with self._lock:

@@ -4,7 +4,6 @@ and commits across a server restart or a connection cut mid-commit (the chaos ca
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,16 +159,6 @@ def test_a_new_lab_stores_the_current_schema_version(pg_server: PgServer, pg_lab
 
 
 # -- chaos: a restart, a cut connection --------------------------------------------------------
-
-
-@pytest.fixture
-def restarted(pg_server: PgServer) -> Iterator[PgServer]:
-    """The session's server, started again after the test whatever it did to it."""
-    try:
-        yield pg_server
-    finally:
-        if not (pg_server.data / "postmaster.pid").exists():
-            pg_server.start()
 
 
 def test_commit_after_a_server_restart_reconnects(restarted: PgServer, pg_lab_url: str) -> None:
