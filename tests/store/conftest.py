@@ -25,3 +25,13 @@ def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PgServer]:
 def pg_lab_url(pg_server: PgServer, tmp_path: Path) -> str:
     """The ``--lab`` URL of a fresh empty database, artifacts in this test's folder."""
     return pg_server.lab_url(pg_server.database(), tmp_path / "pg-lab")
+
+
+@pytest.fixture
+def restarted(pg_server: PgServer) -> Iterator[PgServer]:
+    """The session's server, started again after the test whatever it did to it."""
+    try:
+        yield pg_server
+    finally:
+        if not (pg_server.data / "postmaster.pid").exists():
+            pg_server.start()

@@ -16,6 +16,10 @@ class CuttingProxy:
     with ``deliver`` the message reaches the server first (a COMMIT the server carries out,
     whose answer the client never gets: an ambiguous commit), without it the message is
     dropped (the server sees the client vanish mid-transaction and rolls back).
+
+    :meth:`stall` makes the server a silent one, as a host whose network path went dead: the
+    connections it forwards end, and new ones are accepted and never answered, so a client's
+    connect waits for its whole timeout.
     """
 
     def __init__(self, socket_path: Path) -> None:
@@ -25,6 +29,10 @@ class CuttingProxy:
         self._marker: bytes | None = None
         self._deliver = False
         self.cuts = 0
+        self.accepted = 0  # connections a client opened through it
+        self._stalled = False
+        self._open: list[socket.socket] = []  # forwarded connections' sockets, ended on stall
+        self._held: list[socket.socket] = []  # connections accepted while stalled
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -32,8 +40,22 @@ class CuttingProxy:
         with self._lock:
             self._marker, self._deliver = marker, deliver
 
+    def stall(self) -> None:
+        """End every forwarded connection; later ones are accepted and never answered."""
+        with self._lock:
+            self._stalled = True
+            held, self._open = self._open, []
+        for sock in held:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
     def close(self) -> None:
+        self.stall()
         self._listener.close()
+        with self._lock:
+            held, self._held = self._held, []
+        for sock in held:
+            sock.close()
 
     def _accept(self) -> None:
         while True:
@@ -41,8 +63,16 @@ class CuttingProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                self.accepted += 1
+                if self._stalled:
+                    self._held.append(client)  # held open, never answered
+                    continue
+                self._open.append(client)
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             server.connect(self._target)
+            with self._lock:
+                self._open.append(server)
             threading.Thread(target=self._pump, args=(client, server, True), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client, False), daemon=True).start()
 

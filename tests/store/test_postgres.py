@@ -3,8 +3,9 @@ and commits across a server restart or a connection cut mid-commit (the chaos ca
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -160,16 +161,6 @@ def test_a_new_lab_stores_the_current_schema_version(pg_server: PgServer, pg_lab
 # -- chaos: a restart, a cut connection --------------------------------------------------------
 
 
-@pytest.fixture
-def restarted(pg_server: PgServer) -> Iterator[PgServer]:
-    """The session's server, started again after the test whatever it did to it."""
-    try:
-        yield pg_server
-    finally:
-        if not (pg_server.data / "postmaster.pid").exists():
-            pg_server.start()
-
-
 def test_commit_after_a_server_restart_reconnects(restarted: PgServer, pg_lab_url: str) -> None:
     with PostgresStore.open(pg_lab_url, create=True) as store:
         store.commit(draft("before the restart"), [finding("one")])
@@ -262,3 +253,141 @@ def test_a_dropped_lab_database_fails_a_commit(pg_server: PgServer, tmp_path: Pa
         pg_server.admin(f"DROP DATABASE {name} WITH (FORCE)")
         with pytest.raises(LabError, match="does not exist"):
             store.commit(draft("nowhere to go"))
+
+
+# -- one reconnect window for the whole store --------------------------------------------------
+
+
+def watch_connects(store: PostgresStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The ``connect_timeout`` of every connection ``store`` tries to make from now on, in
+    order (the driver's connect is wrapped to note it, then called as it was)."""
+    timeouts: list[int] = []
+    dialect = store.engine.dialect
+    connect = dialect.connect
+
+    def noted(*cargs: Any, **cparams: Any) -> Any:
+        timeouts.append(int(cparams["connect_timeout"]))
+        return connect(*cargs, **cparams)
+
+    monkeypatch.setattr(dialect, "connect", noted)
+    return timeouts
+
+
+def test_a_server_that_stays_down_costs_one_window_for_every_call_together(
+    restarted: PgServer, pg_lab_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first call waits out the window, trying again and again, each try no longer than
+    the window has left; every later call (reads, a commit, a checkpoint) tries once, does
+    not wait, and says the same line."""
+    monkeypatch.setattr(postgres_module, "RECONNECT_S", 3.0)
+    with PostgresStore.open(pg_lab_url, create=True) as store:
+        store.commit(draft("kept"))
+        made = watch_connects(store, monkeypatch)
+        restarted.stop()
+
+        with pytest.raises(LabError) as first:
+            store.head()
+        assert "cannot reach the PostgreSQL server" in first.value.message
+        assert "\n" not in first.value.message
+        assert len(made) > 2  # it waited for the server, trying again
+        assert made[0] == 10  # the server was there last time: the whole connect timeout
+        assert all(2 <= t <= 3 for t in made[1:])  # then at most the 3 s window's rest
+
+        for call in (
+            store.events,
+            store.head,
+            lambda: store.query(kind="finding"),
+            store.checkpoint_now,
+            lambda: store.commit(draft("never written")),
+        ):
+            before = len(made)
+            with pytest.raises(LabError) as later:
+                call()
+            assert later.value.message.startswith(first.value.message)
+            assert len(made) - before <= 1  # one try, no second wait
+        restarted.start()
+        assert [e.detail for e in store.events()] == ["kept"]  # picked up at once, unchanged
+
+
+def test_a_success_gives_the_next_outage_a_window_of_its_own(
+    restarted: PgServer, pg_lab_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres_module, "RECONNECT_S", 1.0)
+    with PostgresStore.open(pg_lab_url, create=True) as store:
+        made = watch_connects(store, monkeypatch)
+        restarted.stop()
+        with pytest.raises(LabError):
+            store.head()
+        restarted.start()
+        assert store.commit(draft("between the outages")).seq == 1
+
+        restarted.stop()
+        before = len(made)
+        with pytest.raises(LabError, match="cannot reach the PostgreSQL server"):
+            store.head()
+        assert len(made) - before > 2  # waited again: the success ended the first outage
+        restarted.start()
+        assert [e.detail for e in store.events()] == ["between the outages"]
+
+
+def test_a_server_back_within_the_window_takes_the_waiting_commit_once(
+    restarted: PgServer, pg_lab_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server is started again while a commit waits for it (after the commit has tried
+    and failed at least twice): the commit lands once, and the store goes on."""
+    with PostgresStore.open(pg_lab_url, create=True) as store:
+        store.commit(draft("before"))
+        made = watch_connects(store, monkeypatch)
+        restarted.stop()
+        started, done = threading.Event(), threading.Event()
+
+        def start_when_waited() -> None:
+            while len(made) < 2 and not done.is_set():
+                done.wait(0.01)
+            if not done.is_set():
+                restarted.start()
+                started.set()
+
+        starter = threading.Thread(target=start_when_waited)
+        starter.start()
+        try:
+            event_ = store.commit(draft("while it restarted"), [finding("one")])
+        finally:
+            done.set()
+            starter.join()
+        assert started.is_set()  # the commit was still waiting when the server came back
+
+        assert event_.seq == 2
+        store.commit(draft("after"))
+        assert [e.detail for e in store.events()] == ["before", "while it restarted", "after"]
+        report = verify_store(store)
+    assert report.ok, report.problems
+
+
+def test_a_silent_server_is_tried_for_one_window_then_refused_at_once(
+    pg_server: PgServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that accepts connections and never answers (a dead host or network path):
+    the first call gives up within its window, later calls do not even try."""
+    monkeypatch.setattr(postgres_module, "RECONNECT_S", 3.0)
+    proxy = CuttingProxy(pg_server.folder / f".s.PGSQL.{PORT}")
+    url = f"postgresql://{SUPERUSER}@127.0.0.1:{proxy.port}/{pg_server.database()}"
+    try:
+        with PostgresStore.open(f"{url}?artifacts={tmp_path}", create=True) as store:
+            store.commit(draft("kept"))
+            proxy.stall()
+            before = proxy.accepted
+
+            with pytest.raises(LabError) as first:
+                store.head()
+            assert "connection timeout expired" in first.value.message
+            tried = proxy.accepted - before
+            assert tried >= 1
+
+            for call in (store.events, lambda: store.commit(draft("never sent")), store.head):
+                with pytest.raises(LabError) as later:
+                    call()
+                assert later.value.message == first.value.message
+            assert proxy.accepted - before == tried  # refused without a new connection
+    finally:
+        proxy.close()

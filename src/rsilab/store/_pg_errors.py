@@ -22,10 +22,15 @@ def is_disconnect(exc: SQLAlchemyError) -> bool:
     """Whether ``exc`` means the connection to the server was lost (or never made)."""
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
+    return is_lost_server(getattr(exc, "orig", None))
+
+
+def is_lost_server(error: BaseException | None) -> bool:
+    """Whether the driver's ``error`` means no server answered or it went away (not a server
+    that answered with a refusal, such as a wrong password)."""
     import psycopg  # the driver: imported here so that SQLite-only code never loads it
 
-    orig = getattr(exc, "orig", None)
-    return isinstance(orig, psycopg.OperationalError) and getattr(orig, "sqlstate", None) in (
+    return isinstance(error, psycopg.OperationalError) and error.sqlstate in (
         None,
         "57P01",  # admin_shutdown: the server is stopping or restarting
         "57P02",

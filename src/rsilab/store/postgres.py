@@ -10,6 +10,10 @@ psycopg 3), with SQLite's guarantees across machines.
   the connection is lost mid-commit (a restart, a network cut) the outcome is unknown; the
   store reconnects and looks the id up: found, the commit landed and is returned as is; absent,
   it rolled back and is run again. So a retry neither loses nor doubles an event.
+- **One reconnect window.** A lost server is waited for up to :data:`RECONNECT_S` from the
+  first lost connection, by all calls together (:mod:`rsilab.store._pg_window`): once that is
+  spent, a later call tries the server once and fails at once with the same line, so a
+  process that stops on the error stops within the window, not after a fresh wait per call.
 - **Durable.** A server with ``synchronous_commit=off`` is refused when the lab is opened.
 - **Same ledger.** Canonical JSON text, record digests and signed checkpoints are those of
   :mod:`rsilab.store.ledger`; the key is found by lab id as for SQLite labs.
@@ -19,23 +23,32 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+import psycopg
 import sqlalchemy as sa
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.exc import SQLAlchemyError
 
 from rsilab.errors import LabError, NotFoundError
 from rsilab.faults import fault_point
 from rsilab.records import Event, EventDraft, Record, record_type
 from rsilab.store import keys
-from rsilab.store._pg_errors import explain, is_disconnect, unparsed_row
-from rsilab.store._pg_open import check_durable, make_engine, prepare, stay_in_lab
+from rsilab.store._pg_errors import explain, is_disconnect, is_lost_server, unparsed_row
+from rsilab.store._pg_open import (
+    CONNECT_TIMEOUT_S,
+    check_durable,
+    make_engine,
+    prepare,
+    stay_in_lab,
+)
 from rsilab.store._pg_schema import INDEXED_FIELDS
 from rsilab.store._pg_url import PgLocation, parse_pg_url
+from rsilab.store._pg_window import ReconnectWindow
 from rsilab.store._staging import apply_revisions, stage_writes
 from rsilab.store._write_guard import check_before_first_write
 from rsilab.store.base import CHECKPOINT_INTERVAL, Store
@@ -52,8 +65,9 @@ from rsilab.store.ledger import (
 from rsilab.store.query import matching_records
 
 RECONNECT_S = 15.0
-"""How long a commit whose connection was lost keeps trying to learn its outcome, and a read
-is repeated while the server restarts."""
+"""How long a store waits for a server it lost, from the first lost connection and for all its
+calls together: a commit trying to learn its outcome, a read repeated while the server
+restarts. Any success starts the count again at the next loss."""
 
 T = TypeVar("T")
 
@@ -80,7 +94,9 @@ class PostgresStore(Store):
         self._key = keys.load_key(lab_id)
         self._unsigned_commits = False
         self._write_checked = False  # check_before_first_write, once per process
+        self._window = ReconnectWindow(RECONNECT_S, CONNECT_TIMEOUT_S)
         stay_in_lab(engine, lab_id, location.shown)
+        event.listen(engine, "do_connect", self._connect)
 
     @classmethod
     def open(
@@ -131,20 +147,43 @@ class PostgresStore(Store):
         """The SQLAlchemy engine (for the lab copier; records are written through commit)."""
         return self._engine
 
-    def _reading(self, read: Callable[[Connection], T]) -> T:
-        """``read`` on a fresh connection. When the connection cannot be made or is lost (a
-        server restarting) it is repeated, for up to :data:`RECONNECT_S` as a commit waits,
-        since a read is safe to repeat; then, or on any other error, LabError."""
-        deadline, pause = time.monotonic() + RECONNECT_S, 0.05
+    def _connect(self, dialect: Any, _record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        """Make a new connection (the engine's ``do_connect`` hook) within the time the
+        reconnect window has left, so one attempt cannot outlast the window; an attempt that
+        finds no server opens the window when it began."""
+        cparams["connect_timeout"] = self._window.connect_timeout()
+        began = time.monotonic()
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except Exception as exc:
+            if is_lost_server(exc):
+                unanswered = isinstance(exc, psycopg.errors.ConnectionTimeout)
+                self._window.failed_to_connect(began, unanswered=unanswered)
+            raise
+
+    def _reading(self, read: Callable[[Connection], T], *, writes: bool = False) -> T:
+        """``read`` on a fresh connection (in a transaction with ``writes``; ``read`` must
+        then be safe to repeat). When the connection cannot be made or is lost (a server
+        restarting) it is repeated while the store's reconnect window lasts; a spent window,
+        or any other error: LabError (one line)."""
+        pause = 0.05
         while True:
+            self._window.admit()
             try:
-                with self._engine.connect() as conn:
-                    return read(conn)
+                with self._engine.begin() if writes else self._engine.connect() as conn:
+                    result = read(conn)
             except SQLAlchemyError as exc:
-                if not is_disconnect(exc) or time.monotonic() > deadline:
-                    raise explain(exc, self._location.shown) from exc
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
+                error = explain(exc, self._location.shown)
+                if not is_disconnect(exc):
+                    raise error from exc
+                spent = self._window.lost(error)
+                if spent is not None:
+                    raise spent from exc
+                time.sleep(min(pause, self._window.left()))
+                pause = min(pause * 2, 1.0)
+                continue
+            self._window.reached()
+            return result
 
     def _parse(self, record_id: str, kind: str, body: str) -> Record:
         try:
@@ -179,14 +218,25 @@ class PostgresStore(Store):
             check_before_first_write(self, self._lab_id, self._key)
             self._write_checked = True
         event_id = uuid.uuid4().hex
-        deadline = time.monotonic() + RECONNECT_S
+        self._window.admit()  # refused at once (nothing sent) while a dead host is not retried
+        # The store's window is reset by each lookup that reaches the server; this commit's
+        # own bound (from its first lost connection) keeps a server that drops every commit
+        # from holding it forever.
+        give_up = math.inf
         while True:
             try:
-                return self._commit_once(draft, writes, event_id)
+                event = self._commit_once(draft, writes, event_id)
             except SQLAlchemyError as exc:
-                if not is_disconnect(exc) or time.monotonic() > deadline:
+                if not is_disconnect(exc):
                     raise self._lost(exc, event_id) from exc
-            landed = self._landed(event_id, deadline)
+                give_up = min(give_up, time.monotonic() + RECONNECT_S)
+                spent = self._window.lost(explain(exc, self._location.shown))
+                if spent is not None or time.monotonic() > give_up:
+                    raise self._lost(exc, event_id, said=spent) from exc
+            else:
+                self._window.reached()
+                return event
+            landed = self._landed(event_id, give_up)
             if landed is not None:  # the lost connection's COMMIT went through
                 for record, ref in zip(writes, landed.records, strict=True):
                     record.rev = ref.rev
@@ -232,9 +282,10 @@ class PostgresStore(Store):
             keys.mark_commit(self._lab_id, mark)
         return event
 
-    def _landed(self, event_id: str, deadline: float) -> Event | None:
+    def _landed(self, event_id: str, give_up: float) -> Event | None:
         """The event committed under ``event_id``, or None when it did not land; waits for
-        the server to come back until ``deadline``. Raises LabError when it does not.
+        the server to come back while the reconnect window lasts, and not past ``give_up``.
+        Raises LabError when it does not.
 
         The lookup first takes the lab's lock: the lost connection's transaction holds it
         until the server has committed or rolled it back, so the answer is final (without the
@@ -242,7 +293,8 @@ class PostgresStore(Store):
         """
         pause = 0.05
         while True:
-            wait_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            left = min(self._window.left(), give_up - time.monotonic())
+            wait_ms = max(1, int(left * 1000))
             try:
                 with self._engine.begin() as conn:
                     conn.execute(sa.text(f"SET LOCAL lock_timeout = {wait_ms}"))
@@ -251,15 +303,29 @@ class PostgresStore(Store):
                         sa.text("SELECT seq, body FROM events WHERE event_id = :e"),
                         {"e": event_id},
                     ).first()
-                return None if row is None else self._event(int(row[0]), str(row[1]))
             except SQLAlchemyError as exc:
-                if not is_disconnect(exc) or time.monotonic() > deadline:
+                if not is_disconnect(exc):
                     raise self._lost(exc, event_id, unknown=True) from exc
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
+                spent = self._window.lost(explain(exc, self._location.shown))
+                if spent is not None or time.monotonic() > give_up:
+                    raise self._lost(exc, event_id, unknown=True, said=spent) from exc
+                time.sleep(max(0.0, min(pause, self._window.left(), give_up - time.monotonic())))
+                pause = min(pause * 2, 1.0)
+                continue
+            self._window.reached()
+            return None if row is None else self._event(int(row[0]), str(row[1]))
 
-    def _lost(self, exc: SQLAlchemyError, event_id: str, *, unknown: bool = False) -> LabError:
-        error = explain(exc, self._location.shown)
+    def _lost(
+        self,
+        exc: SQLAlchemyError,
+        event_id: str,
+        *,
+        unknown: bool = False,
+        said: LabError | None = None,
+    ) -> LabError:
+        """The LabError of a commit that failed on ``exc``: ``said`` (a spent reconnect
+        window's line) or what ``exc`` means, and whether the commit's outcome is unknown."""
+        error = said or explain(exc, self._location.shown)
         if unknown or is_disconnect(exc):
             error.message += (
                 f"; the commit's outcome is unknown (event id {event_id}): check "
@@ -289,16 +355,20 @@ class PostgresStore(Store):
         )
 
     def checkpoint_now(self) -> Checkpoint | None:
-        if self._key is None:
+        key = self._key
+        if key is None:
             return None
-        try:
-            with self._engine.begin() as conn:
-                conn.execute(sa.text(_LOCK), {"lab": self._lab_id})
-                seq, head = self._head(conn)
-                cp = make_checkpoint(self._key, self._lab_id, seq, head)
-                self._insert_checkpoint(conn, cp)
-        except SQLAlchemyError as exc:
-            raise explain(exc, self._location.shown) from exc
+
+        def sign_head(conn: Connection) -> Checkpoint:
+            # Safe to repeat after a lost connection: it signs the head as it is then, and a
+            # checkpoint of the same seq replaces the earlier one.
+            conn.execute(sa.text(_LOCK), {"lab": self._lab_id})
+            seq, head = self._head(conn)
+            made = make_checkpoint(key, self._lab_id, seq, head)
+            self._insert_checkpoint(conn, made)
+            return made
+
+        cp = self._reading(sign_head, writes=True)
         self._unsigned_commits = False
         keys.mark_commit(self._lab_id, cp)
         return cp
