@@ -106,6 +106,8 @@ def _lock_mark(fd: int, timeout_s: float) -> None:
                     "(an rsilab process paused or hung while writing it?)",
                 ) from None
             time.sleep(0.005)
+
+
 _open_marks: dict[Path, int] = {}
 """Watermark files this process keeps open, so raising a mark at every commit costs one
 write and one fdatasync (no temporary file, no rename, no folder sync)."""
