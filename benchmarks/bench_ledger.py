@@ -5,6 +5,12 @@ The PostgreSQL rows need a server: ``RSILAB_BENCH_PG`` names one as a URL whose 
 create databases (``postgresql://USER@HOST/postgres``); unset, a throwaway server is started
 from the Debian package's binaries as the store tests do (``tests/store/pg_server.py``). Where
 neither works the PostgreSQL rows say why instead of a number.
+
+Since 2026-12-04 each SQLite commit is synced twice before it returns: the database
+(``synchronous=FULL``, so a power cut loses no committed event) and the signed watermark in the
+key folder (so no committed event can be cut from the ledger unnoticed). On this machine's disk
+that costs the 2,000 events/s target (9,834 events/s before both); a campaign writes about 26
+events an experiment, about 17 ms at 1,500 events/s, against jobs of seconds.
 """
 
 from __future__ import annotations
@@ -159,10 +165,14 @@ def _pg_row(label: str, n: int, elapsed: float, url: str) -> dict[str, Any]:
 def _row(label: str, n: int, elapsed: float, lab_path: Path, target: str) -> dict[str, Any]:
     with Lab.open(lab_path) as lab:
         report = verify_store(lab.store)
+    rate = round(n / elapsed)
+    if target.startswith(">= 2,000"):  # the one numeric target: say whether it held
+        missed = " MISSED (each commit is synced twice: see benchmarks/bench_ledger.py)"
+        target += " met" if rate >= 2000 else missed
     return {
         "benchmark": f"ledger appends on SQLite, {label}",
         "events": n,
-        "events_per_s": round(n / elapsed),
+        "events_per_s": rate,
         "verified": report.ok,
         "target": target,
     }
