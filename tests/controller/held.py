@@ -65,31 +65,35 @@ class Operator:
         """(step, signal) in the order sent."""
         self.victims: dict[str, str] = {}
         """step -> the seed (as its command line gives it) the plan acts on."""
-        self._seen: set[int] = set()
+        self._seen: set[tuple[int, str]] = set()
         self._stop = threading.Event()
 
     def _parked(self) -> Iterator[tuple[int, list[str]]]:
         for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit() or int(entry.name) in self._seen:
+            if not entry.name.isdigit():
                 continue
             try:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
                 status = (entry / "status").read_text()
-            except OSError:
+                # a pid and its start time name one process: pids are reused (32,768 here)
+                started = (entry / "stat").read_text().rsplit(")", 1)[1].split()[19]
+            except (OSError, IndexError):
+                continue
+            if (int(entry.name), started) in self._seen:
                 continue
             if len(argv) < 3 or not argv[1].endswith(f"hold_{self.token}.py".encode()):
                 continue
             blocked = re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.MULTILINE)
             if blocked and int(blocked.group(1), 16) & _SIGUSR1_BIT:
-                yield int(entry.name), [a.decode() for a in argv[2:]]
+                yield (int(entry.name), started), [a.decode() for a in argv[2:]]
 
     def _act(self) -> None:
         while not self._stop.wait(0.005):
-            for pid, argv in self._parked():
+            for (pid, started), argv in self._parked():
                 released = sum(1 for _, sig in self.acted if sig == signal.SIGUSR1)
                 if self.release is not None and released >= self.release:
                     break
-                self._seen.add(pid)
+                self._seen.add((pid, started))
                 step, seed = argv[0], argv[argv.index("--seed") + 1]
                 planned = self.plan.get(step, [])
                 victim = self.victims.setdefault(step, seed) if planned else None

@@ -81,6 +81,7 @@ ALLOWED_COMMITS = {
     ("memory/revisions.py", "_commit"),
     ("orchestrator/writer.py", "write"),
     ("store/lab.py", "init"),
+    ("store/secret.py", "record_secret"),  # the task secret's fingerprint, on its first use
 }
 """(file, function) of every ``.commit(`` in src/: the tools' dispatcher, the controller's
 services, the orchestrator's writer, and the few named writers of seeds and lab set-up."""

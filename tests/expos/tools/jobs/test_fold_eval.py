@@ -132,7 +132,7 @@ def test_fold_eval_in_benchmark_guided_scores_every_train_sample_once(guided: Do
     synced = door.ok("state_sync_results", experiment_id=exp)
     assert synced["updated"] is False and synced["dev_scores"] == {}
     assert synced["fold_scores"]["quality"]["mean"] == scores["scores"]["quality"]
-    report = verify_store(door.lab.store, door.lab.artifacts)
+    report = verify_store(door.lab.store, artifacts=door.lab.artifacts)
     assert report.ok, report.problems
 
 

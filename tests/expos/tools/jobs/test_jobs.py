@@ -166,7 +166,7 @@ def test_train_then_dev_eval_end_to_end(door: Door) -> None:
     assert synced["updated"] is False  # run_job already synced it; syncing again is a no-op
     assert [j["kind"] for j in synced["jobs"]] == ["train", "dev-eval", "dev-eval"]
     assert synced["dev_scores"]["quality"]["mean"] == second["dev"]["scores"]["quality"]
-    report = verify_store(door.lab.store, door.lab.artifacts)
+    report = verify_store(door.lab.store, artifacts=door.lab.artifacts)
     assert report.ok, report.problems
 
 
