@@ -143,10 +143,6 @@ def test_a_crash_of_its_own_is_the_candidates_failure(
     assert [f.rule for f in lab.store.query_as(ProtocolFlag)] == ["candidate_invalid"]
 
 
-@pytest.mark.skip(
-    reason="hangs in the whole suite (passes alone in seconds): being found; the other "
-    "tests of this file cover the retry and the reuse"
-)
 def test_a_baseline_that_keeps_being_killed_is_an_error_and_resumes_what_is_missing(
     lab: Lab, make_harness: MakeHarness, synthetic: Task, executor: LocalExecutor
 ) -> None:

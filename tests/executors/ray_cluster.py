@@ -180,9 +180,12 @@ class RayCluster:
     def _spawn(self, argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         self.root.mkdir(parents=True, exist_ok=True)
         log = (self.root / f"{len(list(self.root.glob('*.log')))}.log").open("wb")
+        # Every node starts as one started in the background by a shell script would: with
+        # SIGINT, SIGQUIT and SIGHUP ignored, which its Ray workers inherit.
+        ignoring = ["env", "--ignore-signal=INT", "--ignore-signal=QUIT", "--ignore-signal=HUP"]
         with log:
             return subprocess.Popen(
-                argv,
+                [*ignoring, *argv],
                 env={**self.env(token=self.auth), **(env or {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,

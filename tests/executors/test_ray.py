@@ -234,10 +234,6 @@ def _processes_with(mark: str) -> list[int]:
     return found
 
 
-@pytest.mark.xfail(
-    reason="fails in the whole suite since 890a91a's merges (passes alone): being found",
-    strict=False,
-)
 def test_cancel_kills_a_running_job_on_its_node(executor: RayExecutor, hidden: Path) -> None:
     from rsilab.executors import JobSpec
 
@@ -310,10 +306,6 @@ def slow_synthetic(tmp_path: Path) -> object:
     return task.model_copy(update={"harness": harness})
 
 
-@pytest.mark.xfail(
-    reason="fails in the whole suite since 890a91a's merges (passes alone): being found",
-    strict=False,
-)
 @pytest.mark.timeout(600)  # two baselines and a node's restart, on a loaded machine
 def test_a_job_whose_node_dies_is_interrupted_and_recovery_runs_it_again(
     executor: RayExecutor,

@@ -13,6 +13,7 @@ from rsilab.sandbox import BwrapSandbox, Limits, RunSpec
 from rsilab.sandbox._bwrap_args import bundled_python_stdlibs
 from rsilab.sandbox._cgroup import CgroupSupport
 from rsilab.sandbox._common import FdArgs
+from rsilab.sandbox._signals import default_signals_tool
 from tests.sandbox.helpers import bwrap_problem
 
 
@@ -74,6 +75,7 @@ EXPECTED_ARGS = [
 
 ROOT_TAIL = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
 ROOT_COMMAND = [
+    *("<env>", "--default-signal", "--"),
     *("/bin/sh", "-c", GATE, "rsilab-gate"),
     *("<prlimit>", "--core=0", f"--fsize={32 << 20}", "--nofile=4096"),
     *("<bwrap>", "--args", "<fd>", "--seccomp", "<fd>", "--"),
@@ -83,6 +85,7 @@ ROOT_COMMAND = [
     *("python", "train.py"),
 ]
 UNPRIVILEGED_COMMAND = [
+    *("<env>", "--default-signal", "--"),
     *("/bin/sh", "-c", GATE, "rsilab-gate"),
     *("<prlimit>", "--core=0", f"--fsize={32 << 20}", "--nofile=4096"),
     *("--cpu=30:31", f"--data={1024 << 20}", "--nproc=<nproc>"),
@@ -100,13 +103,14 @@ def _skeleton(args: list[str], box: BwrapSandbox, workspace: Path) -> list[str]:
         str(box.runtime.base_prefix()): "<python>",
         str(workspace): "<workspace>",
         **{path: f"<{name}>" for name, path in box._tools.items()},
+        default_signals_tool(): "<env>",
     }
     out = []
     for arg in args:
         for path, name in names.items():
             arg = name if arg == path else arg.replace(path + "/", name + "/")
         out.append(arg.replace(f"={box.uid}", "=<uid>"))
-    return out if out[0] == "/bin/sh" else _collapse(out)
+    return out if out[0] == "<env>" else _collapse(out)
 
 
 def _collapse(out: list[str]) -> list[str]:

@@ -249,3 +249,39 @@ def test_disk_limits_say_whether_the_kernel_bounds_a_workspace(sandbox: Sandbox)
         assert not found.enforced
     elif os.geteuid() != 0:
         assert not found.enforced and "not running as root" in found.reason
+
+
+def test_a_job_starts_with_default_signals_whatever_its_host_ignores_or_blocks(
+    sandbox: Sandbox, workspace: Path
+) -> None:
+    # As a host started in the background by a shell without job control (or by nohup):
+    # SIGHUP, SIGINT and SIGQUIT ignored; and a thread that blocks SIGUSR2 when it starts jobs.
+    ignored = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)
+    before = {s: signal.signal(s, signal.SIG_IGN) for s in ignored}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+    code = (
+        "import re; s = open('/proc/self/status').read(); "
+        "print(re.search(r'SigIgn:\\s*(\\w+)', s)[1], re.search(r'SigBlk:\\s*(\\w+)', s)[1])"
+    )
+    try:
+        result = sandbox.run(py(workspace, code))
+        assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == {signal.SIGUSR2}  # kept here
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+    assert result.ok, result
+    ignored_mask, blocked_mask = (int(f, 16) for f in result.stdout.split())
+    assert ignored_mask & 0b111 == 0  # SIGHUP (1), SIGINT (2), SIGQUIT (3) at their defaults
+    assert blocked_mask == 0
+
+
+def test_a_job_is_stopped_by_a_signal_its_host_ignores(
+    sandbox: Sandbox, workspace: Path
+) -> None:
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        result = sandbox.run(py(workspace, "import os, signal; os.kill(os.getpid(), 1)"))
+    finally:
+        signal.signal(signal.SIGHUP, before)
+    assert (result.exit_code, result.signal) == (None, signal.SIGHUP)

@@ -22,12 +22,15 @@ the check reports its content digest there and whether the node's sandbox user c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
+import signal
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict, replace
 from importlib import metadata
 from pathlib import Path
@@ -201,7 +204,8 @@ def run_job(
                 Mount(mounts_dir / str(i), m.target, False) for i, m in enumerate(job.mounts)
             )
             spec = replace(job.run_spec(threads), workspace=workspace, mounts=mounts)
-            result = _run_cancellable(sandbox, spec)
+            with _interruptible():
+                result = _run_cancellable(sandbox, spec)
             changes = b"" if job.read_only_workspace else pack_changes(workspace, before)
     finally:
         shutil.rmtree(mounts_dir, ignore_errors=True)
@@ -215,6 +219,27 @@ def _node_id() -> str:
     import ray  # only ever called inside a Ray worker
 
     return str(ray.get_runtime_context().get_node_id())
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Let ``ray.cancel`` reach the job for the block, then put SIGINT's handling back.
+
+    Ray's cancel raises KeyboardInterrupt through ``_thread.interrupt_main``, which does nothing
+    while SIGINT is ignored or at its default action: in a worker of a node started under
+    ``nohup``-like conditions (a shell without job control ignores SIGINT in what it starts in
+    the background, and workers inherit it). So while the job runs, the main thread's SIGINT
+    gets Python's own handler. A task run outside the main thread cannot set it and is left
+    as it is.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _run_cancellable(sandbox: BwrapSandbox, spec: Any) -> RunResult:

@@ -50,6 +50,7 @@ from rsilab.sandbox._common import (
 from rsilab.sandbox._identity import SandboxUser, caller, ephemeral_user
 from rsilab.sandbox._images import DiskLimits
 from rsilab.sandbox._places import Confinement, check_job, on_own_filesystem
+from rsilab.sandbox._signals import default_signals_tool, with_default_signals
 from rsilab.sandbox._supervise import Supervised, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox._workspaces import WorkspaceFs, remove_stale_scratch
@@ -141,6 +142,7 @@ class BwrapSandbox(Sandbox):
             if self._layout is not None:
                 return
             self._tools = self._find_tools()
+            default_signals_tool()  # a job must not inherit the signals this process ignores
             try:
                 self._seccomp = _seccomp.no_userns_filter()
             except NotImplementedError as exc:
@@ -301,7 +303,8 @@ class BwrapSandbox(Sandbox):
         per_process = not self._cgroups.available
         nproc = processes_of(self.uid) + spec.limits.processes if per_process else None
         limits = rlimit_args(spec.limits, per_process=per_process, nproc=nproc)
-        return ["/bin/sh", "-c", _GATE, "rsilab-gate", self._tools["prlimit"], *limits, *args]
+        gate = ["/bin/sh", "-c", _GATE, "rsilab-gate", self._tools["prlimit"], *limits, *args]
+        return with_default_signals(gate)
 
     def _disk_note(self, spec: RunSpec, workspace: Path) -> str | None:
         if spec.read_only_workspace or on_own_filesystem(workspace):

@@ -29,6 +29,7 @@ from rsilab.sandbox._common import (
     validate,
 )
 from rsilab.sandbox._gpu import visible_env
+from rsilab.sandbox._signals import default_signals_tool, with_default_signals
 from rsilab.sandbox._supervise import Watch, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox.base import KillReason, RunResult, RunSpec, Sandbox, SandboxError
@@ -57,7 +58,12 @@ class ProcessSandbox(Sandbox):
         self._prlimit = shutil.which("prlimit")
 
     def prepare(self) -> None:
-        """Nothing to check: a subprocess can always be started."""
+        """Check that jobs can start with default signal handling (:mod:`._signals`).
+
+        Raises:
+            SandboxUnavailable: they cannot.
+        """
+        default_signals_tool()
 
     def _path(self) -> str:
         first = self.runtime.bin_dir if self.runtime.is_installed() else Path(sys.executable).parent
@@ -89,10 +95,10 @@ class ProcessSandbox(Sandbox):
 
     def _argv(self, spec: RunSpec) -> list[str]:
         if not self._prlimit:
-            return list(spec.argv)
+            return with_default_signals(list(spec.argv))
         nproc = None if os.geteuid() == 0 else processes_of(os.getuid()) + spec.limits.processes
         limits = rlimit_args(spec.limits, per_process=True, nproc=nproc)
-        return [self._prlimit, *limits, "--", *spec.argv]
+        return with_default_signals([self._prlimit, *limits, "--", *spec.argv])
 
     def _run(self, spec: RunSpec, workspace: Path, home: Path) -> RunResult:
         env = job_env(spec, path=self._path(), home=str(home)) | visible_env(spec)
