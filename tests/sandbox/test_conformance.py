@@ -276,9 +276,7 @@ def test_a_job_starts_with_default_signals_whatever_its_host_ignores_or_blocks(
     assert blocked_mask == 0
 
 
-def test_a_job_is_stopped_by_a_signal_its_host_ignores(
-    sandbox: Sandbox, workspace: Path
-) -> None:
+def test_a_job_is_stopped_by_a_signal_its_host_ignores(sandbox: Sandbox, workspace: Path) -> None:
     before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
     try:
         result = sandbox.run(py(workspace, "import os, signal; os.kill(os.getpid(), 1)"))
