@@ -19,7 +19,10 @@ seed, so a retry cannot fish for a better draw):
 - ended by a signal that stops a process from outside (an operator's ``kill``, the host's OOM
   killer, a shutdown) while no limit of ours was hit;
 - cancelled, when no limit was hit (nobody but the host cancels a controller job);
-- the sandbox or the executor could not start or supervise it.
+- the sandbox or the executor could not start or supervise it;
+- the machine running it went away (:class:`~rsilab.executors.JobInterrupted`: a cluster node
+  died, or the cluster's memory monitor killed its worker): the job is recorded
+  ``interrupted`` and the seed runs again on whatever machine the executor picks.
 
 A job may send itself SIGKILL, and with a bwrap sandbox an exit status of 128 + N reads as
 signal N: it is then taken for infrastructure, and with the same seed every retry does the same.
@@ -73,6 +76,14 @@ class EvaluationFault(UserError):
             "then resume: jobs already finished are reused, the rest run with the same seeds",
         )
         self.causes = list(causes)
+
+
+def machine_lost(kind: str, cause: str) -> str:
+    """The phrase for a ``kind`` job whose machine went away (``cause`` as
+    :class:`~rsilab.executors.JobInterrupted` gives it)."""
+    if cause == "cluster_oom":
+        return f"{kind} was stopped by the cluster, whose node ran short of memory"
+    return f"{kind} was lost with the machine running it"
 
 
 def outside_cause(job: Job, result: JobResult | None) -> str | None:

@@ -40,7 +40,13 @@ from pathlib import Path, PurePosixPath
 import numpy as np
 from pydantic import JsonValue
 
-from rsilab.controller.blame import ATTEMPTS, EvaluationFault, OutsideFault, outside_cause
+from rsilab.controller.blame import (
+    ATTEMPTS,
+    EvaluationFault,
+    OutsideFault,
+    machine_lost,
+    outside_cause,
+)
 from rsilab.controller.jobs import (
     CONTROLLER_ACTOR,
     data_hashes,
@@ -49,7 +55,7 @@ from rsilab.controller.jobs import (
     run_recorded_job,
 )
 from rsilab.controller.settings import rules_for
-from rsilab.executors.base import Executor, JobResult
+from rsilab.executors.base import Executor, JobInterrupted, JobResult
 from rsilab.faults import fault_point
 from rsilab.records import DataTier, Job, JobInputs, JobKind, JobStatus, Resources, Role
 from rsilab.sandbox import hand_over
@@ -557,7 +563,8 @@ class SystemEvaluator:
         whether it was reused. Its id and resources go to ``result``.
 
         Raises:
-            OutsideFault: the job failed for a cause outside the candidate.
+            OutsideFault: the job failed for a cause outside the candidate, or the machine
+                running it went away (the job is recorded ``interrupted``).
         """
         job = new_job(
             kind,
@@ -571,10 +578,13 @@ class SystemEvaluator:
         reused = done is not None
         run: JobResult | None = None
         if done is None:
-            done, run = run_recorded_job(
-                self.store, self.artifacts, self.executor, job, spec,
-                actor=CONTROLLER_ACTOR, role=Role.CONTROLLER,
-            )  # fmt: skip
+            try:
+                done, run = run_recorded_job(
+                    self.store, self.artifacts, self.executor, job, spec,
+                    actor=CONTROLLER_ACTOR, role=Role.CONTROLLER,
+                )  # fmt: skip
+            except JobInterrupted as lost:  # recorded interrupted; the seed is run again
+                raise OutsideFault(machine_lost(kind, lost.cause)) from lost
         result.job_ids.append(done.id)
         result.add(done.resources)
         cause = None if reused else outside_cause(done, run)

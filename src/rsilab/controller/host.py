@@ -61,11 +61,10 @@ from rsilab.controller.overlap import PrivateIndex
 from rsilab.controller.recovery import (
     holds_baseline_claim,
     holds_candidate_claim,
-    recover_candidate,
 )
 from rsilab.controller.sequential import looks_from
 from rsilab.errors import ConflictError, UserError
-from rsilab.executors.base import Executor, JobInterrupted
+from rsilab.executors.base import Executor
 from rsilab.records import (
     Candidate,
     CandidateState,
@@ -389,9 +388,6 @@ class HostController:
         except EvaluationFault as exc:  # recorded pending by judge: a resume judges it again
             log.error("judging %s decided nothing: %s", candidate_id, exc)
             return self.store.get_as(candidate_id, Candidate)
-        except JobInterrupted as exc:  # a cluster node went away: judged again by recovery
-            log.warning("judging %s was interrupted: %s", candidate_id, exc)
-            return self._recover_interrupted(candidate_id)
         except Exception as exc:  # the caller is a pool thread: record, never lose it
             log.exception("judging %s failed", candidate_id)
             try:
@@ -407,17 +403,6 @@ class HostController:
             except Exception:
                 log.exception("recording the failure of %s failed", candidate_id)
                 return None
-
-    def _recover_interrupted(self, candidate_id: str) -> Candidate | None:
-        """A candidate whose judging lost a job's machine (the claim now free): recovery
-        judges it again from the start with the same seeds, once; interrupted twice, it is
-        rejected (see :mod:`rsilab.controller.recovery`)."""
-        try:
-            recover_candidate(self.lab, candidate_id, controller=self)
-            return self.store.get_as(candidate_id, Candidate)
-        except Exception:  # judge_safely never raises: logged, the next resume recovers it
-            log.exception("recovering the interrupted candidate %s failed", candidate_id)
-            return None
 
     # --- guards ---------------------------------------------------------------------------
 

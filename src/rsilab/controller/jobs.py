@@ -209,7 +209,7 @@ def run_recorded_job(
 ) -> tuple[Job, JobResult | None]:
     """Record ``job`` as running, run ``spec``, record how it ended; never raises for the job,
     except when the machine running it went away: then the job is recorded ``interrupted``
-    and :class:`~rsilab.executors.JobInterrupted` goes up, for recovery to re-run the work.
+    and :class:`~rsilab.executors.JobInterrupted` goes up, for the caller to run the work again.
 
     When the job succeeds and ``job.model_out`` names a file in the workspace, that file is
     stored as a blob and its sha256 recorded in ``model_out_sha256``. A sandbox that cannot run

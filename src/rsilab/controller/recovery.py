@@ -142,26 +142,6 @@ def recover_controller_work(
     return report
 
 
-def recover_candidate(
-    lab: Lab, candidate_id: str, *, controller: HostController | None = None
-) -> ControllerRecovery:
-    """Repair one candidate as :func:`recover_controller_work` would, when no live process
-    holds its claim: the judge that lost a job's machine (``JobInterrupted``) calls it once
-    its claim is released, so the candidate is judged again now, not at the next resume.
-
-    Raises:
-        LabError: the lab could not be read or written.
-    """
-    campaign_id = lab.store.get_as(candidate_id, Candidate).campaign_id
-    report = ControllerRecovery(campaign_id=campaign_id)
-    with candidate_claim(lab.path, candidate_id, wait=False) as held:
-        if not held:
-            report.live_ids.append(candidate_id)
-            return report
-        _recover_candidate(lab, candidate_id, controller, report)
-    return report
-
-
 def interrupt_dead_baseline_jobs(lab: Lab, report: ControllerRecovery | None = None) -> bool:
     """Mark the unfinished jobs of baselines interrupted when no baseline runs in a live
     process (their owners are then dead); False, changing nothing, when one runs."""

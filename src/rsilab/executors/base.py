@@ -40,7 +40,8 @@ class JobState(StrEnum):
 class JobInterrupted(RsilabError):
     """The job did not end by itself: the machine or worker running it went away (a cluster
     node died, or the cluster killed its worker to save the node's memory). Its record is
-    ``interrupted``, like the jobs of a process that died, and recovery re-runs the work.
+    ``interrupted``, like the jobs of a process that died; the controller runs the seed again
+    (:mod:`rsilab.controller.blame`).
 
     Attributes:
         cause: ``node_lost`` or ``cluster_oom`` (the cluster's memory monitor, not the job's
