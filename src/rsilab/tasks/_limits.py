@@ -38,6 +38,15 @@ _FIELD = {  # task.toml key -> (Limits field, its unit in task.toml, bytes per u
     "file": ("file_mb", "MiB", 1),
     "disk": ("disk_mb", "MiB", 1),
 }
+_WHAT = {  # task.toml key -> what its number counts, for messages
+    "wall": "seconds of wall-clock time",
+    "cpu": "CPU seconds",
+    "memory": "MiB of memory",
+    "processes": "processes and threads",
+    "output": "MiB of stdout (and of stderr)",
+    "file": "MiB of its largest file",
+    "disk": "MiB of disk",
+}
 
 CEILINGS: dict[str, float] = {
     "wall": 86_400,  # a day
@@ -80,7 +89,9 @@ class TaskLimits(Model):
         key = str(info.field_name)
         unit = _FIELD[key][1]
         if not value > 0:
-            raise ValueError(f"{value:g} is not positive: give the {unit} a job may use, above 0")
+            raise ValueError(
+                f"{value:g} is not positive: give the {_WHAT[key]} a job may use, above 0"
+            )
         ceiling = CEILINGS[key]
         if value > ceiling:
             raise ValueError(
