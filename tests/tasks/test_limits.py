@@ -52,7 +52,8 @@ def test_every_bad_limit_is_one_line_naming_it(tmp_path: Path) -> None:
     assert problems == [
         "task.toml: limits.cpu: -5 is not positive: give the CPU seconds a job may use, above 0",
         "task.toml: limits.disk: 'big' is not a number",
-        "task.toml: limits.memory: 0 is not positive: give the MiB of memory a job may use, above 0",
+        "task.toml: limits.memory: 0 is not positive: "
+        "give the MiB of memory a job may use, above 0",
         "task.toml: limits.output: 5000 MiB is above the most the lab allows one job "
         "(1,024 MiB): give at most that",
         "task.toml: limits.processes: True is not a number",
