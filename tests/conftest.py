@@ -1,12 +1,28 @@
 """Suite-wide isolation: every test gets its own key folder and no inherited lab; no
-workspace filesystem outlives the session."""
+workspace filesystem outlives the session; the suite's processes start as from a terminal."""
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Signals a background launcher made ignored (a script's `make test &`, nohup) get their
+    defaults back in this process, so what it starts does not inherit them: a test that sends
+    a child Ctrl-C tests what a person's Ctrl-C does. The tests of what happens when signals
+    are ignored set that up themselves."""
+    defaults = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGHUP: signal.SIG_DFL,
+        signal.SIGQUIT: signal.SIG_DFL,
+    }
+    for signum, handler in defaults.items():
+        if signal.getsignal(signum) is signal.SIG_IGN:
+            signal.signal(signum, handler)
 
 
 @pytest.fixture(autouse=True)

@@ -71,13 +71,18 @@ def test_resume_says_a_finished_campaign_is_final(tmp_path: Path) -> None:
     assert "Continue a stopped campaign" in helped and "A finished campaign is final" in helped
 
 
-def _signalled_run(tmp_path: Path, signum: int) -> tuple[str, int, Campaign, CampaignLease]:
-    """``rsilab run synthetic`` (20 experiments, 2 workers) sent ``signum`` once its second
-    experiment began: its output, exit code, campaign and lease."""
+def _signalled_run(
+    tmp_path: Path, signum: int, *, experiments: int = 20, ignoring: str = ""
+) -> tuple[str, int, Campaign, CampaignLease]:
+    """``rsilab run synthetic`` (``experiments``, 2 workers), started as from a terminal
+    (every signal at its default, whatever this process ignores) or with the signal named by
+    ``ignoring`` ignored, sent ``signum`` once its second experiment began: its output, exit
+    code, campaign and lease."""
     lab = tmp_path / "lab"
     assert rsilab("init", "--lab", lab).exit_code == 0
-    argv = [sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
-    argv += ["--budget", "experiments=20", "--lab", str(lab)]
+    start = ["env", "--default-signal"] + ([f"--ignore-signal={ignoring}"] if ignoring else [])
+    argv = [*start, sys.executable, "-m", "rsilab", "run", "synthetic", "--workers", "2"]
+    argv += ["--budget", f"experiments={experiments}", "--lab", str(lab)]
     with (
         Lab.open(lab) as opened,
         subprocess.Popen(
@@ -113,6 +118,18 @@ def test_ctrl_c_stops_the_campaign_cleanly_and_says_how_to_resume(tmp_path: Path
     assert campaign.state == "stopped" and lease.released_at is not None
     assert campaign.end_reason == "stopped_by_user"
     assert "experiment 20/20" not in text
+
+
+def test_a_run_started_with_ctrl_c_ignored_goes_on_through_it(tmp_path: Path) -> None:
+    """As `rsilab run ... &` from a script (or nohup for SIGHUP): the shell made SIGINT
+    ignored so that a Ctrl-C meant for the foreground leaves it alone; rsilab keeps that."""
+    text, code, campaign, lease = _signalled_run(
+        tmp_path, signal.SIGINT, experiments=4, ignoring="INT"
+    )
+    assert code == 0, text
+    assert "experiment 4/4" in text and "finish first" not in text
+    assert campaign.state == "finished" and campaign.end_reason != "stopped_by_user"
+    assert lease.released_at is not None
 
 
 def test_a_first_run_refused_by_preflight_leaves_no_lab(

@@ -143,8 +143,9 @@ def ctrl_c_requests(request: Callable[[], int], abort_at: int) -> Iterator[None]
     level reached) and raises KeyboardInterrupt once that level is ``abort_at``. SIGTERM, what
     a service manager or a scheduler sends before it kills, escalates at once to the level
     that cancels running jobs (2) and stops as cleanly as a second Ctrl-C: the campaign is
-    left stopped and resumable, not interrupted. On a thread other than the main one (where
-    no handler can be set) Python's defaults stay."""
+    left stopped and resumable, not interrupted. A signal this process was started with
+    ignored stays ignored. On a thread other than the main one (where no handler can be set)
+    Python's defaults stay."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -160,9 +161,14 @@ def ctrl_c_requests(request: Callable[[], int], abort_at: int) -> Iterator[None]
         if level >= abort_at:
             raise KeyboardInterrupt
 
+    # A signal ignored when rsilab started stays ignored, as a shell and Python itself leave
+    # it: `rsilab run ... &` from a script, or under nohup, must not stop at a Ctrl-C the
+    # terminal sends its whole process group.
+    wanted = {signal.SIGINT: on_interrupt, signal.SIGTERM: on_terminate}
     previous = {
-        signal.SIGINT: signal.signal(signal.SIGINT, on_interrupt),
-        signal.SIGTERM: signal.signal(signal.SIGTERM, on_terminate),
+        signum: signal.signal(signum, handler)
+        for signum, handler in wanted.items()
+        if signal.getsignal(signum) is not signal.SIG_IGN
     }
     try:
         yield

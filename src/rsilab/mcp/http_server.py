@@ -295,7 +295,8 @@ def _stop_signals_end_serving(serving: uvicorn.Server) -> Iterator[None]:
     """While inside, SIGINT and SIGTERM only end serving. Uvicorn shuts down on them and then
     raises the signal again against the handlers it found: these, which only ask it to stop
     (as one arriving before it listens must), so the lab is still closed (and its ledger
-    signed) after it returns, rather than the process killed."""
+    signed) after it returns, rather than the process killed. A signal ignored when the
+    process started stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -303,7 +304,11 @@ def _stop_signals_end_serving(serving: uvicorn.Server) -> Iterator[None]:
     def stop(_sig: int, _frame: object) -> None:
         serving.should_exit = True
 
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {  # one ignored when rsilab started stays ignored (nohup, `&` in a script)
+        sig: signal.signal(sig, stop)
+        for sig in (signal.SIGINT, signal.SIGTERM)
+        if signal.getsignal(sig) is not signal.SIG_IGN
+    }
     try:
         yield
     finally:
