@@ -61,7 +61,7 @@ class CheckedBodies:
             if isinstance(grant, tokens.Grant):
                 ctx = CallContext(grant.actor, grant.role, grant.campaign_id)
                 await record(partial(self._expos.refused_message, ctx), checked)
-            else:  # the token check stops such a request first: a bug, said, still refused
+            else:  # the token check stops such a request first: a bug, logged; still refused
                 log.error("an MCP request body was refused without a token's grant to record")
             await _answer(send, checked)
             return
