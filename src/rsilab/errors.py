@@ -213,8 +213,9 @@ class ToolError(RsilabError):
             ``conflict``, ``guard_refused`` (a protocol guard refused), ``no_campaign``,
             ``tool_failed``, ``budget_exhausted`` (the campaign's budget is spent),
             ``lab_unavailable`` (the lab could not record the call), ``rate_limited`` (a
-            caller polled too fast; the message says when to retry) and
-            ``internal_error`` (a bug in rsilab).
+            caller polled too fast; the message says when to retry), ``message_refused``
+            (an MCP message refused at the wire, in the ledger only: the client gets a
+            JSON-RPC error) and ``internal_error`` (a bug in rsilab).
         message: what went wrong, in words an LLM can act on.
         field: the argument at fault, as a dotted path, when there is one.
         expected: what that argument should have been.

@@ -1,12 +1,16 @@
 """Messages no honest MCP client sends, and the JSON-RPC error each must get, on every
 transport (stdio, the Unix socket, HTTP). The limits are written here as literals: 128
-levels of nesting, 8 MiB per message."""
+levels of nesting, 8 MiB per message. Each refusal must also reach the lab's ledger: one
+denied ``mcp_message_refused`` event with one blocked flag (:func:`refusals_in`)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from rsilab.records import Event, ProtocolFlag
+from rsilab.store.base import Store
 
 DEEP = 100_000
 
@@ -129,3 +133,49 @@ def error_of(answer: dict[str, Any], case: Hostile) -> None:
     assert answer.get("id", "missing") == case.id, (case.name, answer)
     assert answer["error"]["code"] == case.code, (case.name, answer)
     assert case.says in answer["error"]["message"], (case.name, answer)
+
+
+JUST_OVER = 8 * 1024 * 1024 + 1
+"""One byte over the 8 MiB limit."""
+
+
+def just_over_the_limit(id_: str) -> bytes:
+    """A ``tools/list`` of exactly :data:`JUST_OVER` bytes (its padding a string param)."""
+    head = f'{{"jsonrpc":"2.0","id":"{id_}","method":"tools/list","params":{{"pad":"'
+    tail = '"}}'
+    message = (head + "p" * (JUST_OVER - len(head) - len(tail)) + tail).encode()
+    assert len(message) == JUST_OVER
+    return message
+
+
+def objects_deep(id_: str, levels: int = 200) -> bytes:
+    """A ``list_files`` call whose arguments nest ``levels`` objects, past the wire's 128."""
+    inner = '{"y":' * levels + "0" + "}" * levels
+    head = f'{{"jsonrpc":"2.0","id":"{id_}","method":"tools/call",'
+    return (head + f'"params":{{"name":"list_files","arguments":{{"x":{inner}}}}}}}').encode()
+
+
+def refusals_in(store: Store) -> list[tuple[Event, ProtocolFlag]]:
+    """Each ``mcp_message_refused`` event of the ledger with the one flag it wrote, oldest
+    first; asserts each wrote exactly one flag, and kept no message bytes."""
+    found = []
+    for event in store.events():
+        if event.action != "mcp_message_refused":
+            continue
+        assert [ref.kind for ref in event.records] == ["flag"], event
+        flag = store.get_as(event.records[0].id, ProtocolFlag)
+        assert len(event.model_dump_json()) < 2000, "a refusal event must not keep the message"
+        found.append((event, flag))
+    return found
+
+
+def check_refusal(
+    event: Event, flag: ProtocolFlag, actor: str, role: str, campaign_id: str, says: str
+) -> None:
+    """Assert a refusal event and its flag name the caller and what was wrong."""
+    assert (event.actor, event.role, event.campaign_id) == (actor, role, campaign_id), event
+    assert event.outcome.value == "denied" and event.error is not None
+    assert event.error["error"] == "message_refused" and says in event.error["message"], event
+    assert (flag.actor, flag.role, flag.campaign_id) == (actor, role, campaign_id), flag
+    assert (flag.stage.value, flag.rule, flag.blocked) == ("access", "mcp_message_refused", True)
+    assert says in flag.detail, flag

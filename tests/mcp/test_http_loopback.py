@@ -1,7 +1,8 @@
 """MCP over HTTP on loopback, the client in this process: what needs no second network
 namespace (so it runs without root): a worker's call, a session held by one token, deep
 arguments refused by the dispatcher (and recorded), hostile bodies refused at the wire (each
-with its JSON-RPC error), and names the server is not bound to."""
+with its JSON-RPC error, and recorded under the token's actor and role), and names the server
+is not bound to."""
 
 from __future__ import annotations
 
@@ -17,8 +18,17 @@ from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from rsilab.records import Experiment, Outcome
-from rsilab.store import Lab
-from tests.mcp.hostile import CASES, brackets_in_a_string, error_of, many_keys_call
+from rsilab.store import Lab, verify_store
+from tests.mcp.hostile import (
+    CASES,
+    brackets_in_a_string,
+    check_refusal,
+    error_of,
+    just_over_the_limit,
+    many_keys_call,
+    objects_deep,
+    refusals_in,
+)
 from tests.mcp.http_helpers import Prepared, Running, prepared, serving
 
 ACCEPT = {"Accept": "application/json, text/event-stream"}
@@ -144,8 +154,40 @@ async def test_every_hostile_body_gets_its_error_and_the_session_goes_on(
     assert _data(brackets)["result"]["isError"] is False
     with Lab.open(lab.lab) as opened:
         tools = [e.tool for e in opened.store.events(campaign_id=lab.campaign_id) if e.tool]
+        recorded = refusals_in(opened.store)
     assert tools[-2:] == ["list_files", "write_file"]  # the refused bodies never became calls
     assert "write_file" not in tools[:-1]
+    assert len(recorded) == len(CASES)  # each one is in the ledger
+
+
+@pytest.mark.anyio
+async def test_refused_bodies_are_recorded_under_each_tokens_grant(
+    lab: Prepared, running: Running
+) -> None:
+    listing = json.dumps({"jsonrpc": "2.0", "id": "after", "method": "tools/list"})
+    answers: list[dict[str, Any]] = []
+    async with _http(lab.texts["worker"]) as first, _http(lab.texts["revoked_later"]) as second:
+        for http, body in (
+            (first, just_over_the_limit("big")),
+            (second, objects_deep("deep")),
+            (first, objects_deep("deep-2", levels=129)),
+        ):
+            session = await _session(http, running.url)
+            headers = {**ACCEPT, "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+            headers["Content-Type"] = "application/json"
+            refused = await http.post(running.url, content=body, headers=headers)
+            assert refused.status_code == 400, refused.text[:300]
+            answers.append(_data(refused))
+            listed = await http.post(running.url, content=listing, headers=headers)
+            assert _data(listed)["result"]["tools"]  # the session goes on
+    assert "8388609 bytes" in answers[0]["error"]["message"]
+    assert [a["id"] for a in answers[1:]] == ["deep", "deep-2"]
+    with Lab.open(lab.lab) as opened:
+        (e1, f1), (e2, f2), (e3, f3) = refusals_in(opened.store)
+        check_refusal(e1, f1, "remote-w", "worker", lab.campaign_id, "8388609 bytes")
+        check_refusal(e2, f2, "remote-r", "worker", lab.campaign_id, "deeper than 128 levels")
+        check_refusal(e3, f3, "remote-w", "worker", lab.campaign_id, "deeper than 128 levels")
+        assert verify_store(opened.store).ok
 
 
 @pytest.mark.anyio
@@ -156,6 +198,8 @@ async def test_a_hostile_body_without_a_token_gets_401_not_an_answer(
         deep = CASES[0].data
         refused = await http.post(running.url, content=deep, headers=ACCEPT)
     assert refused.status_code == 401
+    with Lab.open(lab.lab) as opened:  # the token's refusal is flagged; the body never read
+        assert refusals_in(opened.store) == []
 
 
 @pytest.mark.anyio

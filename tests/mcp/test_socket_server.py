@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,24 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 import rsilab.mcp.bridge as bridge_module
+from rsilab.errors import RsilabError
 from rsilab.expos import CallContext, ExperimentOS
 from rsilab.mcp.bridge import DEFAULT_SOCKET, socket_path
 from rsilab.mcp.server import build_server
 from rsilab.mcp.socket_server import socket_endpoint
+from rsilab.mcp.wire import RecordRefusal
 from rsilab.records import Campaign, Outcome, ProtocolFlag, Role
-from rsilab.store import Lab
-from tests.mcp.hostile import CASES, brackets_in_a_string, error_of, many_keys_call
+from rsilab.store import Lab, verify_store
+from tests.mcp.hostile import (
+    CASES,
+    brackets_in_a_string,
+    check_refusal,
+    error_of,
+    just_over_the_limit,
+    many_keys_call,
+    objects_deep,
+    refusals_in,
+)
 
 BRIDGE = Path(bridge_module.__file__)
 
@@ -54,9 +66,16 @@ HELLO = {
 
 
 def endpoint(
-    expos: ExperimentOS, ctx: CallContext, sock: Path, owner: tuple[int, int] | None = None
+    expos: ExperimentOS,
+    ctx: CallContext,
+    sock: Path,
+    owner: tuple[int, int] | None = None,
+    recorder: RecordRefusal | None = None,
 ) -> Any:
-    return socket_endpoint(sock, lambda: build_server(expos, ctx), owner)
+    """The endpoint ``rsilab agent`` serves: refusals recorded by ``expos`` for ``ctx``
+    unless another ``recorder`` is given."""
+    chosen = recorder if recorder is not None else partial(expos.refused_message, ctx)
+    return socket_endpoint(sock, lambda: build_server(expos, ctx), chosen, owner)
 
 
 @pytest.fixture
@@ -148,6 +167,62 @@ def test_every_hostile_line_gets_its_error_and_the_session_goes_on(
     assert (workspace / "brackets.txt").read_text().count("[{") == 50_000
     tools = [e.tool for e in lab.store.events(campaign_id=campaign.id) if e.tool]
     assert tools == ["list_files", "write_file"]  # the refused lines never became calls
+    assert len(refusals_in(lab.store)) == len(CASES)  # and each one is in the ledger
+
+
+def _asker(conn: socket.socket) -> Any:
+    stream = conn.makefile("rwb")
+
+    def ask(line: bytes) -> dict[str, Any]:
+        stream.write(line + b"\n")
+        stream.flush()
+        answer = json.loads(stream.readline())
+        assert isinstance(answer, dict)
+        return answer
+
+    return ask
+
+
+def test_an_oversized_and_a_deep_line_are_recorded_under_the_sessions_caller(
+    tmp_path: Path, lab: Lab, campaign: Campaign, expos: ExperimentOS, workspace: Path
+) -> None:
+    ctx = CallContext("sock-agent", Role.MAIN, campaign.id, workspace)
+    sock = tmp_path / "mcp.sock"
+    with endpoint(expos, ctx, sock), socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(60)  # a guard against a hang, not a measurement
+        conn.connect(str(sock))
+        ask = _asker(conn)
+        assert ask(json.dumps(HELLO).encode())["id"] == 1
+        big = ask(just_over_the_limit("big"))
+        deep = ask(objects_deep("deep"))
+        listed = ask(b'{"jsonrpc":"2.0","id":"after","method":"tools/list"}')
+    assert big["error"]["code"] == -32600 and "8388609 bytes" in big["error"]["message"]
+    assert deep["id"] == "deep" and "deeper than 128 levels" in deep["error"]["message"]
+    assert listed["id"] == "after" and listed["result"]["tools"]
+    (e1, f1), (e2, f2) = refusals_in(lab.store)
+    check_refusal(e1, f1, "sock-agent", "main", campaign.id, "8388609 bytes")
+    check_refusal(e2, f2, "sock-agent", "main", campaign.id, "deeper than 128 levels")
+    assert verify_store(lab.store).ok
+
+
+def test_a_ledger_that_cannot_record_a_refusal_does_not_end_the_session(
+    tmp_path: Path, lab: Lab, campaign: Campaign, expos: ExperimentOS, workspace: Path
+) -> None:
+    def unavailable(problem: str) -> None:
+        raise RsilabError(f"the lab is unavailable; not recorded: {problem}")
+
+    ctx = CallContext("sock-agent", Role.WORKER, campaign.id, workspace)
+    sock = tmp_path / "mcp.sock"
+    with endpoint(expos, ctx, sock, recorder=unavailable), socket.socket(socket.AF_UNIX) as conn:
+        conn.settimeout(60)  # a guard against a hang, not a measurement
+        conn.connect(str(sock))
+        ask = _asker(conn)
+        assert ask(json.dumps(HELLO).encode())["id"] == 1
+        deep = ask(objects_deep("deep", levels=130))
+        listed = ask(b'{"jsonrpc":"2.0","id":"after","method":"tools/list"}')
+    assert deep["id"] == "deep" and deep["error"]["code"] == -32600
+    assert listed["id"] == "after" and listed["result"]["tools"]
+    assert refusals_in(lab.store) == []
 
 
 @pytest.mark.skipif(

@@ -1,8 +1,9 @@
 """``rsilab mcp`` over real stdio, fed raw lines no official client sends: a tool call whose
 arguments nest past the dispatcher's limit but within the wire's still reaches the dispatcher
 and the ledger; every message the wire refuses (tests/mcp/hostile.py: 100,000 levels deep,
-over 8 MiB, not UTF-8, not JSON...) gets its JSON-RPC error instead of silence. The same
-connection goes on serving afterwards."""
+over 8 MiB, not UTF-8, not JSON...) gets its JSON-RPC error instead of silence, and leaves a
+denied event with a protocol flag in the ledger. The same connection goes on serving
+afterwards."""
 
 from __future__ import annotations
 
@@ -16,8 +17,17 @@ from typing import Any
 
 import pytest
 
-from rsilab.store import Lab
-from tests.mcp.hostile import CASES, brackets_in_a_string, error_of, many_keys_call
+from rsilab.store import Lab, verify_store
+from tests.mcp.hostile import (
+    CASES,
+    brackets_in_a_string,
+    check_refusal,
+    error_of,
+    just_over_the_limit,
+    many_keys_call,
+    objects_deep,
+    refusals_in,
+)
 from tests.mcp.test_stdio import prepared_lab
 
 WAIT_S = 60.0  # a guard against a hang, not a measurement: answers come in well under 1 s
@@ -142,3 +152,28 @@ def test_every_hostile_message_gets_its_error_and_the_session_goes_on(wire: Any)
     assert "Traceback" not in served.close()
     written = (lab_path.parent / "ws" / "brackets.txt").read_text()
     assert written.count("[{") == 50_000 and not (lab_path.parent / "ws" / "big.txt").exists()
+    with Lab.open(lab_path) as lab:
+        assert len(refusals_in(lab.store)) == len(CASES)
+
+
+def test_an_oversized_and_a_deep_message_are_recorded_and_the_lab_verifies(
+    wire: Any,
+) -> None:
+    served, lab_path = wire
+    served.send(just_over_the_limit("big"))
+    big = served.receive()
+    served.send(objects_deep("deep"))
+    deep = served.receive()
+    served.send({"jsonrpc": "2.0", "id": "after", "method": "tools/list"})
+    listed = served.receive()
+    assert big["error"]["code"] == -32600 and "8388609 bytes" in big["error"]["message"]
+    assert deep["id"] == "deep" and "deeper than 128 levels" in deep["error"]["message"]
+    assert listed["id"] == "after" and listed["result"]["tools"]
+    assert "Traceback" not in served.close()
+    with Lab.open(lab_path) as lab:
+        campaign_id = lab.store.events()[-1].campaign_id
+        assert campaign_id is not None
+        (e1, f1), (e2, f2) = refusals_in(lab.store)
+        check_refusal(e1, f1, "odd", "worker", campaign_id, "8388609 bytes")
+        check_refusal(e2, f2, "odd", "worker", campaign_id, "deeper than 128 levels")
+        assert verify_store(lab.store).ok

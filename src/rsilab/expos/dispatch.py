@@ -5,6 +5,11 @@ guards -> tool body -> one ledger event (with the records the body staged, atomi
 Nothing raises out of :meth:`ExperimentOS.call` except ``KeyboardInterrupt``/``SystemExit``:
 every failure is returned as a :class:`~rsilab.errors.ToolError` in the result and recorded as
 an event; refusals by role or guard also record a :class:`~rsilab.records.ProtocolFlag`.
+
+A message an MCP transport refused before it could become a call (too long, too deep, not
+JSON...: :mod:`rsilab.mcp.wire`) is recorded here too, by :meth:`ExperimentOS.refused_message`:
+one denied event and one flag, as for a guard's refusal, so every message an agent sends
+leaves a trace in the ledger.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ log = logging.getLogger(__name__)
 
 MAX_ARG_DEPTH = 64
 """How deeply argument values may nest (records are serialised with a bounded depth)."""
+MESSAGE_REFUSED = "mcp_message_refused"
+"""The action of the event, and the rule of the flag, recording an MCP message refused at
+the wire (:meth:`ExperimentOS.refused_message`)."""
+MAX_PROBLEM_CHARS = 500
+"""The longest problem text a refused message's event and flag keep."""
 _MAX_JSON_INT = 2**53 - 1  # beyond this, canonical JSON (RFC 8785) cannot represent an integer
 
 
@@ -185,6 +195,43 @@ class ExperimentOS:
         if flag is not None:
             writes = [flag]
         return self._record(ctx, name, args, value, error, writes, started)
+
+    def refused_message(self, ctx: CallContext, problem: str) -> int:
+        """Record one MCP message refused at the wire for ``ctx``'s caller; its event's seq.
+
+        Commits one event (action :data:`MESSAGE_REFUSED`, outcome denied, ``problem`` in its
+        error as code ``message_refused``) with one blocked :class:`ProtocolFlag` at the access
+        stage under the same rule, both naming ``ctx``'s actor, role and campaign. ``problem``
+        is the wire's one line about what was wrong (cut to :data:`MAX_PROBLEM_CHARS`); the
+        message's own bytes are never stored (they may be megabytes, or not text at all).
+
+        Raises:
+            RsilabError: the ledger could not take the event (nothing was written); the
+                transport logs it and still answers the client with its JSON-RPC error.
+        """
+        # the problem quotes at most a field name of the message; made storable whatever it holds
+        text = " ".join(problem.split())[:MAX_PROBLEM_CHARS] or "refused at the wire"
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        error = ToolError("message_refused", text)
+        flag = ProtocolFlag(
+            campaign_id=ctx.campaign_id,
+            stage=FlagStage.ACCESS,
+            rule=MESSAGE_REFUSED,
+            detail=f"an MCP message was refused at the wire: {text}",
+            actor=ctx.actor,
+            role=str(ctx.role),
+            blocked=True,
+        )
+        draft = EventDraft(
+            actor=ctx.actor,
+            role=str(ctx.role),
+            action=MESSAGE_REFUSED,
+            campaign_id=ctx.campaign_id,
+            outcome=Outcome.DENIED,
+            error=error.to_dict(),
+            detail="an MCP message was refused before it became a call",
+        )
+        return self.store.commit(draft, [flag]).seq
 
     def _lookup(self, name: Any) -> Tool:
         tool = self.registry.get(name) if isinstance(name, str) else None

@@ -2,9 +2,11 @@
 
 Both transports frame one JSON-RPC message per line, UTF-8, and share :func:`serve_stream`:
 each line goes through :func:`rsilab.mcp.wire.read` (the one place client bytes become a
-message), a refused one is answered at once with its JSON-RPC error, and the session goes on
-with the next line. A line longer than :data:`~rsilab.mcp.wire.MAX_MESSAGE_BYTES` is never
-held whole: its bytes are dropped as they come, and its end is answered with the refusal.
+message), a refused one is recorded in the ledger (the session's
+:data:`~rsilab.mcp.wire.RecordRefusal`) and answered with its JSON-RPC error, and the session
+goes on with the next line. A line longer than :data:`~rsilab.mcp.wire.MAX_MESSAGE_BYTES` is
+never held whole: its bytes are dropped as they come, and its end is recorded and answered
+with the refusal.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.shared.message import SessionMessage
 
-from rsilab.mcp.wire import MAX_MESSAGE_BYTES, Refusal, read, too_long
+from rsilab.mcp.wire import MAX_MESSAGE_BYTES, RecordRefusal, Refusal, read, record, too_long
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +74,15 @@ async def _read(line: bytes) -> types.JSONRPCMessage | Refusal:
     return read(line)
 
 
-async def serve_stream(server: Server[Any], stream: anyio.abc.ByteStream) -> None:
+async def serve_stream(
+    server: Server[Any], stream: anyio.abc.ByteStream, recorder: RecordRefusal
+) -> None:
     """Serve one MCP session on ``stream`` until the client closes its side; closes
     ``stream``. Every line is answered: by the session, or with the JSON-RPC error of its
-    :class:`Refusal`."""
+    :class:`Refusal`, after ``recorder`` was given the refusal's problem (a line too long
+    to hold included). The next line is read only once a refusal is recorded, so a flood
+    of bad lines is slowed to the ledger's pace, not queued; a recorder that fails is
+    logged and the session goes on."""
     incoming_send, incoming = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outgoing, outgoing_receive = anyio.create_memory_object_stream[SessionMessage](0)
     refusals = outgoing.clone()  # the reader answers refused lines on the session's own wire
@@ -86,6 +93,7 @@ async def serve_stream(server: Server[Any], stream: anyio.abc.ByteStream) -> Non
                 message = line if isinstance(line, Refusal) else await _read(line)
                 if isinstance(message, Refusal):
                     log.info("refused an MCP message: %s", message.problem)
+                    await record(recorder, message)
                     await refusals.send(SessionMessage(message.response()))
                 else:
                     await incoming_send.send(SessionMessage(message))

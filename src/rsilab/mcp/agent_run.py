@@ -56,6 +56,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
@@ -482,7 +483,12 @@ def _confined(
         owner = (sandbox.uid, sandbox.gid)  # the user CMD runs as: the only one to connect
         endpoints = [s.endpoint for s in served]
         with (
-            socket_endpoint(folder / SOCKET.name, lambda: build_server(expos, ctx), owner),
+            socket_endpoint(
+                folder / SOCKET.name,
+                lambda: build_server(expos, ctx),
+                partial(expos.refused_message, ctx),
+                owner,
+            ),
             relay_endpoints(folder / NET.name, endpoints, recorder(expos.store, ctx), owner),
         ):
             log.info(

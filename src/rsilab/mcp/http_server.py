@@ -1,7 +1,7 @@
 """The Experiment OS over MCP's streamable HTTP transport, for agents on other machines.
 
 ``rsilab mcp --http HOST:PORT --campaign C`` serves one campaign at ``http://HOST:PORT/mcp``
-with the SDK's own ``StreamableHTTPSessionManager`` (stateful sessions), behind three checks,
+with the SDK's own ``StreamableHTTPSessionManager`` (stateful sessions), behind four checks,
 outermost first:
 
 1. **Host and Origin** (:class:`McpHosts`, the dashboard's rule from
@@ -12,7 +12,10 @@ outermost first:
    with ``rsilab token new``; it names the campaign, the role and the actor, and nothing the
    request says can change them. A request without a valid token gets 401 and, within a
    rate limit, a protocol flag in the ledger.
-3. **The dispatcher**: every tool call goes through ``ExperimentOS.call`` exactly as over
+3. **The wire** (:mod:`rsilab.mcp._http_wire`): a body over 8 MiB, too deep, not UTF-8 or
+   not JSON-RPC is answered 400 with a JSON-RPC error and recorded (a denied event and a
+   protocol flag) under the token's actor and role.
+4. **The dispatcher**: every tool call goes through ``ExperimentOS.call`` exactly as over
    stdio (role check, validation, guards, one ledger event), with the token's role and actor.
 
 Each actor works in its own folder on this machine, ``LAB/workspaces/<campaign>/<actor>``
@@ -63,7 +66,6 @@ from rsilab.mcp.server import (
 )
 from rsilab.mcp.wire import MAX_MESSAGE_BYTES
 from rsilab.records import Role
-from rsilab.store.base import Store
 from rsilab.store.lab import Lab
 from rsilab.web._hosts import LOOPBACK_NAMES, LocalOnly, Scope
 
@@ -198,12 +200,14 @@ def build_http_server(expos: ExperimentOS, campaign_id: str, workspaces: Path) -
 
 
 def build_app(
-    store: Store, server: Server[Any], campaign_id: str, names: Iterable[str]
+    expos: ExperimentOS, server: Server[Any], campaign_id: str, names: Iterable[str]
 ) -> tuple[Starlette, RecordRefusals]:
     """The ASGI app (the checks of the module, then the SDK's session manager at
-    :data:`MCP_PATH`) and its refusal recorder (to report what it only counted)."""
+    :data:`MCP_PATH`) and its refusal recorder (to report what it only counted). A body the
+    wire refuses is recorded through ``expos`` under the token's grant."""
+    store = expos.store
     manager = StreamableHTTPSessionManager(app=server, max_request_body_size=MAX_MESSAGE_BYTES)
-    endpoint = CheckedBodies(StreamableHTTPASGIApp(manager))
+    endpoint = CheckedBodies(StreamableHTTPASGIApp(manager), expos)
     refusals = RecordRefusals(endpoint, store, campaign_id, RefusalLimiter())
 
     @contextlib.asynccontextmanager
@@ -273,7 +277,7 @@ def run_http_server(
         try:
             expos = ExperimentOS(lab.store, lab.artifacts, default_registry(), services)
             server = build_http_server(expos, campaign.id, lab.path.resolve() / "workspaces")
-            app, refusals = build_app(lab.store, server, campaign.id, host_names(host, extra_names))
+            app, refusals = build_app(expos, server, campaign.id, host_names(host, extra_names))
             where = url_of(host, listener.getsockname()[1])
             if not is_loopback(host):
                 print(TLS_WARNING.format(where=where), file=sys.stderr, flush=True)

@@ -13,9 +13,10 @@ the protocol's schema before any handler runs, and would answer ``arguments`` th
 object (a list, a number, a string) with a protocol error of its own; a middleware
 (:func:`_keep_raw_arguments`) hands such arguments past that check to our handler, so the
 dispatcher refuses them (``invalid_arguments``) and the ledger records the call. Before the
-SDK reads a line at all, :func:`rsilab.mcp.wire.repair` makes a request it could not read
-(arguments nesting past pydantic's 200 levels, ``params`` that are not an object) one it
-answers: the first reaches the dispatcher and the ledger, the second gets a JSON-RPC error.
+SDK reads a line at all, :func:`rsilab.mcp.wire.read` refuses what no honest client sends
+(over 8 MiB, nested past 128 levels, not UTF-8, not JSON, ``params`` that are not an
+object): the client gets a JSON-RPC error, and the ledger a denied event with a protocol
+flag (``ExperimentOS.refused_message``), as for a call a guard refused.
 
 What a client sees:
 
@@ -43,6 +44,7 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +65,7 @@ from rsilab.expos import (
 from rsilab.expos.context import check_workspace
 from rsilab.expos.services import LabServices
 from rsilab.mcp._lines import FdStream, serve_stream
+from rsilab.mcp.wire import RecordRefusal
 from rsilab.records import Role
 from rsilab.store.lab import Lab
 
@@ -210,9 +213,9 @@ def _claimed_stdio() -> Iterator[FdStream]:
             os.close(wire)
 
 
-async def _serve_stdio(server: Server[Any]) -> None:
+async def _serve_stdio(server: Server[Any], recorder: RecordRefusal) -> None:
     with _claimed_stdio() as wire:
-        await serve_stream(server, wire)
+        await serve_stream(server, wire, recorder)
 
 
 def run_stdio_server(
@@ -246,6 +249,7 @@ def run_stdio_server(
             log.info(
                 "serving %s tools to %s (%s) over stdio", len(expos.tools_for(role)), actor, role
             )
-            anyio.run(_serve_stdio, build_server(expos, ctx))
+            recorder = partial(expos.refused_message, ctx)
+            anyio.run(_serve_stdio, build_server(expos, ctx), recorder)
         finally:
             services.close(wait=True)  # let a proposal being judged reach its verdict

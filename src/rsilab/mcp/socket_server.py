@@ -3,7 +3,9 @@
 ``rsilab agent`` serves this on the host and binds the socket into the sandbox, where the
 bridge (:mod:`rsilab.mcp.bridge`) joins it to the agent's MCP client. The wire is the stdio
 transport's (:func:`rsilab.mcp._lines.serve_stream`): one JSON-RPC message per line, UTF-8,
-each read by :func:`rsilab.mcp.wire.read`, a refused one answered with a JSON-RPC error.
+each read by :func:`rsilab.mcp.wire.read`, a refused one recorded in the ledger (the
+endpoint's recorder: ``ExperimentOS.refused_message`` with the host's call context) and
+answered with a JSON-RPC error.
 Each connection is one session of a fresh server from the ``make_server`` the endpoint was
 started with -- for ``rsilab agent``, :func:`rsilab.mcp.server.build_server` with a call
 context (role, campaign, workspace) the host fixed, which nothing a client sends can change.
@@ -27,6 +29,7 @@ import anyio.from_thread
 from mcp.server import Server
 
 from rsilab.mcp._lines import serve_stream
+from rsilab.mcp.wire import RecordRefusal
 
 log = logging.getLogger(__name__)
 
@@ -37,12 +40,14 @@ SOCKET_MODE = 0o600
 async def serve_socket(
     path: Path,
     make_server: Callable[[], Server[Any]],
+    recorder: RecordRefusal,
     *,
     owner: tuple[int, int] | None = None,
     task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Listen on ``path`` and serve each connection as its own session of a fresh
-    ``make_server()``, until cancelled. Reports started once listening.
+    ``make_server()``, until cancelled; ``recorder`` writes each message the wire refuses
+    on any of them to the ledger. Reports started once listening.
 
     The socket has mode :data:`SOCKET_MODE` and belongs to ``owner`` (uid, gid) when given
     -- the sandbox user, when rsilab runs as root -- so no other user of the host can connect
@@ -52,7 +57,7 @@ async def serve_socket(
 
     async def handle(stream: anyio.abc.SocketStream) -> None:
         try:
-            await serve_stream(make_server(), stream)
+            await serve_stream(make_server(), stream, recorder)
         except Exception:
             log.exception("an MCP session on %s failed", path)
 
@@ -66,17 +71,21 @@ async def serve_socket(
 
 @contextlib.contextmanager
 def socket_endpoint(
-    path: Path, make_server: Callable[[], Server[Any]], owner: tuple[int, int] | None = None
+    path: Path,
+    make_server: Callable[[], Server[Any]],
+    recorder: RecordRefusal,
+    owner: tuple[int, int] | None = None,
 ) -> Iterator[Path]:
-    """Serve :func:`serve_socket` on ``path`` (for ``owner``) from a background thread while
-    the block runs.
+    """Serve :func:`serve_socket` on ``path`` (for ``owner``, refusals to ``recorder``) from a
+    background thread while the block runs.
 
     Listening has begun when the block is entered. On leaving, the listener and open sessions
     are cancelled; a tool call in progress is not abandoned but finishes (and records its
     event) first. The socket file is removed.
     """
     with anyio.from_thread.start_blocking_portal() as portal:
-        future, _ = portal.start_task(partial(serve_socket, owner=owner), path, make_server)
+        serve = partial(serve_socket, owner=owner)
+        future, _ = portal.start_task(serve, path, make_server, recorder)
         try:
             yield path
         finally:

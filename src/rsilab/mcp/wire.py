@@ -13,17 +13,25 @@ before it. :func:`read` gives either a message the SDK's session can take, or a
 The error carries the request's own id whenever one can be read from the message (so a
 client waiting on that id is answered, not left hanging), else ``null``, as JSON-RPC says.
 Depth is measured on the text, without recursion, before anything nests: a document a
-hundred thousand levels deep costs one pass over its bytes, never a recursion error. The
+hundred thousand levels deep costs one pass over its bytes, never a recursion error.
+
+Before it answers, the transport hands the refusal's problem to its :data:`RecordRefusal`
+(:func:`record`): for every transport of ours, ``ExperimentOS.refused_message`` with the
+caller's context, which writes one denied event and one protocol flag to the lab's ledger
+(one per refused message: as many as the calls the same client could make instead). The
 transport then goes on serving the next message.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import anyio.to_thread
 import mcp_types as types
 from pydantic import ValidationError
 
@@ -42,6 +50,12 @@ PARSE_ERROR = -32700
 
 INVALID_REQUEST = -32600
 """JSON-RPC 2.0's code for a message that is not a valid Request object."""
+
+RecordRefusal = Callable[[str], object]
+"""Writes one refused message's problem to the ledger, for the caller of the session (or
+request) it came on; may block, and may raise when the ledger cannot take it."""
+
+log = logging.getLogger(__name__)
 
 _STRUCTURE = re.compile(r'["\[\]{}]')
 
@@ -66,6 +80,17 @@ class Refusal:
     def to_json(self) -> bytes:
         """:meth:`response` as the bytes of one JSON document."""
         return self.response().model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+async def record(recorder: RecordRefusal, refusal: Refusal) -> None:
+    """Hand ``refusal``'s problem to ``recorder`` in a worker thread (a ledger commit must
+    not stall the event loop), before the transport answers. Never raises for the ledger:
+    a failure to record is logged, and the client is answered all the same, since the
+    session must outlive a lab that is briefly unavailable."""
+    try:
+        await anyio.to_thread.run_sync(recorder, refusal.problem)
+    except Exception:
+        log.exception("an MCP message refused at the wire could not be recorded")
 
 
 def too_long(size: int) -> Refusal:

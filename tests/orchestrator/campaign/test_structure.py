@@ -75,6 +75,7 @@ ALLOWED_COMMITS = {
     ("expos/campaigns.py", "open_campaign"),
     ("expos/dispatch.py", "_record"),
     ("expos/dispatch.py", "_record_failure"),
+    ("expos/dispatch.py", "refused_message"),  # an MCP message the wire refused
     ("mcp/agent_ledger.py", "_record"),
     ("mcp/tokens.py", "_commit"),  # bearer tokens for MCP over HTTP, and their refusals
     ("memory/builtin_skills.py", "ensure_builtin_skills"),
