@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import shlex
+import stat
 import subprocess
 import sys
-import stat
 from pathlib import Path
 
 import pytest

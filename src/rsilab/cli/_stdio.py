@@ -26,6 +26,13 @@ def _closed(fd: int) -> bool:
     return False
 
 
+def _text_stream(fd: int) -> TextIO:
+    """A text stream on ``fd`` that lives as long as the process (never closes ``fd``)."""
+    if fd == 0:
+        return open(fd, encoding="utf-8", errors="replace", closefd=False)
+    return open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+
+
 def ensure_standard_streams() -> tuple[int, ...]:
     """Open each closed descriptor of 0, 1 and 2 on ``/dev/null`` and give ``sys`` a stream
     for it where Python had none; return the descriptors that were closed."""
@@ -38,9 +45,5 @@ def ensure_standard_streams() -> tuple[int, ...]:
                 os.close(null)
             reopened.append(fd)
         if getattr(sys, name) is None:
-            mode = "r" if fd == 0 else "w"
-            stream: TextIO = open(  # noqa: SIM115 - lives as long as the process
-                fd, mode, encoding="utf-8", errors="backslashreplace", closefd=False
-            )
-            setattr(sys, name, stream)
+            setattr(sys, name, _text_stream(fd))
     return tuple(reopened)
