@@ -88,3 +88,35 @@ def test_main_prints_user_errors_without_traceback(tmp_path: Path) -> None:
 def test_bad_command_line_exits_2() -> None:
     result = rsilab("call", "show_datapool", "--role", "janitor")
     assert result.exit_code == 2, explain(result)
+
+
+def _init_with_key_folder_under_a_file(
+    tmp_path: Path, lab: Path
+) -> subprocess.CompletedProcess[str]:
+    """``rsilab init`` where the key folder cannot be made: the user's config folder is a
+    regular file (as a read-only or broken HOME leaves it), and no RSILAB_KEY_DIR is set."""
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "RSILAB_KEY_DIR"}
+    env |= {"XDG_CONFIG_HOME": str(blocker), "HOME": str(blocker)}
+    return subprocess.run(
+        [sys.executable, "-m", "rsilab", "init", "--lab", str(lab)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_init_whose_key_cannot_be_written_makes_no_lab(tmp_path: Path) -> None:
+    lab = tmp_path / "new lab"
+    ran = _init_with_key_folder_under_a_file(tmp_path, lab)
+    assert ran.returncode == 2, ran.stderr
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "ledger key" in errors[0] and "not-a-folder" in errors[0]
+    assert "RSILAB_KEY_DIR" in ran.stderr
+    assert not lab.exists()
+    # nothing half-made is in the way once the key folder is fixed
+    again = rsilab("init", "--lab", lab)
+    assert again.exit_code == 0, explain(again)

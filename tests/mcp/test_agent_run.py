@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shlex
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,40 @@ def test_the_agents_environment(campaign: Campaign) -> None:
     served = plan(["llm.test:443", "[::1]:8000"])
     env = agent_env(options, campaign, Path("/opt/runtime/bin/python"), served)
     assert env["RSILAB_LLM_ENDPOINTS"] == "llm.test:443 [::1]:8000"
+
+
+_MODES_UNDER_UMASK = """
+import json, os, stat, sys
+from pathlib import Path
+from rsilab.mcp.agent_run import write_inside
+from rsilab.mcp.llm_endpoints import plan
+os.umask(int(sys.argv[1], 8))
+folder = Path(sys.argv[2])
+write_inside(folder, Path("/opt/runtime/bin/python"), plan(["llm.test:443"]))
+modes = {str(p.relative_to(folder)): oct(stat.S_IMODE(p.stat().st_mode)) for p in folder.rglob("*")}
+print(json.dumps(modes))
+"""
+
+
+@pytest.mark.parametrize("umask", ["077", "027", "000"])
+def test_what_the_sandbox_user_reads_has_its_modes_whatever_the_umask(
+    tmp_path: Path, umask: str
+) -> None:
+    """A launch under ``umask 077`` once left bin/ at 0700: the agent's MCP bridge could not
+    be opened by the sandbox user. The umask is set in a process of its own."""
+    ran = subprocess.run(
+        [sys.executable, "-c", _MODES_UNDER_UMASK, umask, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(ran.stdout) == {
+        "bin": "0o755",
+        "bin/rsilab-mcp": "0o755",
+        "bin/rsilab-net": "0o755",
+        "net": "0o755",
+        "net/relays.json": "0o444",
+        "net/hosts": "0o444",
+        "mcp.json": "0o644",
+    }

@@ -46,6 +46,7 @@ from rsilab.cli._common import (
     MARKUP,
     report_user_error,
 )
+from rsilab.cli._stdio import ensure_standard_streams
 from rsilab.errors import ConflictError, NotFoundError, RsilabError, UserError, write_refused
 from rsilab.sandbox.owners import sweep_dead_tmpdirs
 
@@ -273,7 +274,9 @@ def main() -> None:
     """Console entry point: run the app; a UserError that escapes a command prints, exit 2.
 
     First, temporary folders that killed rsilab processes left are removed (only those whose
-    owner is certainly dead; see :mod:`rsilab.sandbox.owners`)."""
+    owner is certainly dead; see :mod:`rsilab.sandbox.owners`). Before that, a standard stream
+    the launcher closed is opened on /dev/null (see :mod:`rsilab.cli._stdio`)."""
+    ensure_standard_streams()
     sweep_dead_tmpdirs()
     # Rich (help pages, tables) ends a broken pipe itself with exit 1, the code of a runtime
     # failure; its documented hook is overridden so every closed pipe ends the same way.

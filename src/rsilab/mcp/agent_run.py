@@ -305,12 +305,19 @@ def bridge_command(python: Path) -> list[str]:
     return [str(python), "-I", str(BRIDGE)]
 
 
+def _readable_folder(path: Path) -> None:
+    """Make ``path`` with mode 0755 whatever the umask: mkdir's mode is masked by it, and a
+    launch under ``umask 077`` left the folder 0700, locking the sandbox user out."""
+    path.mkdir()
+    path.chmod(0o755)
+
+
 def write_inside(folder: Path, python: Path, served: Sequence[Served] = ()) -> None:
     """Fill ``folder`` (shown at :data:`INSIDE`) with the bridge and the MCP config, and, with
     endpoints, the launcher and :data:`NET` (its config and the hosts file); readable and
     traversable by the sandbox user, writable by no one there (the bind is read-only)."""
     folder.chmod(0o755)
-    (folder / "bin").mkdir(mode=0o755)
+    _readable_folder(folder / "bin")
     programs = {BRIDGE.name: "bridge", **({LAUNCHER.name: "netrelay"} if served else {})}
     for name, module in programs.items():
         program = folder / "bin" / name
@@ -318,7 +325,7 @@ def write_inside(folder: Path, python: Path, served: Sequence[Served] = ()) -> N
         program.chmod(0o755)
     if served:
         net = folder / NET.name
-        net.mkdir(mode=0o755)
+        _readable_folder(net)
         files = {
             "relays.json": json.dumps(relay_config(served, NET), indent=2) + "\n",
             "hosts": hosts_file(served),

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import secrets
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,6 +30,21 @@ def key_dir() -> Path:
     if env:
         return Path(env)
     return Path(platformdirs.user_config_dir("rsilab")) / "ledger-keys"
+
+
+def check_key_dir() -> Path:
+    """Make the key folder (mode 0700) if needed and prove that a file can be made in it, so
+    a new lab is refused before anything of it exists rather than left without its key.
+
+    Raises:
+        OSError: the folder cannot be made or written.
+    """
+    folder = key_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test-")
+    os.close(fd)
+    os.unlink(probe)
+    return folder
 
 
 def load_key(lab_id: str, folder: Path | None = None) -> bytes | None:

@@ -13,8 +13,9 @@ import contextlib
 import os
 from pathlib import Path
 
-from rsilab.errors import LabError
+from rsilab.errors import REFUSALS, LabError, WriteRefused
 from rsilab.records import EventDraft
+from rsilab.store import keys
 from rsilab.store._pg_url import is_pg_url, parse_pg_url
 from rsilab.store.artifacts import ArtifactStore
 from rsilab.store.base import Store
@@ -68,6 +69,28 @@ def _private(folder: Path) -> None:
             folder.chmod(0o700)
 
 
+def _check_key_dir() -> None:
+    """Refuse a new lab whose ledger key (and watermark) could not be written: a lab made
+    anyway would hold a database and no key, refuse the ``rsilab init`` run again once the
+    key folder is fixed, and be written unsigned by every other command."""
+    try:
+        keys.check_key_dir()
+    except OSError as exc:
+        what = f"cannot write the ledger key to {keys.key_dir()}"
+        remedy = "set RSILAB_KEY_DIR to a writable folder outside the lab"
+        if exc.errno in REFUSALS:
+            raise WriteRefused(
+                f"{what}: {REFUSALS[exc.errno]}; no lab was created",
+                path=str(keys.key_dir()),
+                code=exc.errno,
+                remedy=remedy,
+                then="run `rsilab init` again",
+            ) from exc
+        raise LabError(
+            f"{what}: {exc.strerror or exc}; no lab was created", f"{remedy}, then run it again"
+        ) from exc
+
+
 class Lab:
     """An opened lab. Close it (or use ``with``) so the ledger head gets signed."""
 
@@ -78,11 +101,13 @@ class Lab:
 
     @classmethod
     def init(cls, path: str | Path | None = None) -> Lab:
-        """Create a new lab; LabError if one exists there or the folder cannot be written.
+        """Create a new lab; LabError if one exists there or the folder cannot be written,
+        or the key folder cannot (then nothing is made: :func:`_check_key_dir`).
 
         For a PostgreSQL URL the database must exist and hold no lab; the artifact folder is
         made as a folder lab's is."""
         folder = resolve_lab_path(path)
+        _check_key_dir()
         try:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             _private(folder)

@@ -122,6 +122,10 @@ class SQLiteStore(Store):
                 keys.create_key(lab_id)
             except OSError as exc:
                 conn.close()
+                # the database made above holds no event: left, it would be a lab without a
+                # key that a second `rsilab init` refuses and other commands write unsigned
+                for made in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                    made.unlink(missing_ok=True)
                 raise LabError(
                     f"cannot write the ledger key to {keys.key_dir()}: {exc.strerror or exc}",
                     "set RSILAB_KEY_DIR to a writable folder outside the lab",
