@@ -283,3 +283,21 @@ def test_a_job_is_stopped_by_a_signal_its_host_ignores(sandbox: Sandbox, workspa
     finally:
         signal.signal(signal.SIGHUP, before)
     assert (result.exit_code, result.signal) == (None, signal.SIGHUP)
+
+
+@pytest.mark.parametrize("host_umask", [0o077, 0o000])
+def test_a_job_writes_with_its_own_umask_whatever_its_hosts(
+    sandbox: Sandbox, workspace: Path, host_umask: int
+) -> None:
+    code = (
+        "import os, stat; open('made.txt', 'w').close(); os.mkdir('made'); "
+        "print(oct(stat.S_IMODE(os.stat('made.txt').st_mode)), "
+        "oct(stat.S_IMODE(os.stat('made').st_mode)))"
+    )
+    before = os.umask(host_umask)
+    try:
+        result = sandbox.run(py(workspace, code))
+    finally:
+        os.umask(before)
+    assert result.ok, result
+    assert result.stdout.split() == [b"0o644", b"0o755"]

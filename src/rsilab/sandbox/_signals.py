@@ -1,4 +1,4 @@
-"""A job starts from the default signal state, whatever state its host was started in.
+"""A job starts from the default signal state and umask, whatever state its host was started in.
 
 A process started in the background by a shell without job control, by ``nohup`` or by a
 service manager inherits SIGINT, SIGQUIT or SIGHUP *ignored*, and an ignored signal stays
@@ -21,6 +21,10 @@ import subprocess
 from rsilab.sandbox.base import SandboxUnavailable
 
 _SEARCH_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+
+JOB_UMASK = 0o022
+"""Every job's umask (files 0644, folders 0755), not the one rsilab inherited: a launcher's
+077 or 000 would otherwise change the modes of what a job writes, and so what it can share."""
 
 
 @functools.cache

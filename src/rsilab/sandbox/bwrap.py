@@ -50,7 +50,7 @@ from rsilab.sandbox._common import (
 from rsilab.sandbox._identity import SandboxUser, caller, ephemeral_user
 from rsilab.sandbox._images import DiskLimits
 from rsilab.sandbox._places import Confinement, check_job, on_own_filesystem
-from rsilab.sandbox._signals import default_signals_tool, with_default_signals
+from rsilab.sandbox._signals import JOB_UMASK, default_signals_tool, with_default_signals
 from rsilab.sandbox._supervise import Supervised, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox._workspaces import WorkspaceFs, remove_stale_scratch
@@ -335,6 +335,7 @@ class BwrapSandbox(Sandbox):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                umask=JOB_UMASK,  # whatever umask rsilab was started with
                 pass_fds=pass_fds,
             )
         except OSError as exc:

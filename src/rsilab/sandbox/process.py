@@ -29,7 +29,7 @@ from rsilab.sandbox._common import (
     validate,
 )
 from rsilab.sandbox._gpu import visible_env
-from rsilab.sandbox._signals import default_signals_tool, with_default_signals
+from rsilab.sandbox._signals import JOB_UMASK, default_signals_tool, with_default_signals
 from rsilab.sandbox._supervise import Watch, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox.base import KillReason, RunResult, RunSpec, Sandbox, SandboxError
@@ -112,6 +112,7 @@ class ProcessSandbox(Sandbox):
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                umask=JOB_UMASK,  # whatever umask rsilab was started with
                 close_fds=True,
             )
         except OSError as exc:
