@@ -1,12 +1,14 @@
 """rsilab started with a standard stream closed (``<&-``, ``>&-``, ``2>&-``: cron, some
 service managers) works as with that stream on /dev/null: its jobs start in the sandbox, and
-what it prints goes nowhere instead of failing."""
+what it prints goes nowhere instead of failing. Started from a folder that was deleted, it
+says so in one line."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,3 +46,14 @@ def test_a_closed_stderr_leaves_stdout_as_it_was() -> None:
     ran = _with_closed("stderr", "task", "list")
     assert ran.returncode == 0
     assert "synthetic" in ran.stdout
+
+
+def test_a_current_folder_that_was_deleted_is_one_line(tmp_path: Path) -> None:
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    command = f"cd {gone} && rmdir {gone} && exec {sys.executable} -m rsilab task list"
+    done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("error: the current folder no longer exists"), lines
+    assert "Traceback" not in done.stderr

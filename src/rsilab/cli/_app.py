@@ -275,8 +275,20 @@ def main() -> None:
 
     First, temporary folders that killed rsilab processes left are removed (only those whose
     owner is certainly dead; see :mod:`rsilab.sandbox.owners`). Before that, a standard stream
-    the launcher closed is opened on /dev/null (see :mod:`rsilab.cli._stdio`)."""
+    the launcher closed is opened on /dev/null (see :mod:`rsilab.cli._stdio`), and a current
+    folder that no longer exists ends the command with one line, exit 2."""
     ensure_standard_streams()
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # every relative path would resolve against a folder gone
+        report_user_error(
+            UserError(
+                "the current folder no longer exists (it was deleted or moved after this "
+                "shell entered it)",
+                "cd to a folder that exists and run the command again",
+            )
+        )
+        sys.exit(EXIT_USAGE)
     sweep_dead_tmpdirs()
     # Rich (help pages, tables) ends a broken pipe itself with exit 1, the code of a runtime
     # failure; its documented hook is overridden so every closed pipe ends the same way.
