@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,14 @@ def test_runtime_show_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
     shown = json.loads(result.stdout)
     assert shown["path"] == str(tmp_path / "rt") and shown["installed"] is False
     assert shown["requirements"][0] == "torch==2.13.0"
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="needs a working bubblewrap")
+def test_a_shell_whose_open_files_limit_is_below_a_jobs_is_named() -> None:
+    """Started from a shell with `ulimit -Hn 256`: the job's rlimit cannot be set, and the
+    hint says which limit and how to raise it (not user namespaces)."""
+    script = f"ulimit -Sn 256 && ulimit -Hn 256 && exec {sys.executable} -m rsilab doctor"
+    done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "sandbox: none" in said and "No job can run" in said, said
+    assert "ulimit -Hn 4096" in said and "open files" in said, said

@@ -196,11 +196,20 @@ class BwrapSandbox(Sandbox):
             )
             result = self._run(spec, layout)
         if not result.ok or result.stdout.strip() != str(self.uid).encode():
-            raise SandboxUnavailable(
-                "bubblewrap cannot start a job here: "
-                + (result.stderr.decode(errors="replace").strip() or f"exit {result.exit_code}"),
+            said = result.stderr.decode(errors="replace").strip()
+            hint = (
                 "check that unprivileged user namespaces (or root) are allowed; "
-                "RSILAB_SANDBOX=process uses the unsandboxed fallback",
+                "RSILAB_SANDBOX=process uses the unsandboxed fallback"
+            )
+            if "prlimit: failed to set" in said:  # a hard limit of this shell is below a job's
+                hint = (
+                    "a hard resource limit of the shell that started rsilab is below what a job "
+                    "gets (open files: 4096); raise it (`ulimit -Hn 4096`, or limits.conf) and "
+                    "run again"
+                )
+            raise SandboxUnavailable(
+                "bubblewrap cannot start a job here: " + (said or f"exit {result.exit_code}"),
+                hint,
             )
 
     @property
