@@ -570,6 +570,12 @@ def test_answers_hardcoded_from_public_data_score_as_their_fallback(
         assert trial.flags(candidate) in (["training_dropped"], ["private_data_in_training"])
         assert trial.jobs(candidate) == []
         return
+    if trial.flags(candidate) == ["private_data_in_training"]:
+        # The near detector's known false positive (see above), seen once in a CI run on
+        # textcls: the table's joined public texts shared windows with a private text. The
+        # candidate is refused before any job, so it gained nothing either way.
+        assert trial.jobs(candidate) == []
+        return
     assert trial.flags(candidate) == []
     target = trial.task.targets[0].name
     seeds = len(candidate.seeds)
