@@ -60,11 +60,19 @@ def test_runtime_show_json(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> N
 
 
 @pytest.mark.skipif(bwrap_problem() is not None, reason="needs a working bubblewrap")
-def test_a_shell_whose_open_files_limit_is_below_a_jobs_is_named() -> None:
-    """Started from a shell with `ulimit -Hn 256`: the job's rlimit cannot be set, and the
-    hint says which limit and how to raise it (not user namespaces)."""
-    script = f"ulimit -Sn 256 && ulimit -Hn 256 && exec {sys.executable} -m rsilab doctor"
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [("n", 256, "hard open-files limit"), ("f", 1000, "hard file-size limit")],
+)
+def test_a_shell_whose_hard_limit_is_below_a_jobs_is_named(
+    flag: str, value: int, named: str
+) -> None:
+    """Started from a shell whose hard open-files (or file-size) limit is below a job's: the
+    job's rlimit cannot be set, and the hint names that limit and the `ulimit` flag that
+    raises it (not user namespaces)."""
+    lowered = f"ulimit -S{flag} {value} && ulimit -H{flag} {value}"
+    script = f"{lowered} && exec {sys.executable} -m rsilab doctor"
     done = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
     said = " ".join((done.stdout + done.stderr).split())
     assert "sandbox: none" in said and "No job can run" in said, said
-    assert "ulimit -Hn 4096" in said and "open files" in said, said
+    assert named in said and f"ulimit -H{flag}" in said, said

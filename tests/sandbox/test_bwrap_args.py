@@ -13,7 +13,7 @@ from rsilab.sandbox import BwrapSandbox, Limits, RunSpec
 from rsilab.sandbox._bwrap_args import bundled_python_stdlibs
 from rsilab.sandbox._cgroup import CgroupSupport
 from rsilab.sandbox._common import FdArgs
-from rsilab.sandbox._signals import default_signals_tool
+from rsilab.sandbox._job_start import default_signals_tool
 from tests.sandbox.helpers import bwrap_problem
 
 

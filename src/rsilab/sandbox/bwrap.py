@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -49,8 +50,8 @@ from rsilab.sandbox._common import (
 )
 from rsilab.sandbox._identity import SandboxUser, caller, ephemeral_user
 from rsilab.sandbox._images import DiskLimits
+from rsilab.sandbox._job_start import JOB_UMASK, default_signals_tool, with_default_signals
 from rsilab.sandbox._places import Confinement, check_job, on_own_filesystem
-from rsilab.sandbox._signals import JOB_UMASK, default_signals_tool, with_default_signals
 from rsilab.sandbox._supervise import Supervised, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox._workspaces import WorkspaceFs, remove_stale_scratch
@@ -67,6 +68,17 @@ from rsilab.sandbox.owners import owned_prefix, remove_tree
 from rsilab.sandbox.runtime import Runtime, current_runtime
 
 _GATE = 'read -r go && [ "$go" = go ] || exit 125; exec "$@"'
+_RLIMIT_SET = re.compile(r"prlimit: failed to set the (\w+) resource limit")
+"""prlimit's words when a job's rlimit is above the hard limit rsilab inherited."""
+_ULIMIT = {  # prlimit's resource name -> (what it limits, the shell's `ulimit` flag)
+    "NOFILE": ("open-files", "n"),
+    "FSIZE": ("file-size", "f"),
+    "CPU": ("CPU-time", "t"),
+    "DATA": ("data-size", "d"),
+    "NPROC": ("processes", "u"),
+    "CORE": ("core-size", "c"),
+}
+
 _NAMESPACES = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
 _SETPRIV_CAPS = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
 # Still root inside, in the job's own network namespace (loopback only): let the sandbox user
@@ -201,11 +213,12 @@ class BwrapSandbox(Sandbox):
                 "check that unprivileged user namespaces (or root) are allowed; "
                 "RSILAB_SANDBOX=process uses the unsandboxed fallback"
             )
-            if "prlimit: failed to set" in said:  # a hard limit of this shell is below a job's
+            short = _RLIMIT_SET.search(said)  # a hard limit of this shell is below a job's
+            if short is not None:
+                what, flag = _ULIMIT.get(short[1], (short[1], "a"))
                 hint = (
-                    "a hard resource limit of the shell that started rsilab is below what a job "
-                    "gets (open files: 4096); raise it (`ulimit -Hn 4096`, or limits.conf) and "
-                    "run again"
+                    f"the shell that started rsilab has a hard {what} limit below what a job "
+                    f"gets; raise it (`ulimit -H{flag}`, or limits.conf) and run again"
                 )
             raise SandboxUnavailable(
                 "bubblewrap cannot start a job here: " + (said or f"exit {result.exit_code}"),

@@ -29,7 +29,7 @@ from rsilab.sandbox._common import (
     validate,
 )
 from rsilab.sandbox._gpu import visible_env
-from rsilab.sandbox._signals import JOB_UMASK, default_signals_tool, with_default_signals
+from rsilab.sandbox._job_start import JOB_UMASK, default_signals_tool, with_default_signals
 from rsilab.sandbox._supervise import Watch, supervise
 from rsilab.sandbox._tree import TreeSampler
 from rsilab.sandbox.base import KillReason, RunResult, RunSpec, Sandbox, SandboxError
@@ -58,7 +58,7 @@ class ProcessSandbox(Sandbox):
         self._prlimit = shutil.which("prlimit")
 
     def prepare(self) -> None:
-        """Check that jobs can start with default signal handling (:mod:`._signals`).
+        """Check that jobs can start with default signal handling (:mod:`._job_start`).
 
         Raises:
             SandboxUnavailable: they cannot.
