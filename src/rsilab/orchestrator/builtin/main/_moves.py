@@ -26,7 +26,10 @@ RACE_TITLE = "race the best configs"
 """The title of the race direction (:mod:`rsilab.orchestrator.builtin.main._race`)."""
 TEMPER_TITLE = "temper "
 """How a tempering direction's title begins (:mod:`rsilab.orchestrator.builtin.main._temper`);
-the rest names the experiment it tempers."""
+the rest names the experiment it tempers, then its path."""
+HOLD_PATH = " by raising "
+"""In a tempering direction's title, what says its path holds (raises the knobs that follow)
+rather than retreating toward the reference."""
 
 
 class Moves:
@@ -59,21 +62,33 @@ class Moves:
         reference)."""
         return d.title.startswith(TEMPER_TITLE)
 
-    def temper(self, source: Run, names: list[str]) -> None:
+    def temper(self, source: Run, names: list[str], holding: bool = False) -> None:
         """Open a root direction that tempers ``source`` (an infeasible run with a large gain)
-        toward the reference on the numeric knobs ``names``; its plan starts from
+        on the numeric knobs ``names``: toward the reference, or with ``holding`` by raising
+        ``names`` (knobs that hold the benchmarks it breaks); its plan starts from
         ``source``."""
-        self._create(
-            f"{TEMPER_TITLE}{source.experiment_id} toward the reference",
-            f"part of the way from the reference to {source.experiment_id} (direction "
-            f"{source.direction_id}) keeps part of its dev {self.ctx.target} gain without its "
-            "non-target regression",
-            base_plan(
-                source.experiment_id,
-                knobs_plan(names, "bisect between the reference and this config"),
-            ),
-            [],
-        )
+        if holding:
+            title = f"{TEMPER_TITLE}{source.experiment_id}{HOLD_PATH}{', '.join(names)}"
+            hypothesis = (
+                f"raising {', '.join(names)} in {source.experiment_id} (direction "
+                f"{source.direction_id}) holds {', '.join(source.broken)} and keeps part of its "
+                f"dev {self.ctx.target} gain"
+            )
+            how = "bisect between this config and these knobs at the top of their ranges"
+        else:
+            title = f"{TEMPER_TITLE}{source.experiment_id} toward the reference"
+            hypothesis = (
+                f"part of the way from the reference to {source.experiment_id} (direction "
+                f"{source.direction_id}) keeps part of its dev {self.ctx.target} gain without "
+                "its non-target regression"
+            )
+            how = "bisect between the reference and this config"
+        self._create(title, hypothesis, base_plan(source.experiment_id, knobs_plan(names, how)), [])
+
+    @staticmethod
+    def holds(d: Direction) -> bool:
+        """True for a tempering direction whose path raises its knobs (see :meth:`temper`)."""
+        return d.title.startswith(TEMPER_TITLE) and HOLD_PATH in d.title
 
     def race(self, view: CampaignView) -> None:
         """Grow the race direction from the direction of the best run (a verify edge: its

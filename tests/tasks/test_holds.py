@@ -1,0 +1,117 @@
+"""Knobs that hold a non-target (``holds``): what a task may declare, how task.toml says it, and
+the built-in tasks that declare them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from rsilab.tasks import Knob, KnobType, Task, TaskLoadError, get_task, load_toml
+from tests.tasks.conftest import write_small_task
+
+
+def _synthetic_with(knobs: list[Knob]) -> Task:
+    """synthetic (target quality, non-target robustness) with ``knobs`` as its search space."""
+    task = get_task("synthetic")
+    return Task(
+        **{**{name: getattr(task, name) for name in Task.model_fields}, "search_space": knobs}
+    )
+
+
+def test_a_numeric_knob_may_hold_a_non_target() -> None:
+    knob = Knob(
+        name="mix", type=KnobType.FLOAT, low=0.0, high=2.0, default=1.0, holds=["robustness"]
+    )
+    assert _synthetic_with([knob]).search_space[0].holds == ["robustness"]
+
+
+@pytest.mark.parametrize(
+    ("knob", "said"),
+    [
+        (
+            Knob(name="mix", type=KnobType.FLOAT, low=0, high=2, default=1, holds=["quality"]),
+            "knob 'mix' holds 'quality', which is not a non-target benchmark "
+            "(non-targets: robustness)",
+        ),
+        (
+            Knob(name="mix", type=KnobType.INT, low=0, high=2, default=1, holds=["robustnes"]),
+            "knob 'mix' holds 'robustnes', which is not a non-target benchmark",
+        ),
+        (
+            Knob(
+                name="style",
+                type=KnobType.CHOICE,
+                choices=["a", "b"],
+                default="a",
+                holds=["robustness"],
+            ),
+            "knob 'style': only a numeric knob can hold a benchmark",
+        ),
+    ],
+)
+def test_a_knob_holding_the_target_an_unknown_benchmark_or_by_choice_is_refused(
+    knob: Knob, said: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        _synthetic_with([knob])
+    assert said in str(info.value)
+
+
+def test_task_toml_declares_what_a_knob_holds_and_names_a_wrong_one(tmp_path: Path) -> None:
+    extra = """
+[[benchmarks]]
+name = "kept"
+scorer = "accuracy"
+tolerance = 0.1
+splits = { train = "data/train.jsonl", dev = "data/dev.jsonl", accept = "data/accept.jsonl", final = "data/final.jsonl" }
+
+[[search_space]]
+name = "mix_kept"
+type = "float"
+low = 0.0
+high = 3.0
+default = 1.0
+holds = ["kept"]
+"""  # noqa: E501
+    path = write_small_task(tmp_path / "ok", toml_extra=extra)
+    task = load_toml(path)
+    assert [(k.name, k.holds) for k in task.search_space] == [("mix_kept", ["kept"])]
+    wrong = write_small_task(tmp_path / "wrong", toml_extra=extra.replace('["kept"]', '["kep"]'))
+    with pytest.raises(TaskLoadError) as info:
+        load_toml(wrong)
+    assert "knob 'mix_kept' holds 'kep', which is not a non-target benchmark" in "\n".join(
+        info.value.problems
+    )
+
+
+def test_a_task_without_holding_knobs_keeps_its_digest() -> None:
+    """Campaigns recorded before knobs could hold a benchmark resume: their task's digest is
+    computed here again the way it was, without the field."""
+    task = get_task("synthetic")
+    data = task.model_dump(mode="json", exclude={"source", "seconds_per_experiment"})
+    for field in ("runtime_requirements", "code_variants", "runtime_build_id"):
+        if not data[field]:
+            data.pop(field)
+    if not task.limits.given():
+        data.pop("limits")
+    for knob in data["search_space"]:
+        knob.pop("holds")
+        if knob["when"] is None:
+            knob.pop("when")
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    assert task.digest() == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_posttrain_holds_each_non_target_with_its_own_data_and_all_of_them_with_replay() -> None:
+    holds = {k.name: k.holds for k in get_task("posttrain").search_space if k.holds}
+    assert holds == {
+        "mix_fncall": ["fncall"],
+        "mix_facts": ["facts"],
+        "mix_choice": ["choice"],
+        "mix_code": ["code"],
+        "replay": ["fncall", "facts", "choice", "code"],
+    }
