@@ -10,23 +10,15 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from rsilab.tasks import Knob, KnobType, Task, TaskLoadError, get_task, load_toml
-from tests.tasks.conftest import write_small_task
-
-
-def _synthetic_with(knobs: list[Knob]) -> Task:
-    """synthetic (target quality, non-target robustness) with ``knobs`` as its search space."""
-    task = get_task("synthetic")
-    return Task(
-        **{**{name: getattr(task, name) for name in Task.model_fields}, "search_space": knobs}
-    )
+from rsilab.tasks import Knob, KnobType, TaskLoadError, get_task, load_toml
+from tests.tasks.conftest import synthetic_with, write_small_task
 
 
 def test_a_numeric_knob_may_hold_a_non_target() -> None:
     knob = Knob(
         name="mix", type=KnobType.FLOAT, low=0.0, high=2.0, default=1.0, holds=["robustness"]
     )
-    assert _synthetic_with([knob]).search_space[0].holds == ["robustness"]
+    assert synthetic_with([knob]).search_space[0].holds == ["robustness"]
 
 
 @pytest.mark.parametrize(
@@ -57,7 +49,7 @@ def test_a_knob_holding_the_target_an_unknown_benchmark_or_by_choice_is_refused(
     knob: Knob, said: str
 ) -> None:
     with pytest.raises(ValidationError) as info:
-        _synthetic_with([knob])
+        synthetic_with([knob])
     assert said in str(info.value)
 
 

@@ -38,9 +38,8 @@ from rsilab.tasks import (
     Task,
     load_task,
 )
-from tests.orchestrator.builtin.tuning_tasks import _TRAIN
+from tests.orchestrator.builtin.tuning_recipe import TIERS, write_harness
 
-TIERS = ("train", "dev", "accept", "final")
 NON_TARGETS = ("a", "b", "c")
 TOLERANCE = 0.05
 """Each non-target's tolerance (absolute error units)."""
@@ -212,23 +211,9 @@ def worst_damage(config: dict[str, JsonValue], spec: dict[str, JsonValue]) -> fl
 
 def mixture_task(folder: Path, seed: int, holds: bool = True) -> Task:
     """Write the family's task of ``seed`` under ``folder`` and load it from its file."""
-    harness = folder / "harness"
-    harness.mkdir(parents=True)
-    (harness / "harness.toml").write_text(
-        '[harness]\nname = "mixture"\ntrain = "python train.py"\npredict = "python predict.py"\n'
-        'config = "config.json"\nmodel = "json"\n'
-    )
-    (harness / "train.py").write_text(_TRAIN)
-    (harness / "predict.py").write_text(_PREDICT.replace("FORMULAS", _FORMULAS))
-    (harness / "spec.json").write_text(json.dumps(spec_for(seed)))
-    (harness / "config.json").write_text(json.dumps({k.name: k.default for k in space()}))
-    for t, tier in enumerate(TIERS):
-        rows = [
-            {"id": f"s-{tier}-{i}", "input": {"x": x}, "target": x}
-            for i in range(16)
-            for x in [((i * 5 + t * 3) % 16 + 1) / 16]
-        ]
-        (folder / f"{tier}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    predict = _PREDICT.replace("FORMULAS", _FORMULAS)
+    write_harness(folder, "mixture", predict, spec_for(seed), space(holds))
+    for tier in TIERS:
         for n in NON_TARGETS:
             probe = [
                 {"id": f"{n}-{tier}-{i}", "input": {"x": x, "probe": n}, "target": x}

@@ -139,18 +139,22 @@ def damage(config: dict[str, JsonValue], spec: dict[str, JsonValue]) -> float:
     return float(formula(config, spec))
 
 
-def recipe_task(folder: Path, seed: int) -> Task:
-    """Write the family's task of ``seed`` under ``folder`` and load it from its file."""
+def write_harness(
+    folder: Path, name: str, predict: str, spec: dict[str, JsonValue], knobs: list[Knob]
+) -> None:
+    """A formula family's harness under ``folder / "harness"`` (the recording train script,
+    ``predict`` as its predict script, ``spec`` as spec.json, the knobs' defaults as the
+    config) and its target tiers under ``folder`` (16 items each, the same for every family)."""
     harness = folder / "harness"
     harness.mkdir(parents=True)
     (harness / "harness.toml").write_text(
-        '[harness]\nname = "recipe"\ntrain = "python train.py"\npredict = "python predict.py"\n'
+        f'[harness]\nname = "{name}"\ntrain = "python train.py"\npredict = "python predict.py"\n'
         'config = "config.json"\nmodel = "json"\n'
     )
     (harness / "train.py").write_text(_TRAIN)
-    (harness / "predict.py").write_text(_PREDICT.replace("FORMULAS", _FORMULAS))
-    (harness / "spec.json").write_text(json.dumps(spec_for(seed)))
-    (harness / "config.json").write_text(json.dumps({k.name: k.default for k in space()}))
+    (harness / "predict.py").write_text(predict)
+    (harness / "spec.json").write_text(json.dumps(spec))
+    (harness / "config.json").write_text(json.dumps({k.name: k.default for k in knobs}))
     for t, tier in enumerate(TIERS):
         rows = [
             {"id": f"s-{tier}-{i}", "input": {"x": x}, "target": x}
@@ -158,6 +162,14 @@ def recipe_task(folder: Path, seed: int) -> Task:
             for x in [((i * 5 + t * 3) % 16 + 1) / 16]
         ]
         (folder / f"{tier}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def recipe_task(folder: Path, seed: int) -> Task:
+    """Write the family's task of ``seed`` under ``folder`` and load it from its file."""
+    write_harness(
+        folder, "recipe", _PREDICT.replace("FORMULAS", _FORMULAS), spec_for(seed), space()
+    )
+    for tier in TIERS:
         keep = [
             {"id": f"k-{tier}-{i}", "input": {"x": x, "probe": "keep"}, "target": x}
             for i in range(8)
