@@ -98,10 +98,7 @@ def run_posttrain(quick: bool) -> list[dict[str, Any]]:
     change was measured on a generated tuning family (opening the knob that gates a
     direction's knobs: the recipe family, ``tests/orchestrator/builtin/tuning_recipe.py``), and
     rsilab's runs from before it are kept apart in ``posttrain-seeds-before-4ca7deb.jsonl``
-    (optuna-tpe's runs stay: its search did not change); likewise rsilab's runs from before
-    knobs could hold a non-target (tempering raises the mixture weight of what a run breaks:
-    the mixture family, ``tests/orchestrator/builtin/tuning_mixture.py``) in
-    ``posttrain-seeds-d23b755.jsonl``. Runs of earlier commits are kept
+    (optuna-tpe's runs stay: its search did not change). Runs of earlier commits are kept
     apart: before the harness answered multiple choice by likelihood (a different baseline) in
     ``posttrain-seeds-choice-by-letter*.jsonl``, and those of an earlier harness or policy in
     ``posttrain-seeds-<commit>.jsonl``.
