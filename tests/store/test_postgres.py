@@ -391,3 +391,49 @@ def test_a_silent_server_is_tried_for_one_window_then_refused_at_once(
             assert proxy.accepted - before == tried  # refused without a new connection
     finally:
         proxy.close()
+
+
+# -- read-only opens ---------------------------------------------------------------------------
+
+
+def test_a_read_only_open_reads_and_the_server_refuses_every_write(
+    pg_server: PgServer, pg_lab_url: str
+) -> None:
+    """Commands that only read (verify, log, show, report) open the lab read-only: rsilab
+    refuses a commit, and the server refuses a write that does not go through commit (its
+    connections' transactions are read-only), with a line that says why."""
+    with Lab.init(pg_lab_url) as lab:
+        fill(lab.store, 3)
+        folder = lab.path
+    folder.chmod(0o755)  # a folder another user may list: a reading command leaves it so
+    signed = sql(pg_server, pg_lab_url, "SELECT count(*) FROM checkpoints")
+
+    with Lab.open(pg_lab_url, read_only=True) as lab:
+        assert len(lab.store.events()) == 4  # lab_created and the three written
+        assert verify_store(lab.store).ok
+        with pytest.raises(LabError, match="opened read-only; nothing was written"):
+            lab.store.commit(draft())
+        assert isinstance(lab.store, PostgresStore)
+        with pytest.raises(Exception) as info, lab.store.engine.begin() as conn:
+            conn.exec_driver_sql("INSERT INTO meta VALUES ('x', 'y')")
+        assert "read-only transaction" in str(info.value)
+
+    assert sql(pg_server, pg_lab_url, "SELECT count(*) FROM checkpoints") == signed
+    assert sql(pg_server, pg_lab_url, "SELECT value FROM meta WHERE key = 'x'") == []
+    assert folder.stat().st_mode & 0o777 == 0o755
+    with Lab.open(pg_lab_url) as lab:  # a writing open is as before
+        lab.store.commit(draft())
+
+
+def test_a_read_only_open_of_an_older_schema_is_refused_without_upgrading(
+    pg_server: PgServer, pg_lab_url: str
+) -> None:
+    PostgresStore.open(pg_lab_url, create=True).close()
+    older = SCHEMA_VERSION - 1
+    sql(pg_server, pg_lab_url, f"UPDATE meta SET value = '{older}' WHERE key = 'schema_version'")
+
+    with pytest.raises(LabError, match=f"schema version {older}, older .* would write to it"):
+        PostgresStore.open(pg_lab_url, read_only=True)
+
+    stored = sql(pg_server, pg_lab_url, "SELECT value FROM meta WHERE key = 'schema_version'")
+    assert stored == [(str(older),)]

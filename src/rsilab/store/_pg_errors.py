@@ -41,10 +41,17 @@ def is_lost_server(error: BaseException | None) -> bool:
     )
 
 
-def explain(exc: SQLAlchemyError, where: str) -> LabError:
+def explain(exc: SQLAlchemyError, where: str, opened_read_only: bool = False) -> LabError:
     """The LabError a person reads for ``exc`` on the lab database ``where`` (a URL shown
-    without its password)."""
+    without its password); ``opened_read_only``: the store was opened for reading only, so a
+    refused write is rsilab's own setting, not a standby server."""
     state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if state == _READ_ONLY and opened_read_only:
+        return LabError(
+            f"the lab {where} was opened read-only (a command that only reads); nothing was "
+            "written",
+            "open it for writing (a command that changes the lab)",
+        )
     if state == _DISK_FULL:
         return WriteRefused(
             f"cannot write to the lab database {where}: the server's disk is full; nothing "

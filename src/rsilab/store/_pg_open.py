@@ -19,16 +19,25 @@ SETUP_LOCK = 0x72_73_69_6C_61_62  # "rsilab": creating or upgrading a lab is one
 CONNECT_TIMEOUT_S = 10
 
 
-def make_engine(location: PgLocation) -> Engine:
+READ_ONLY_OPTION = "-c default_transaction_read_only=on"
+"""The server-side setting of a read-only open: every transaction of the connection is read
+only, so a write anywhere in rsilab fails at the server, not only where rsilab refuses it."""
+
+
+def make_engine(location: PgLocation, read_only: bool = False) -> Engine:
     """An engine whose pooled connections are checked before use, so a server restart costs
-    one reconnect instead of an error."""
+    one reconnect instead of an error; with ``read_only`` the server refuses every write on
+    its connections (:data:`READ_ONLY_OPTION`)."""
+    args: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "rsilab"}
+    if read_only:
+        args["options"] = READ_ONLY_OPTION
     return create_engine(
         location.url,
         pool_pre_ping=True,
         pool_size=8,
         max_overflow=16,
         isolation_level="READ COMMITTED",
-        connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "rsilab"},
+        connect_args=args,
     )
 
 
@@ -99,12 +108,15 @@ def check_durable(conn: Connection, where: str) -> None:
         )
 
 
-def prepare(conn: Connection, where: str, create: bool, lab_id: str | None) -> str:
+def prepare(
+    conn: Connection, where: str, create: bool, lab_id: str | None, read_only: bool = False
+) -> str:
     """Create (``create``) or check and upgrade the lab in the database; its lab id.
 
     Runs inside the caller's transaction, under a lock that makes two processes creating or
     upgrading one lab take turns. ``lab_id`` (with ``create``) keeps the id of a lab copied
-    from elsewhere. Raises LabError.
+    from elsewhere. With ``read_only`` a lab whose schema is older is refused, not upgraded.
+    Raises LabError.
     """
     conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": SETUP_LOCK})
     has_meta = conn.execute(text("SELECT to_regclass('meta') IS NOT NULL")).scalar_one()
@@ -135,6 +147,13 @@ def prepare(conn: Connection, where: str, create: bool, lab_id: str | None) -> s
             f"the lab {where} has schema version {version}, newer than this rsilab understands "
             f"({SCHEMA_VERSION}); it was left untouched",
             "upgrade rsilab to open it",
+        )
+    if version < SCHEMA_VERSION and read_only:
+        raise LabError(
+            f"the lab {where} has schema version {version}, older than this rsilab's "
+            f"({SCHEMA_VERSION}), and upgrading it would write to it; it was left as it was",
+            "run a command that changes the lab once (opening it for writing upgrades it), "
+            "or use the rsilab that wrote it",
         )
     if version < SCHEMA_VERSION:
         migrate(conn, version, SCHEMA_VERSION)

@@ -52,12 +52,12 @@ def lab_exists(explicit: str | Path | None = None) -> bool:
     return (Path(spec) / DB_NAME).exists()
 
 
-def _open_store(spec: str | Path, folder: Path, create: bool) -> Store:
+def _open_store(spec: str | Path, folder: Path, create: bool, read_only: bool = False) -> Store:
     if is_pg_url(spec):
         from rsilab.store.postgres import PostgresStore  # loads the driver only when used
 
-        return PostgresStore.open(parse_pg_url(spec), create=create)
-    return SQLiteStore.open(folder / DB_NAME, create=create)
+        return PostgresStore.open(parse_pg_url(spec), create=create, read_only=read_only)
+    return SQLiteStore.open(folder / DB_NAME, create=create, read_only=read_only)
 
 
 def _private(folder: Path) -> None:
@@ -134,7 +134,9 @@ class Lab:
         With ``read_only`` (commands that only read: ``verify``, ``log``, ``show``,
         ``report``) nothing is written to a folder lab, its folder's mode included, so a
         read-only folder or mount opens (see :meth:`SQLiteStore.open`); the store's commits
-        raise LabError. A PostgreSQL lab opens as usual: its database server decides.
+        raise LabError. A PostgreSQL lab is opened with read-only transactions, so its server
+        refuses any write too (see :meth:`PostgresStore.open`), and its artifact folder is
+        left as it is.
         """
         spec = lab_spec(path)
         folder = resolve_lab_path(path)
@@ -144,8 +146,10 @@ class Lab:
                     f"the artifact folder {folder} of the PostgreSQL lab does not exist",
                     "check the URL's artifacts= parameter (rsilab init --lab URL makes it)",
                 )
-            _private(folder)
-            return cls(folder, _open_store(spec, folder, create=False), ArtifactStore(folder))
+            if not read_only:
+                _private(folder)
+            store = _open_store(spec, folder, create=False, read_only=read_only)
+            return cls(folder, store, ArtifactStore(folder))
         db = folder / DB_NAME
         if not db.exists():
             raise LabError(

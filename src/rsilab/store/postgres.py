@@ -86,8 +86,11 @@ _LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(:lab, 0))"
 class PostgresStore(Store):
     """Store in one PostgreSQL database. Use :meth:`open`; ``create=True`` makes a new lab."""
 
-    def __init__(self, location: PgLocation, engine: Engine, lab_id: str) -> None:
+    def __init__(
+        self, location: PgLocation, engine: Engine, lab_id: str, read_only: bool = False
+    ) -> None:
         super().__init__()
+        self._read_only = read_only
         self._location = location
         self._engine = engine
         self._lab_id = lab_id
@@ -100,23 +103,33 @@ class PostgresStore(Store):
 
     @classmethod
     def open(
-        cls, location: PgLocation | str, *, create: bool = False, lab_id: str | None = None
+        cls,
+        location: PgLocation | str,
+        *,
+        create: bool = False,
+        lab_id: str | None = None,
+        read_only: bool = False,
     ) -> PostgresStore:
         """Open (or with ``create`` make) the lab in the database ``location`` names.
 
         ``lab_id`` (with ``create``) gives the new lab that id and writes no key: the lab is a
-        copy whose key already exists. Raises LabError: unreachable server, no lab there (or
-        one already, with ``create``), a newer schema, ``synchronous_commit=off``.
+        copy whose key already exists. With ``read_only`` (commands that only read) the server
+        refuses every write on the store's connections, :meth:`commit` raises LabError, the
+        head is never signed, and a lab of an older schema is refused rather than upgraded.
+        Raises LabError: unreachable server, no lab there (or one already, with ``create``), a
+        newer schema, ``synchronous_commit=off``.
         """
+        if create and read_only:
+            raise ValueError("a lab cannot be created read-only")
         where = location if isinstance(location, PgLocation) else parse_pg_url(location)
-        engine = make_engine(where)
+        engine = make_engine(where, read_only=read_only)
         try:
             with engine.begin() as conn:
                 check_durable(conn, where.shown)
-                the_id = prepare(conn, where.shown, create, lab_id)
+                the_id = prepare(conn, where.shown, create, lab_id, read_only=read_only)
         except SQLAlchemyError as exc:
             engine.dispose()
-            raise explain(exc, where.shown) from exc
+            raise explain(exc, where.shown, read_only) from exc
         except BaseException:
             engine.dispose()
             raise
@@ -129,7 +142,7 @@ class PostgresStore(Store):
                     f"cannot write the ledger key to {keys.key_dir()}: {exc.strerror or exc}",
                     "set RSILAB_KEY_DIR to a writable folder outside the lab",
                 ) from exc
-        return cls(where, engine, the_id)
+        return cls(where, engine, the_id, read_only=read_only)
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -173,7 +186,7 @@ class PostgresStore(Store):
                 with self._engine.begin() if writes else self._engine.connect() as conn:
                     result = read(conn)
             except SQLAlchemyError as exc:
-                error = explain(exc, self._location.shown)
+                error = explain(exc, self._location.shown, self._read_only)
                 if not is_disconnect(exc):
                     raise error from exc
                 spent = self._window.lost(error)
@@ -214,6 +227,11 @@ class PostgresStore(Store):
     # -- writes --------------------------------------------------------------------------------
 
     def commit(self, draft: EventDraft, writes: Sequence[Record] = ()) -> Event:
+        if self._read_only:
+            raise LabError(
+                f"the lab {self._location.shown} was opened read-only; nothing was written",
+                "open it for writing (a command that changes the lab)",
+            )
         if not self._write_checked:
             check_before_first_write(self, self._lab_id, self._key)
             self._write_checked = True
@@ -230,7 +248,7 @@ class PostgresStore(Store):
                 if not is_disconnect(exc):
                     raise self._lost(exc, event_id) from exc
                 give_up = min(give_up, time.monotonic() + RECONNECT_S)
-                spent = self._window.lost(explain(exc, self._location.shown))
+                spent = self._window.lost(explain(exc, self._location.shown, self._read_only))
                 if spent is not None or time.monotonic() > give_up:
                     raise self._lost(exc, event_id, said=spent) from exc
             else:
@@ -306,7 +324,7 @@ class PostgresStore(Store):
             except SQLAlchemyError as exc:
                 if not is_disconnect(exc):
                     raise self._lost(exc, event_id, unknown=True) from exc
-                spent = self._window.lost(explain(exc, self._location.shown))
+                spent = self._window.lost(explain(exc, self._location.shown, self._read_only))
                 if spent is not None or time.monotonic() > give_up:
                     raise self._lost(exc, event_id, unknown=True, said=spent) from exc
                 time.sleep(max(0.0, min(pause, self._window.left(), give_up - time.monotonic())))
@@ -325,7 +343,7 @@ class PostgresStore(Store):
     ) -> LabError:
         """The LabError of a commit that failed on ``exc``: ``said`` (a spent reconnect
         window's line) or what ``exc`` means, and whether the commit's outcome is unknown."""
-        error = said or explain(exc, self._location.shown)
+        error = said or explain(exc, self._location.shown, self._read_only)
         if unknown or is_disconnect(exc):
             error.message += (
                 f"; the commit's outcome is unknown (event id {event_id}): check "
@@ -356,7 +374,7 @@ class PostgresStore(Store):
 
     def checkpoint_now(self) -> Checkpoint | None:
         key = self._key
-        if key is None:
+        if key is None or self._read_only:
             return None
 
         def sign_head(conn: Connection) -> Checkpoint:
