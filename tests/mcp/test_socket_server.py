@@ -136,40 +136,6 @@ def test_a_line_that_is_not_json_rpc_does_not_end_the_session(
     assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "rsilab"
 
 
-def test_every_hostile_line_gets_its_error_and_the_session_goes_on(
-    tmp_path: Path, lab: Lab, campaign: Campaign, expos: ExperimentOS, workspace: Path
-) -> None:
-    ctx = CallContext("ext-agent", Role.WORKER, campaign.id, workspace)
-    sock = tmp_path / "mcp.sock"
-    with endpoint(expos, ctx, sock), socket.socket(socket.AF_UNIX) as conn:
-        conn.connect(str(sock))
-        conn.settimeout(60)  # a guard against a hang, not a measurement
-        stream = conn.makefile("rwb")
-
-        def ask(line: bytes) -> dict[str, Any]:
-            stream.write(line + b"\n")
-            stream.flush()
-            answer = json.loads(stream.readline())
-            assert isinstance(answer, dict)
-            return answer
-
-        assert ask(json.dumps(HELLO).encode())["id"] == 1
-        for case in CASES:
-            error_of(ask(case.data), case)
-            listed = ask(b'{"jsonrpc":"2.0","id":"next","method":"tools/list"}')
-            assert listed["result"]["tools"], case.name
-        many = ask(many_keys_call(40))
-        brackets = ask(brackets_in_a_string(41))
-        stream.close()
-    assert many["id"] == 40 and many["result"]["isError"] is True
-    assert "invalid_arguments" in many["result"]["content"][0]["text"]
-    assert brackets["id"] == 41 and brackets["result"]["isError"] is False
-    assert (workspace / "brackets.txt").read_text().count("[{") == 50_000
-    tools = [e.tool for e in lab.store.events(campaign_id=campaign.id) if e.tool]
-    assert tools == ["list_files", "write_file"]  # the refused lines never became calls
-    assert len(refusals_in(lab.store)) == len(CASES)  # and each one is in the ledger
-
-
 def _asker(conn: socket.socket) -> Any:
     stream = conn.makefile("rwb")
 
@@ -181,6 +147,31 @@ def _asker(conn: socket.socket) -> Any:
         return answer
 
     return ask
+
+
+def test_every_hostile_line_gets_its_error_and_the_session_goes_on(
+    tmp_path: Path, lab: Lab, campaign: Campaign, expos: ExperimentOS, workspace: Path
+) -> None:
+    ctx = CallContext("ext-agent", Role.WORKER, campaign.id, workspace)
+    sock = tmp_path / "mcp.sock"
+    with endpoint(expos, ctx, sock), socket.socket(socket.AF_UNIX) as conn:
+        conn.connect(str(sock))
+        conn.settimeout(60)  # a guard against a hang, not a measurement
+        ask = _asker(conn)
+        assert ask(json.dumps(HELLO).encode())["id"] == 1
+        for case in CASES:
+            error_of(ask(case.data), case)
+            listed = ask(b'{"jsonrpc":"2.0","id":"next","method":"tools/list"}')
+            assert listed["result"]["tools"], case.name
+        many = ask(many_keys_call(40))
+        brackets = ask(brackets_in_a_string(41))
+    assert many["id"] == 40 and many["result"]["isError"] is True
+    assert "invalid_arguments" in many["result"]["content"][0]["text"]
+    assert brackets["id"] == 41 and brackets["result"]["isError"] is False
+    assert (workspace / "brackets.txt").read_text().count("[{") == 50_000
+    tools = [e.tool for e in lab.store.events(campaign_id=campaign.id) if e.tool]
+    assert tools == ["list_files", "write_file"]  # the refused lines never became calls
+    assert len(refusals_in(lab.store)) == len(CASES)  # and each one is in the ledger
 
 
 def test_an_oversized_and_a_deep_line_are_recorded_under_the_sessions_caller(
