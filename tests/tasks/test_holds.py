@@ -3,8 +3,6 @@ the built-in tasks that declare them."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 
 import pytest
@@ -78,24 +76,6 @@ holds = ["kept"]
     assert "knob 'mix_kept' holds 'kep', which is not a non-target benchmark" in "\n".join(
         info.value.problems
     )
-
-
-def test_a_task_without_holding_knobs_keeps_its_digest() -> None:
-    """Campaigns recorded before knobs could hold a benchmark resume: their task's digest is
-    computed here again the way it was, without the field."""
-    task = get_task("synthetic")
-    data = task.model_dump(mode="json", exclude={"source", "seconds_per_experiment"})
-    for field in ("runtime_requirements", "code_variants", "runtime_build_id"):
-        if not data[field]:
-            data.pop(field)
-    if not task.limits.given():
-        data.pop("limits")
-    for knob in data["search_space"]:
-        knob.pop("holds")
-        if knob["when"] is None:
-            knob.pop("when")
-    text = json.dumps(data, sort_keys=True, separators=(",", ":"))
-    assert task.digest() == hashlib.sha256(text.encode()).hexdigest()
 
 
 def test_posttrain_holds_each_non_target_with_its_own_data_and_all_of_them_with_replay() -> None:
