@@ -260,6 +260,16 @@ def test_the_knobs_that_hold_what_a_run_breaks_are_the_ones_raised() -> None:
     assert holding_knobs(SPACE, _broken(FAR, "a")) == []
 
 
+def test_a_break_that_no_knob_left_can_hold_takes_the_path_toward_the_reference() -> None:
+    """Raising what holds one broken benchmark cannot repair another that nothing holds (or
+    whose holding knobs are at their tops): such a source retreats toward the reference,
+    which can repair both, rather than spend its one tempering on a path that cannot."""
+    assert holding_knobs(HELD, _broken(BROKE, "a", "c")) == []  # nothing holds c
+    tops = {**BROKE, "mix_b": 3.0, "replay": 1.0}  # what holds b has nothing left to give
+    assert holding_knobs(HELD, _broken(tops, "a", "b")) == []
+    assert holding_knobs(HELD, _broken(tops, "a")) == ["mix_a"]
+
+
 def test_holding_moves_the_holding_knobs_toward_the_top_and_leaves_the_rest() -> None:
     names = ["mix_a", "replay"]
     half = hold(HELD, BROKE, names, 0.5)
