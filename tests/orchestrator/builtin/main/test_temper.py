@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from pydantic import JsonValue
 
+from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.ablation import Ablation
+from rsilab.orchestrator.builtin.main._moves import Moves
 from rsilab.orchestrator.builtin.main._temper import (
     blend,
     falsified,
@@ -268,6 +272,28 @@ def test_a_break_that_no_knob_left_can_hold_takes_the_path_toward_the_reference(
     tops = {**BROKE, "mix_b": 3.0, "replay": 1.0}  # what holds b has nothing left to give
     assert holding_knobs(HELD, _broken(tops, "a", "b")) == []
     assert holding_knobs(HELD, _broken(tops, "a")) == ["mix_a"]
+
+
+def test_a_holding_title_names_whole_knobs_and_counts_those_that_do_not_fit() -> None:
+    """A direction's title is cut at 100 characters; a knob's name cut short there could read
+    as another knob's (``mix_c`` of ``mix_choice``), so the title names whole knobs and counts
+    the rest (its plan lists every one)."""
+    created: list[dict[str, object]] = []
+    ctx = SimpleNamespace(
+        target="quality",
+        door=SimpleNamespace(main=lambda tool, **args: created.append(args)),
+        say=lambda *_: None,
+    )
+    names = ["mix_fncall_targets", "mix_facts_targets", "mix_reverse_item", "mix_choice", "r"]
+    source = Run(7, "exp-3fa9c2d1b07e", "d", dict(BROKE), 0.1, False, {}, 0.03, broken=("a",))
+    Moves(cast(RunContext, ctx)).temper(source, names, holding=True)
+    title = str(created[0]["title"])
+    assert len(title) <= 100
+    assert (
+        title
+        == "temper exp-3fa9c2d1b07e by raising mix_fncall_targets, mix_facts_targets and 3 more"
+    )
+    assert str(created[0]["plan"]).endswith(f"knobs: {', '.join(names)}\nfrom: exp-3fa9c2d1b07e")
 
 
 def test_holding_moves_the_holding_knobs_toward_the_top_and_leaves_the_rest() -> None:
