@@ -372,3 +372,38 @@ def test_a_campaign_holds_a_broken_non_target_by_raising_its_own_data(
         assert before.accepted == []
     finally:
         blind.close()
+
+
+def test_a_campaign_stopped_mid_holding_resumes_to_the_same_configs(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """A holding tempering is read from the records as the retreat is (its knobs from its
+    plan): a campaign stopped after its first step proposes, once resumed, exactly what an
+    unbroken campaign does."""
+    task = mixture.mixture_task(tmp_path / "task", seed=6)
+    other = Lab.init(tmp_path / "other")
+    try:
+        whole = run_campaign(other, task, budget=Budget(experiments=12), seed=6)
+        unbroken = [r["config"] for r in _runs_of(other, whole.campaign_id)]
+    finally:
+        other.close()
+    stopped_at: list[int] = []
+
+    def interrupt(progress: Progress) -> None:
+        if progress.kind != "experiment" or stopped_at:
+            return
+        campaign = lab.store.query_as(Campaign)[0].id
+        dag = ResearchDag.load(lab.store, campaign)
+        held = [d for d in dag.directions.values() if " by raising " in d.title]
+        runs = _runs_of(lab, campaign)
+        if held and any(r["direction_id"] == held[0].id for r in runs):
+            stopped_at.append(len(runs))
+            raise KeyboardInterrupt
+
+    first = run_campaign(lab, task, budget=Budget(experiments=12), seed=6, on_progress=interrupt)
+    assert first.state == "stopped" and stopped_at and stopped_at[0] < 12
+    resumed = run_campaign(
+        lab, task, budget=Budget(experiments=12), seed=6, campaign_id=first.campaign_id
+    )
+    assert resumed.state == "finished"
+    assert [r["config"] for r in _runs_of(lab, first.campaign_id)] == unbroken
