@@ -81,3 +81,18 @@ def test_a_run_whose_server_stays_away_stops_in_one_line_and_resumes_once_it_is_
     assert "experiment 20/20" in resumed.stdout, explain(resumed)
     verified = rsilab("verify", "--deep", "--lab", url)
     assert verified.exit_code == 0, explain(verified)
+
+
+def test_task_check_draws_the_splits_with_the_secret_of_a_postgres_lab(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """A PostgreSQL lab's secret lies in its artifact folder, which holds no lab.db: the check
+    finds the lab all the same, so it probes the tiers the lab's campaigns will draw."""
+    url = pg_server.lab_url(pg_server.database(), tmp_path / "artifacts")
+    assert rsilab("init", "--lab", url).exit_code == 0
+
+    checked = rsilab("task", "check", "synthetic", "--no-probe", "--lab", url)
+
+    assert checked.exit_code == 0, explain(checked)
+    assert "secret of the lab" in checked.stderr
+    assert (tmp_path / "artifacts" / "task-secret").is_file()

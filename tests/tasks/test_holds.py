@@ -33,6 +33,17 @@ def test_a_numeric_knob_may_hold_a_non_target() -> None:
         ),
         (
             Knob(
+                name="mix",
+                type=KnobType.FLOAT,
+                low=0,
+                high=2,
+                default=1,
+                holds=["robustness", "robustness"],
+            ),
+            "knob 'mix' holds 'robustness' twice",
+        ),
+        (
+            Knob(
                 name="style",
                 type=KnobType.CHOICE,
                 choices=["a", "b"],
@@ -43,7 +54,7 @@ def test_a_numeric_knob_may_hold_a_non_target() -> None:
         ),
     ],
 )
-def test_a_knob_holding_the_target_an_unknown_benchmark_or_by_choice_is_refused(
+def test_a_knob_holding_the_target_an_unknown_benchmark_twice_or_by_choice_is_refused(
     knob: Knob, said: str
 ) -> None:
     with pytest.raises(ValidationError) as info:

@@ -14,7 +14,7 @@ from rich.text import Text
 from rsilab.cli._common import MARKUP, LabOption, print_json, stderr_console, stdout_console
 from rsilab.sandbox.base import Sandbox
 from rsilab.sandbox.runtime import Runtime, RuntimeMissingError
-from rsilab.store.lab import DB_NAME, resolve_lab_path
+from rsilab.store.lab import lab_exists, resolve_lab_path
 from rsilab.tasks import (
     TASK_KINDS,
     ExperimentFailed,
@@ -45,9 +45,10 @@ task_app = typer.Typer(
 
 
 def _secret(lab: LabOption) -> tuple[bytes, str]:
-    """The lab's split secret when a lab is there, else a throwaway one."""
+    """The lab's split secret when a lab is there (a folder lab, or a PostgreSQL lab's
+    artifact folder), else a throwaway one."""
     folder = resolve_lab_path(lab)
-    if (folder / DB_NAME).exists():
+    if lab_exists(lab):
         return lab_secret(folder), f"splits drawn with the secret of the lab at {folder}"
     return secrets.token_bytes(32), "no lab found: splits drawn with a throwaway secret"
 

@@ -237,6 +237,30 @@ class Trap(Model):
     )
 
 
+def _check_holds(knobs: Sequence[Knob], non_targets: set[str]) -> None:
+    """ValueError for a knob that holds a benchmark that is no non-target, holds one twice,
+    or is not numeric (:attr:`Knob.holds`)."""
+    for knob in knobs:
+        unknown = [n for n in knob.holds if n not in non_targets]
+        if unknown:
+            raise ValueError(
+                f"knob {knob.name!r} holds {', '.join(map(repr, unknown))}, which "
+                f"{'is' if len(unknown) == 1 else 'are'} not a non-target benchmark "
+                f"(non-targets: {', '.join(sorted(non_targets)) or 'none'})"
+            )
+        repeated = sorted({n for n in knob.holds if knob.holds.count(n) > 1})
+        if repeated:
+            raise ValueError(
+                f"knob {knob.name!r} holds {', '.join(map(repr, repeated))} twice; name each "
+                "benchmark once"
+            )
+        if knob.holds and knob.type not in (KnobType.FLOAT, KnobType.INT):
+            raise ValueError(
+                f"knob {knob.name!r}: only a numeric knob can hold a benchmark (raising it "
+                "holds the benchmark)"
+            )
+
+
 class Task(Model):
     """What to improve and how it is judged. See the module docstring."""
 
@@ -320,20 +344,7 @@ class Task(Model):
         if self.setting is not Setting.OPEN_GENERAL and not self.goal.strip():
             raise ValueError(f"a {self.setting.value} task needs a goal")
         check_variants(self.code_variants, [k.name for k in self.search_space])
-        non_targets = {b.name for b in self.benchmarks if not b.target}
-        for knob in self.search_space:
-            unknown = [n for n in knob.holds if n not in non_targets]
-            if unknown:
-                raise ValueError(
-                    f"knob {knob.name!r} holds {', '.join(map(repr, unknown))}, which "
-                    f"{'is' if len(unknown) == 1 else 'are'} not a non-target benchmark "
-                    f"(non-targets: {', '.join(sorted(non_targets)) or 'none'})"
-                )
-            if knob.holds and knob.type not in (KnobType.FLOAT, KnobType.INT):
-                raise ValueError(
-                    f"knob {knob.name!r}: only a numeric knob can hold a benchmark (raising it "
-                    "holds the benchmark)"
-                )
+        _check_holds(self.search_space, {b.name for b in self.benchmarks if not b.target})
         if self.model is not None and not self.model.is_absolute():
             raise ValueError(f"model must be an absolute path, not {str(self.model)!r}")
         return self

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 from pydantic import JsonValue
 
+from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.ablation import Ablation
+from rsilab.orchestrator.builtin.main._moves import Moves
 from rsilab.orchestrator.builtin.main._temper import (
     blend,
     falsified,
@@ -260,6 +264,38 @@ def test_the_knobs_that_hold_what_a_run_breaks_are_the_ones_raised() -> None:
     assert holding_knobs(SPACE, _broken(FAR, "a")) == []
 
 
+def test_a_break_that_no_knob_left_can_hold_takes_the_path_toward_the_reference() -> None:
+    """Raising what holds one broken benchmark cannot repair another that nothing holds (or
+    whose holding knobs are at their tops): such a source retreats toward the reference,
+    which can repair both, rather than spend its one tempering on a path that cannot."""
+    assert holding_knobs(HELD, _broken(BROKE, "a", "c")) == []  # nothing holds c
+    tops = {**BROKE, "mix_b": 3.0, "replay": 1.0}  # what holds b has nothing left to give
+    assert holding_knobs(HELD, _broken(tops, "a", "b")) == []
+    assert holding_knobs(HELD, _broken(tops, "a")) == ["mix_a"]
+
+
+def test_a_holding_title_names_whole_knobs_and_counts_those_that_do_not_fit() -> None:
+    """A direction's title is cut at 100 characters; a knob's name cut short there could read
+    as another knob's (``mix_c`` of ``mix_choice``), so the title names whole knobs and counts
+    the rest (its plan lists every one)."""
+    created: list[dict[str, object]] = []
+    ctx = SimpleNamespace(
+        target="quality",
+        door=SimpleNamespace(main=lambda tool, **args: created.append(args)),
+        say=lambda *_: None,
+    )
+    names = ["mix_fncall_targets", "mix_facts_targets", "mix_reverse_item", "mix_choice", "r"]
+    source = Run(7, "exp-3fa9c2d1b07e", "d", dict(BROKE), 0.1, False, {}, 0.03, broken=("a",))
+    Moves(cast(RunContext, ctx)).temper(source, names, holding=True)
+    title = str(created[0]["title"])
+    assert len(title) <= 100
+    assert (
+        title
+        == "temper exp-3fa9c2d1b07e by raising mix_fncall_targets, mix_facts_targets and 3 more"
+    )
+    assert str(created[0]["plan"]).endswith(f"knobs: {', '.join(names)}\nfrom: exp-3fa9c2d1b07e")
+
+
 def test_holding_moves_the_holding_knobs_toward_the_top_and_leaves_the_rest() -> None:
     names = ["mix_a", "replay"]
     half = hold(HELD, BROKE, names, 0.5)
@@ -336,3 +372,38 @@ def test_a_campaign_holds_a_broken_non_target_by_raising_its_own_data(
         assert before.accepted == []
     finally:
         blind.close()
+
+
+def test_a_campaign_stopped_mid_holding_resumes_to_the_same_configs(
+    lab: Lab, tmp_path: Path
+) -> None:
+    """A holding tempering is read from the records as the retreat is (its knobs from its
+    plan): a campaign stopped after its first step proposes, once resumed, exactly what an
+    unbroken campaign does."""
+    task = mixture.mixture_task(tmp_path / "task", seed=6)
+    other = Lab.init(tmp_path / "other")
+    try:
+        whole = run_campaign(other, task, budget=Budget(experiments=12), seed=6)
+        unbroken = [r["config"] for r in _runs_of(other, whole.campaign_id)]
+    finally:
+        other.close()
+    stopped_at: list[int] = []
+
+    def interrupt(progress: Progress) -> None:
+        if progress.kind != "experiment" or stopped_at:
+            return
+        campaign = lab.store.query_as(Campaign)[0].id
+        dag = ResearchDag.load(lab.store, campaign)
+        held = [d for d in dag.directions.values() if " by raising " in d.title]
+        runs = _runs_of(lab, campaign)
+        if held and any(r["direction_id"] == held[0].id for r in runs):
+            stopped_at.append(len(runs))
+            raise KeyboardInterrupt
+
+    first = run_campaign(lab, task, budget=Budget(experiments=12), seed=6, on_progress=interrupt)
+    assert first.state == "stopped" and stopped_at and stopped_at[0] < 12
+    resumed = run_campaign(
+        lab, task, budget=Budget(experiments=12), seed=6, campaign_id=first.campaign_id
+    )
+    assert resumed.state == "finished"
+    assert [r["config"] for r in _runs_of(lab, first.campaign_id)] == unbroken

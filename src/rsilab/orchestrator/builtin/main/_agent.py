@@ -24,8 +24,8 @@ The first rule that applies wins:
 5a. tempering (:mod:`~rsilab.orchestrator.builtin.main._temper`): an open tempering direction
    takes its next bisection step, one at a time, or closes when its steps are done; else a run
    whose dev gain is large but breaks a non-target opens one (raising the knobs that hold
-   what it breaks, where the task declares such knobs; else toward the reference), while
-   tempering has used less than its share of the budget (not without tempering,
+   what it breaks, where the task declares such knobs for each; else toward the reference),
+   while tempering has used less than its share of the budget (not without tempering,
    :attr:`~rsilab.orchestrator.builtin.ablation.Ablation.TEMPERING`);
 6. Main's own rules (:func:`~rsilab.orchestrator.builtin.main._rules.next_move`, without
    verification: the race verifies) on each idle direction: stop at its share of the budget,

@@ -32,6 +32,23 @@ HOLD_PATH = " by raising "
 rather than retreating toward the reference."""
 
 
+TITLE_LENGTH = 100
+"""The longest title Main gives a direction (:meth:`Moves._create` cuts what is longer)."""
+
+
+def hold_title(experiment_id: str, names: list[str]) -> str:
+    """The title of a tempering direction that holds ``experiment_id`` by raising the knobs
+    ``names``: whole names only, as many as fit in :data:`TITLE_LENGTH` with a count of the
+    rest (a name cut short could read as another knob's; the plan lists them all)."""
+    head = f"{TEMPER_TITLE}{experiment_id}{HOLD_PATH}"
+    for shown in range(len(names), 0, -1):
+        more = f" and {len(names) - shown} more" if shown < len(names) else ""
+        title = f"{head}{', '.join(names[:shown])}{more}"
+        if len(title) <= TITLE_LENGTH:
+            return title
+    return f"{head}{len(names)} knobs"
+
+
 class Moves:
     """Creates, grows and closes directions through the Main role's tools."""
 
@@ -68,7 +85,7 @@ class Moves:
         ``names`` (knobs that hold the benchmarks it breaks); its plan starts from
         ``source``."""
         if holding:
-            title = f"{TEMPER_TITLE}{source.experiment_id}{HOLD_PATH}{', '.join(names)}"
+            title = hold_title(source.experiment_id, names)
             hypothesis = (
                 f"raising {', '.join(names)} in {source.experiment_id} (direction "
                 f"{source.direction_id}) holds {', '.join(source.broken)} and keeps part of its "
@@ -249,6 +266,10 @@ class Moves:
         self, title: str, hypothesis: str, plan: str, parents: list[dict[str, str]]
     ) -> None:
         self.ctx.door.main(
-            "create_direction", title=title[:100], hypothesis=hypothesis, plan=plan, parents=parents
+            "create_direction",
+            title=title[:TITLE_LENGTH],
+            hypothesis=hypothesis,
+            plan=plan,
+            parents=parents,
         )
-        self.ctx.say("direction", f"direction {title[:100]!r}")
+        self.ctx.say("direction", f"direction {title[:TITLE_LENGTH]!r}")

@@ -29,13 +29,14 @@ the reference and the infeasible config:
 - :func:`temper_source` picks what to temper: the infeasible, not failed run whose dev target
   (before the non-target penalty) beats the reference and every feasible run by more than the
   noise floor, best first; one tempering per source.
-- **Holding instead of retreating.** Where the task declares knobs that hold the benchmarks the
-  source breaks (:attr:`rsilab.tasks.Knob.holds`: the weight of a benchmark's own data in a
-  training mixture), the path runs from the source toward the config whose holding knobs are at
-  the top of their ranges, not toward the reference (:func:`hold`; :func:`holding_knobs` picks
-  them): it changes *what* the source trains on, not how far it goes, so more of the gain
-  survives. The bisection, the falsification and the steps are the same on both paths, with
-  ``t = 0`` the far end (the reference, or full hold) and ``t = 1`` the source.
+- **Holding instead of retreating.** Where the task declares knobs that hold each benchmark the
+  source breaks, with room left to rise (:attr:`rsilab.tasks.Knob.holds`: the weight of a
+  benchmark's own data in a training mixture), the path runs from the source toward the config
+  whose holding knobs are at the top of their ranges, not toward the reference (:func:`hold`;
+  :func:`holding_knobs` picks them): it changes *what* the source trains on, not how far it
+  goes, so more of the gain survives. The bisection, the falsification and the steps are the
+  same on both paths, with ``t = 0`` the far end (the reference, or full hold) and ``t = 1``
+  the source.
 
 Scores are the view's (oriented so higher is better). Pure functions; the Main agent
 (:mod:`~rsilab.orchestrator.builtin.main._agent`) opens, runs and closes the tempering
@@ -94,9 +95,11 @@ def blend(
 def holding_knobs(space: Sequence[Knob], source: Run) -> list[str]:
     """The numeric knobs of ``space`` that hold a benchmark ``source`` breaks
     (:attr:`~rsilab.orchestrator.builtin._state.Run.broken`), matter in its config and are
-    below the top of their range: what :func:`hold` raises. [] when the task declares none."""
+    below the top of their range: what :func:`hold` raises. [] when the task declares none,
+    or when a benchmark ``source`` breaks has no such knob: raising the others cannot repair
+    that one, and the path toward the reference can repair them all."""
     broken = set(source.broken)
-    out = []
+    out, held = [], set()
     for knob in numeric(space):
         value = source.config.get(knob.name, knob.default)
         if (
@@ -107,7 +110,8 @@ def holding_knobs(space: Sequence[Knob], source: Run) -> list[str]:
             and to_unit(knob, float(value)) < 1.0
         ):
             out.append(knob.name)
-    return out
+            held |= broken & set(knob.holds)
+    return out if held == broken else []
 
 
 def hold(
