@@ -105,6 +105,9 @@ def test_synchronous_commit_off_is_refused(pg_server: PgServer, pg_lab_url: str)
 
     assert "synchronous_commit=off" in caught.value.message
     assert "\n" not in caught.value.message
+    # a reading command commits nothing such a server could lose: it reads the lab
+    with PostgresStore.open(pg_lab_url, read_only=True) as store:
+        assert [e.action for e in store.events()] == []
 
 
 def test_a_server_without_fsync_is_refused_unless_said_to_be_throwaway(

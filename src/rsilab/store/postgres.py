@@ -115,7 +115,8 @@ class PostgresStore(Store):
         ``lab_id`` (with ``create``) gives the new lab that id and writes no key: the lab is a
         copy whose key already exists. With ``read_only`` (commands that only read) the server
         refuses every write on the store's connections, :meth:`commit` raises LabError, the
-        head is never signed, and a lab of an older schema is refused rather than upgraded.
+        head is never signed, a lab of an older schema is refused rather than upgraded, and a
+        server that may lose acknowledged commits is not refused (nothing is committed).
         Raises LabError: unreachable server, no lab there (or one already, with ``create``), a
         newer schema, ``synchronous_commit=off``.
         """
@@ -125,7 +126,8 @@ class PostgresStore(Store):
         engine = make_engine(where, read_only=read_only)
         try:
             with engine.begin() as conn:
-                check_durable(conn, where.shown)
+                if not read_only:  # a reader commits nothing a crash could lose
+                    check_durable(conn, where.shown)
                 the_id = prepare(conn, where.shown, create, lab_id, read_only=read_only)
         except SQLAlchemyError as exc:
             engine.dispose()
