@@ -102,8 +102,10 @@ def _run(
     if manifest.trains:
         train = {DataTier.TRAIN: [s for sp in splits.values() for s in sp[DataTier.TRAIN]]}
         write_data_dir(workspace / DATA_DIR, train)
-        hand_over(workspace)
         model = f"model/model{MODEL_SUFFIX[manifest.model]}"
+        # train finds the folder of --model-out made, as a campaign's train jobs do
+        (workspace / model).parent.mkdir(exist_ok=True)
+        hand_over(workspace)
         spec = train_spec(
             manifest, workspace, data=DATA_DIR, model_out=model, seed=seed, limits=limits
         )

@@ -27,8 +27,9 @@ A harness with ``gpus = N`` has each of its jobs given N GPUs of its own by the 
 the sandbox shows the job only those devices (see :mod:`rsilab.sandbox._gpu`), and a
 campaign refuses to start on a machine with fewer.
 
-``DIR`` holds ``train.jsonl`` (the train tier of every benchmark, ``{id, input, target}`` a
-line) and, where the setting allows, ``dev.jsonl``; never a private tier. ``predict`` reads
+The folder of ``--model-out`` exists when train starts. ``DIR`` holds ``train.jsonl`` (the
+train tier of every benchmark, ``{id, input, target}`` a line) and, where the setting allows,
+``dev.jsonl``; never a private tier. ``predict`` reads
 one ``{"id", "input"}`` object a line on stdin and writes one ``{"id", "output"}`` object a
 line on stdout, for every input, in order. Models are never
 pickled: safetensors (``safetensors.torch.save_file``, not ``torch.save``), JSON or npz.
