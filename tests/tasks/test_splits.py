@@ -158,3 +158,27 @@ def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path: Path) -> None:
     with pytest.raises(SplitError) as caught:
         read_jsonl(path)
     assert str(caught.value) == f"{path}:3: not UTF-8 (byte 0xe9); save the file as UTF-8"
+
+
+def test_a_file_saved_with_a_byte_order_mark_and_windows_line_ends_reads(tmp_path: Path) -> None:
+    path = tmp_path / "pool.jsonl"
+    rows = [
+        '{"id": "a", "input": "caf\u00e9", "target": 1}',
+        '{"id": "b", "input": "x", "target": 2}',
+    ]
+    path.write_bytes(("\ufeff" + "\r\n".join(rows) + "\r\n\r\n").encode("utf-8"))
+    assert [(s.id, s.input) for s in read_jsonl(path)] == [("a", "caf\u00e9"), ("b", "x")]
+
+
+def test_ids_repeated_in_a_tier_file_are_named_with_the_file(
+    small_task: Path, secret: bytes
+) -> None:
+    task = load_task(small_task)
+    dev = small_task.parent / "data" / "dev.jsonl"
+    first = dev.read_text().splitlines()[0]
+    dev.write_text(dev.read_text() + first + "\n")
+    with pytest.raises(SplitError) as caught:
+        make_splits(task, task.benchmarks[0], secret)
+    assert str(caught.value) == (
+        f"{dev}: sample ids must be unique; 1 repeated: 'dev-0' (give each sample an id of its own)"
+    )

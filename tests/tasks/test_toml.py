@@ -7,7 +7,15 @@ from pathlib import Path
 import pytest
 
 from rsilab.records import DataTier
-from rsilab.tasks import FileSplits, PoolSplits, TaskLoadError, load_task, load_toml
+from rsilab.tasks import (
+    FileSplits,
+    PoolSplits,
+    TaskLoadError,
+    check_toml,
+    load_manifest,
+    load_task,
+    load_toml,
+)
 from tests.tasks.conftest import write_small_task
 
 
@@ -21,6 +29,24 @@ def test_toml_task_resolves_paths_against_its_folder(small_task: Path) -> None:
     assert task.budget.wall_s == 60
     assert task.source == str(small_task)
     assert load_task(small_task.parent).name == "parity"  # a folder holding task.toml
+
+
+def test_a_task_file_saved_with_a_byte_order_mark_loads(small_task: Path) -> None:
+    small_task.write_bytes(b"\xef\xbb\xbf" + small_task.read_bytes().replace(b"\n", b"\r\n"))
+    assert load_toml(small_task).name == "parity"
+    harness = small_task.parent / "harness" / "harness.toml"
+    harness.write_bytes(b"\xef\xbb\xbf" + harness.read_bytes())
+    assert load_manifest(harness.parent).predict == ["python", "predict.py"]
+
+
+def test_check_names_a_task_file_that_is_not_toml_once(tmp_path: Path) -> None:
+    path = tmp_path / "task.toml"
+    path.write_text('name = "x"\nbogus = = 1\n')
+    task, problems = check_toml(path, None, b"k" * 32)
+    assert task is None
+    assert [str(p) for p in problems] == [
+        "error: task.toml: not valid TOML: Invalid value (at line 2, column 9)"
+    ]
 
 
 def test_pool_and_fractions(tmp_path: Path) -> None:

@@ -89,9 +89,10 @@ def check_toml(
     try:
         path, data, lines, failed = read_toml(path)
     except TaskLoadError as exc:
-        return None, [Problem(str(path), p) for p in exc.problems]
+        # each problem names the file already: ``task.toml: not valid TOML: ...``
+        return None, [Problem(where, message) for where, _, message in _split(exc.problems)]
     task = validate_toml(path, data, lines, failed)
-    problems = [Problem(where, message) for where, _, message in (p.partition(": ") for p in lines)]
+    problems = [Problem(where, message) for where, _, message in _split(lines)]
     parts, harness_ok = (task, True) if task is not None else salvage(data)
     # a benchmark kept only for its samples has no tolerance of its own to warn about
     partial = partial_benchmarks(data) if task is None else set()
@@ -99,6 +100,11 @@ def check_toml(
         parts, sandbox, secret, probe_seconds, probe_roots, harness_ok=harness_ok, partial=partial
     )
     return task, problems + found
+
+
+def _split(lines: Collection[str]) -> list[tuple[str, str, str]]:
+    """``where: message`` lines as (where, ": ", message)."""
+    return [line.partition(": ") for line in lines]
 
 
 def check_run(task: Task, sandbox: Sandbox, secret: bytes) -> tuple[list[Problem], Outcome | None]:

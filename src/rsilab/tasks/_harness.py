@@ -130,7 +130,7 @@ def load_manifest(folder: Path) -> Manifest:
     """
     path = folder / MANIFEST
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
+        data = tomllib.loads(path.read_text("utf-8-sig"))  # a byte-order mark as editors show it
     except OSError as exc:
         raise ManifestError([f"{path}: cannot read ({exc.strerror or exc})"]) from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -33,13 +33,14 @@ class SplitError(ValueError):
 
 
 def read_jsonl(path: Path) -> list[Sample]:
-    """Samples from a JSON Lines file, one ``{id, input, target}`` object a line."""
+    """Samples from a JSON Lines file, one ``{id, input, target}`` object a line (a leading
+    byte-order mark, Windows line ends and blank lines are read as an editor shows them)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise SplitError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     try:
-        lines = raw.decode("utf-8").splitlines()
+        lines = raw.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as exc:
         number = raw[: exc.start].count(b"\n") + 1
         raise SplitError(
@@ -69,14 +70,19 @@ def content_hash(sample: Sample) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _partition(pool: Sequence[Sample], source: PoolSplits, key: bytes) -> Splits:
-    repeated = sorted(i for i, n in Counter(s.id for s in pool).items() if n > 1)
+def _unique(samples: Sequence[Sample], where: str) -> None:
+    """SplitError naming ``where`` (a file, or ``pool``) and the ids it repeats, if any."""
+    repeated = sorted(i for i, n in Counter(s.id for s in samples).items() if n > 1)
     if repeated:
         shown = ", ".join(repr(i) for i in repeated[:5]) + (" ..." if len(repeated) > 5 else "")
         raise SplitError(
-            f"pool sample ids must be unique; {len(repeated)} repeated: {shown} "
+            f"{where} sample ids must be unique; {len(repeated)} repeated: {shown} "
             "(give each sample an id of its own)"
         )
+
+
+def _partition(pool: Sequence[Sample], source: PoolSplits, key: bytes) -> Splits:
+    _unique(pool, f"{source.pool}:" if source is not None and source.pool is not None else "pool")
     order = sorted(pool, key=lambda s: derive(key, s.id))
     counts = {t: int(source.fractions[t] * len(order)) for t in TIERS}
     counts[DataTier.TRAIN] += len(order) - sum(counts.values())
@@ -108,6 +114,8 @@ def make_splits(task: Task, benchmark: Benchmark, secret: bytes) -> Splits:
     splits: Splits
     if isinstance(source, FileSplits):
         splits = {tier: read_jsonl(source.files[tier]) for tier in TIERS}
+        for tier in TIERS:
+            _unique(splits[tier], f"{source.files[tier]}:")
     elif isinstance(source, PoolSplits):
         pool = read_jsonl(source.pool) if source.pool is not None else list(source.build())  # type: ignore[misc]
         splits = _partition(pool, source, derive(secret, task.name, benchmark.name, "partition"))

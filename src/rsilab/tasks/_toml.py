@@ -181,7 +181,7 @@ def read_toml(path: Path) -> tuple[Path, dict[str, Any], list[str], set[int]]:
     if path.is_dir():
         path = path / TASK_FILE
     try:
-        data = tomllib.loads(path.read_text("utf-8"))
+        data = tomllib.loads(path.read_text("utf-8-sig"))  # a byte-order mark as editors show it
     except OSError as exc:
         raise TaskLoadError([f"{path}: cannot read ({exc.strerror or exc})"]) from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
