@@ -131,3 +131,22 @@ def test_builtin_and_registered_tasks_load_by_name() -> None:
         "process"
     )
     assert "synthetic" in refused.value.hint
+
+
+def test_a_hint_names_a_file_task_by_its_file_and_a_builtin_by_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rsilab.orchestrator.campaign import check_harness
+
+    folder = tmp_path / "my task"
+    write_toml_task(folder, "mine")
+    monkeypatch.chdir(folder)
+    task = load_task("task.toml")
+    assert task.argument == f"'{folder / 'task.toml'}'"
+    (folder / "harness" / "harness.toml").write_text("[harness]\nmodel = 3\n")
+    with pytest.raises(UserError) as caught:
+        check_harness(task)
+    assert f"rsilab task check '{folder / 'task.toml'}'" in str(caught.value)
+    python = load_task(str(write_python_task(tmp_path / "py", "mine_py")))
+    assert python.argument == f"{tmp_path / 'py' / 'mine_py_task.py'}:mine_py"
+    assert load_task("synthetic").argument == "synthetic"

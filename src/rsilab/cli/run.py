@@ -38,6 +38,7 @@ from rsilab.cli._common import (
 from rsilab.errors import UserError, WriteRefused, write_refused
 from rsilab.records import Campaign, CampaignLease
 from rsilab.store import Lab, Store
+from rsilab.tasks import command_argument
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -245,7 +246,7 @@ def resume(
             Text(
                 f"campaign {found.id} is {found.state}: nothing to do (the records of a "
                 f"finished campaign are final). Start a new one with "
-                f"`rsilab run {found.task.name}`.",
+                f"`rsilab run {command_argument(found.task.source, found.task.name)}`.",
             ),
             soft_wrap=True,
         )

@@ -207,7 +207,7 @@ class HostController:
         except SystemInvalid as exc:
             raise UserError(
                 f"the initial system of {self.task.name!r} is invalid: {exc.reason}",
-                f"check it with: rsilab task check {self.task.name}",
+                f"check it with: rsilab task check {self.task.argument}",
             ) from None
         version = SystemVersion(
             task=self.task.name,

@@ -52,6 +52,7 @@ from rsilab.tasks._limits import CEILINGS as LIMIT_CEILINGS
 from rsilab.tasks._limits import CONTROLLER_LIMITS, EXPERIMENT_LIMITS, TaskLimits
 from rsilab.tasks._limits import describe as describe_limits
 from rsilab.tasks._order import Declared, metric_order, shown_order
+from rsilab.tasks._origin import command_argument
 from rsilab.tasks._registry import TaskFactory, ensure_builtins, get_task, task, task_names
 from rsilab.tasks._samples import (
     TIERS,
@@ -168,6 +169,7 @@ __all__ = [
     "check_variants",
     "checked_lab_secret",
     "chrf_score",
+    "command_argument",
     "content_hash",
     "data_files",
     "data_places",

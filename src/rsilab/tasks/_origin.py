@@ -15,6 +15,7 @@ the same file loaded later from its absolute path have one source and one digest
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -72,6 +73,15 @@ def anchored_source(source: str, name: str) -> str:
     if origin.kind is OriginKind.PYTHON and origin.path is not None:
         return f"{origin.path.resolve()}:{origin.name or name}"
     return source
+
+
+def command_argument(source: str, name: str) -> str:
+    """What names the task on a command line (``rsilab task check ARG``): its file, absolute
+    and quoted for a shell, for a task loaded from a file; its name otherwise."""
+    origin = parse_source(source)
+    if origin.kind in (OriginKind.TOML, OriginKind.PYTHON) and origin.path is not None:
+        return shlex.quote(anchored_source(source, name))
+    return name
 
 
 def anchored(task: Task) -> Task:

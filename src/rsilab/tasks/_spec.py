@@ -23,7 +23,7 @@ from rsilab.sandbox.runtime import Runtime, require_task_runtime, task_runtime
 from rsilab.tasks._budget import Budget
 from rsilab.tasks._conditions import check_conditions
 from rsilab.tasks._limits import EXPERIMENT_LIMITS, TaskLimits
-from rsilab.tasks._origin import anchored, anchored_source
+from rsilab.tasks._origin import anchored, anchored_source, command_argument
 from rsilab.tasks._samples import SampleSource
 from rsilab.tasks._scorers import get_scorer, scorer_names
 from rsilab.tasks._variants import HEAD, VARIANT_KNOB, CodeVariant, check_variants
@@ -435,6 +435,12 @@ class Task(Model):
     def shown(self) -> tuple[Path, ...]:
         """The host paths its jobs see read-only where they are: its local :attr:`model`."""
         return (self.model,) if self.model is not None else ()
+
+    @property
+    def argument(self) -> str:
+        """What names this task on a command line, for hints such as ``rsilab task check
+        ARG``: its file (absolute) when it was loaded from one, else its name."""
+        return command_argument(self.source, self.name)
 
     def ref(self) -> TaskRef:
         """A reference for records that :func:`rsilab.tasks.load_ref` loads again from any

@@ -97,7 +97,7 @@ def prepare_workspace(
         raise ToolError(
             "unavailable",
             f"task {task.name!r} has no accepted system yet; a person must run "
-            f"`rsilab baseline {task.name}` first",
+            f"`rsilab baseline {task.argument}` first",
         )
     head = env.store.get_as(lineage.head_id, SystemVersion)
     tree, source = head.harness_sha256, f"version {head.label}"

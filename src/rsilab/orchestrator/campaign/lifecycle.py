@@ -293,7 +293,7 @@ def check_harness(task: Task) -> None:
     except ManifestError as exc:
         raise UserError(
             f"task {task.name!r}: its harness cannot be run: {exc}",
-            f"see `rsilab task check {task.name}`",
+            f"see `rsilab task check {task.argument}`",
         ) from exc
     if manifest.config is not None:
         # the campaign starts from this file: a value outside its knob would be searched from
@@ -301,14 +301,14 @@ def check_harness(task: Task) -> None:
         if wrong:
             raise UserError(
                 f"task {task.name!r}: {wrong[0].where}: {wrong[0].message}",
-                f"see `rsilab task check {task.name}`",
+                f"see `rsilab task check {task.argument}`",
             )
     # a variant that does not apply fails the first worker that draws it, mid-campaign
     misfit = check_variants(task)
     if misfit:
         raise UserError(
             f"task {task.name!r}: {misfit[0].where}: {misfit[0].message}",
-            f"fix the variant in the task's file; `rsilab task check {task.name}` lists "
+            f"fix the variant in the task's file; `rsilab task check {task.argument}` lists "
             "every problem",
         )
     gpus = manifest.gpus
