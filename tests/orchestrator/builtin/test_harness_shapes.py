@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from rsilab.errors import UserError
+from rsilab.orchestrator.builtin import runner
 from rsilab.orchestrator.builtin.runner import RunnerError, run_campaign
 from rsilab.orchestrator.builtin.team import run_team_campaign
-from rsilab.records import Campaign, Experiment, Job, JobKind
+from rsilab.records import Campaign, Experiment, Job, JobKind, SystemVersion
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Task, get_task
 from tests.orchestrator.builtin.tiny_tasks import START_W, regression_task, squared_error_of
@@ -65,11 +67,30 @@ def test_the_worker_writes_the_config_file_the_harness_names(
     assert {float(json.loads(f.read_text())["w"]) for f in written} <= tried
 
 
-def test_a_config_file_that_is_no_json_object_stops_with_one_clear_line(
-    lab: Lab, tmp_path: Path
+@pytest.mark.parametrize("team", [0, 2])
+def test_a_config_file_that_is_no_json_object_is_refused_before_anything_is_written(
+    lab: Lab, tmp_path: Path, team: int
 ) -> None:
+    # Refused only once the baseline was recorded from it, the campaign could never go on:
+    # its resume starts from that baseline, which holds the same file.
     task = regression_task(tmp_path / "task", config="params.yaml")
     (task.harness / "params.yaml").write_text("w: 0.2\n")  # YAML the policy cannot edit
+    with pytest.raises(UserError, match=r"params\.yaml holds no JSON object") as caught:
+        if team:
+            run_team_campaign(lab, task, team=team, budget=Budget(experiments=4))
+        else:
+            run_campaign(lab, task, budget=Budget(experiments=4))
+    assert str(task.harness / "params.yaml") in caught.value.hint
+    assert not lab.store.query_as(Campaign) and not lab.store.query_as(SystemVersion)
+
+
+def test_a_config_file_met_mid_run_that_is_no_json_object_stops_with_one_clear_line(
+    lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a head another improver wrote (an LLM's YAML) is met only when a worker reads it
+    monkeypatch.setattr(runner, "check_config_file", lambda task: None)
+    task = regression_task(tmp_path / "task", config="params.yaml")
+    (task.harness / "params.yaml").write_text("w: 0.2\n")
     with pytest.raises(RunnerError, match=r"params\.yaml holds no JSON object"):
         run_campaign(lab, task, budget=Budget(experiments=4))
     [campaign] = lab.store.query_as(Campaign)

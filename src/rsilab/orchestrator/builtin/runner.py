@@ -32,7 +32,7 @@ from rsilab.memory import ensure_builtin_skills, fresh_seeds
 from rsilab.orchestrator.builtin._context import VERIFY_SEEDS, RunContext, Voice
 from rsilab.orchestrator.builtin._loop import CampaignLoop
 from rsilab.orchestrator.builtin.ablation import Ablation, ablations_from, ablations_setting
-from rsilab.orchestrator.builtin.worker._agent import kept_for_resume
+from rsilab.orchestrator.builtin.worker._agent import check_config_file, kept_for_resume
 from rsilab.orchestrator.campaign import (
     ACTOR,
     AcceptedVersion,
@@ -100,6 +100,10 @@ class BuiltinPolicy(CampaignPolicy):
         if self.ablate:
             own["ablate"] = ablations_setting(self.ablate)
         return {**self.extra, **own}
+
+    def preflight(self, lab: Lab, services: LabServices, task: Task) -> None:
+        """A config file the policy cannot read is refused before anything is written."""
+        check_config_file(task)
 
     def prepare(self, lab: Lab, services: LabServices) -> None:
         """The lab's built-in skills (seeded once); their fresh-seed count is this run's."""

@@ -160,7 +160,7 @@ class CampaignPolicy:
     executor: ExecutorChoice | None = None
     """Where the run's own services run jobs (None: on this machine)."""
 
-    def preflight(self, lab: Lab, services: LabServices) -> None:
+    def preflight(self, lab: Lab, services: LabServices, task: Task) -> None:
         """Checks of the policy's own, before anything is written (UserError: what to do)."""
 
     def prepare(self, lab: Lab, services: LabServices) -> None:
@@ -256,7 +256,7 @@ def _preflight(
         if ready is not None:
             ready()
     _evaluation_inputs_unchanged(lab, task, services)
-    policy.preflight(lab, services)
+    policy.preflight(lab, services, task)
     return {
         "sandbox": sandbox,
         "unsandboxed": not boundary,

@@ -123,7 +123,7 @@ class LlmPolicy(CampaignPolicy):
         own = {"agents": self.spec, "budget": str(self.budget), "workers": self.workers}
         return {**self.extra, **own, "seed": self.seed}
 
-    def preflight(self, lab: Lab, services: LabServices) -> None:
+    def preflight(self, lab: Lab, services: LabServices, task: Task) -> None:
         """The model's endpoint answers (a connection, no tokens spent)."""
         self.chat.check_reachable()
 

@@ -57,7 +57,7 @@ from rsilab.orchestrator.builtin.team._leader import Leader, TeamSettings
 from rsilab.orchestrator.builtin.team._loop import TeamLoop
 from rsilab.orchestrator.builtin.team._researcher import Researcher
 from rsilab.orchestrator.builtin.team._voice import QueuedVoice
-from rsilab.orchestrator.builtin.worker._agent import kept_for_resume
+from rsilab.orchestrator.builtin.worker._agent import check_config_file, kept_for_resume
 from rsilab.orchestrator.campaign import (
     ACTOR,
     CampaignPolicy,
@@ -110,6 +110,10 @@ class TeamPolicy(CampaignPolicy):
             "team": self.team,
             "seed": self.seed,
         }
+
+    def preflight(self, lab: Lab, services: LabServices, task: Task) -> None:
+        """A config file the researchers cannot read is refused before anything is written."""
+        check_config_file(task)
 
     def prepare(self, lab: Lab, services: LabServices) -> None:
         """The lab's team orientations and built-in skills (each seeded once)."""

@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
+from rsilab.errors import UserError
 from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._seeds import experiment_seed
 from rsilab.orchestrator.builtin._state import EXP_PREFIX, Run, exp_index
@@ -38,7 +39,16 @@ from rsilab.orchestrator.campaign import Intents, StopRequest
 from rsilab.orchestrator.door import RunnerError
 from rsilab.records import DataTier, Evaluation, Experiment, ExperimentState, Intent
 from rsilab.store import Store
-from rsilab.tasks import HEAD, VARIANT_KNOB, KnobType, VariantError, apply_variant
+from rsilab.tasks import (
+    HEAD,
+    VARIANT_KNOB,
+    KnobType,
+    ManifestError,
+    Task,
+    VariantError,
+    apply_variant,
+    load_manifest,
+)
 
 ACTION = "experiment"
 """The action of every ``exp:<n>`` intent."""
@@ -208,16 +218,43 @@ def read_config(ctx: RunContext, worker: str) -> dict[str, JsonValue]:
     if name is None:
         return {}
     text = ctx.door.worker(worker, "read_file", path=name)["text"]
+    config = _json_object(text)
+    if config is None:
+        raise RunnerError(_not_json(name))
+    return config
+
+
+def check_config_file(task: Task) -> None:
+    """UserError, before a campaign writes anything, when the config file ``task``'s harness
+    names holds no JSON object: the baseline would be recorded from it, and every experiment
+    of the built-in policy would then stop on it (a resume too, the head holding that file)."""
+    try:
+        name = load_manifest(task.harness).config
+    except ManifestError:
+        return  # the campaign's harness check says so
+    if name is None:
+        return
+    try:
+        text = (task.harness / name).read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if _json_object(text) is None:
+        raise UserError(_not_json(name), f"edit {task.harness / name}, then run again")
+
+
+def _json_object(text: str) -> dict[str, JsonValue] | None:
     try:
         config = json.loads(text)
     except ValueError:
-        config = None
-    if not isinstance(config, dict):
-        raise RunnerError(
-            f"the harness's config file {name} holds no JSON object; the built-in policy reads "
-            "and writes config files as JSON (JSON is valid YAML too): write it as a JSON object"
-        )
-    return config
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _not_json(name: str) -> str:
+    return (
+        f"the harness's config file {name} holds no JSON object; the built-in policy reads "
+        "and writes config files as JSON (JSON is valid YAML too): write it as a JSON object"
+    )
 
 
 def variant_of(ctx: RunContext, order: Order) -> dict[str, JsonValue]:
