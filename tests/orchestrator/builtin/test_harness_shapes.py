@@ -116,3 +116,18 @@ def test_a_team_on_the_kernel_task_finishes_with_nothing_to_search(lab: Lab) -> 
     campaign = lab.store.get_as(result.campaign_id, Campaign)
     assert result.state == "finished" and campaign.end_reason == "agents_done"
     assert 1 <= result.experiments <= 2  # the reference runs, nothing more
+
+
+def test_a_budget_too_small_to_propose_is_said_at_the_start(lab: Lab, tmp_path: Path) -> None:
+    said: list[str] = []
+    task = regression_task(tmp_path / "task")
+    result = run_campaign(
+        lab, task, budget=Budget(experiments=3), on_progress=lambda p: said.append(p.message)
+    )
+    assert result.state == "finished" and not result.accepted
+    assert "a budget of 3 experiments keeps none to re-run" in said[0]
+    said.clear()
+    run_campaign(
+        lab, task, budget=Budget(experiments=6), on_progress=lambda p: said.append(p.message)
+    )
+    assert not [m for m in said if "keeps none to re-run" in m]

@@ -32,11 +32,18 @@ from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import CampaignView, Run
 from rsilab.orchestrator.builtin._threaded import TICK_S, ThreadedLoop
 from rsilab.orchestrator.builtin.main._agent import ACTED, EXHAUSTED, WAIT, MainAgent
+from rsilab.orchestrator.builtin.main._race import race_budget
 from rsilab.orchestrator.builtin.worker._agent import ACTION, Order, Worker, adopt
 from rsilab.orchestrator.campaign import DoneIntent, StopRequest
 from rsilab.orchestrator.door import RunnerError
 from rsilab.records import CampaignState, Intent
 
+TOO_SMALL = (
+    "a budget of {budget} experiments keeps none to re-run the best config and the reference, "
+    "which a proposal needs: this campaign searches but proposes nothing (give "
+    "--budget experiments=6 or more for a chance of an accepted version)"
+)
+"""Said when a campaign starts with too small a budget to propose anything."""
 SPACE_EXHAUSTED = (
     "the search space is exhausted: every direction the built-in policy could open was closed "
     "with no config left to try, so it proposed its best and stopped before the budget"
@@ -86,6 +93,10 @@ class CampaignLoop(ThreadedLoop):
 
     def _turns(self, pool: ThreadPoolExecutor) -> CampaignState:
         start = self.ctx.view()
+        budget = self.ctx.budget.experiments
+        if self.ctx.searchable and race_budget(budget) == 0:
+            # a proposal needs re-runs of the reference and the winner, which only the race makes
+            self.ctx.say("campaign", TOO_SMALL.format(budget=budget))
         backlog = [Order.from_intent(i) for i in start.pending]
         while True:
             try:
