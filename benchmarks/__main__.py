@@ -56,7 +56,6 @@ SUITES = [
     "benchmarks.bench_posttrain:run_posttrain_attacks",
     "benchmarks.bench_search:run_search_synthetic",
     "benchmarks.bench_tempering:run_tempering",
-    "benchmarks.bench_holding:run_holding",
     "benchmarks.bench_campaigns:run_campaign_acceptance",
     "benchmarks.bench_campaigns:run_campaign_overhead",
     "benchmarks.bench_chaos:run_chaos_table",

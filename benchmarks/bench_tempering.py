@@ -14,7 +14,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import JsonValue
 from tests.orchestrator.builtin.tuning_tasks import (
     KEEP_TOLERANCE,
     damage,
@@ -50,11 +49,25 @@ def one_campaign(
         result = run_campaign(
             lab, task, budget=Budget(experiments=budget), seed=seed, ablate=ablate
         )
+        intents = lab.store.query_as(Intent, campaign_id=result.campaign_id)
+        configs = {
+            str(i.result["experiment_id"]): i.result["config"]
+            for i in intents
+            if i.key.startswith("exp:") and i.result
+        }
+        accepted = sorted(
+            (
+                c
+                for c in lab.store.query_as(Candidate, campaign_id=result.campaign_id)
+                if c.state == CandidateState.ACCEPTED
+            ),
+            key=lambda c: c.created_at,
+        )
         start = {k.name: k.default for k in space()}
-        accepted, head = head_config(lab, result.campaign_id, start)
+        head = configs.get(accepted[-1].experiment_id or "", start) if accepted else start
         spec = spec_for(seed)
         return {
-            "accepted": accepted,
+            "accepted": bool(accepted),
             "gain": quality(head, spec) - quality(start, spec),
             "damage": damage(head, spec),
         }
@@ -62,34 +75,7 @@ def one_campaign(
         lab.close()
 
 
-def head_config(
-    lab: Lab, campaign_id: str, start: dict[str, JsonValue]
-) -> tuple[bool, dict[str, JsonValue]]:
-    """Whether the campaign had a version accepted, and the config of its lineage head: the
-    last accepted candidate's experiment's config (``start`` when none was accepted)."""
-    intents = lab.store.query_as(Intent, campaign_id=campaign_id)
-    configs = {
-        str(i.result["experiment_id"]): i.result["config"]
-        for i in intents
-        if i.key.startswith("exp:") and i.result
-    }
-    accepted = sorted(
-        (
-            c
-            for c in lab.store.query_as(Candidate, campaign_id=campaign_id)
-            if c.state == CandidateState.ACCEPTED
-        ),
-        key=lambda c: c.created_at,
-    )
-    if not accepted:
-        return False, start
-    head = configs.get(accepted[-1].experiment_id or "", start)
-    assert isinstance(head, dict)
-    return True, head
-
-
-def ci_text(found: Any, sign: str = "") -> str:
-    """A mean with its interval, as the tables print it (``sign`` "+" for a difference)."""
+def _ci(found: Any, sign: str = "") -> str:
     return f"{found.mean:{sign}.3f} [{found.low:{sign}.3f}, {found.high:{sign}.3f}]"
 
 
@@ -128,7 +114,7 @@ def run_tempering(quick: bool) -> list[dict[str, Any]]:
                         "policy": arm,
                         "accepted": f"{len(accepted)} of {len(runs)}",
                         "head within tolerance": f"{within} of {len(accepted)}",
-                        "true gain of the head": ci_text(gain),
+                        "true gain of the head": _ci(gain),
                     }
                 )
             diff = mean_ci([a["gain"] - b["gain"] for a, b in zip(*found.values(), strict=True)])
@@ -136,7 +122,7 @@ def run_tempering(quick: bool) -> list[dict[str, Any]]:
                 {
                     "budget": budget,
                     "policy": "paired difference",
-                    "true gain of the head": ci_text(diff, "+"),
+                    "true gain of the head": _ci(diff, "+"),
                 }
             )
     return rows

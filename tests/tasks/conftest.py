@@ -11,7 +11,7 @@ import pytest
 from rsilab.records import DataTier
 from rsilab.sandbox.base import Sandbox
 from rsilab.sandbox.process import ProcessSandbox
-from rsilab.tasks import TIERS, Knob, Sample, Task, get_task, write_jsonl
+from rsilab.tasks import TIERS, Sample, write_jsonl
 
 SECRET = bytes(range(32))
 
@@ -28,15 +28,6 @@ def sandbox() -> Iterator[Sandbox]:
     box.prepare()
     yield box
     box.close()
-
-
-def synthetic_with(knobs: list[Knob]) -> Task:
-    """synthetic (target quality, non-target robustness) with ``knobs`` as its search space,
-    validated as a task is when it loads."""
-    task = get_task("synthetic")
-    return Task(
-        **{**{name: getattr(task, name) for name in Task.model_fields}, "search_space": knobs}
-    )
 
 
 ECHO_PREDICT = """\

@@ -12,6 +12,7 @@ from rsilab.tasks import (
     Knob,
     KnobCondition,
     KnobType,
+    Task,
     TaskLoadError,
     active_names,
     deciding_first,
@@ -20,7 +21,7 @@ from rsilab.tasks import (
     load_toml,
     with_deciding,
 )
-from tests.tasks.conftest import synthetic_with, write_small_task
+from tests.tasks.conftest import write_small_task
 
 TRAINS = KnobCondition(knob="epochs", at_least=1)
 SPACE = [
@@ -43,6 +44,14 @@ SPACE = [
         when=KnobCondition(knob="decoding", one_of=["sample"]),
     ),
 ]
+
+
+def _task_with(knobs: list[Knob]) -> Task:
+    """synthetic with ``knobs`` as its search space, validated as a task is when it loads."""
+    task = get_task("synthetic")
+    return Task(
+        **{**{name: getattr(task, name) for name in Task.model_fields}, "search_space": knobs}
+    )
 
 
 def _config(**values: JsonValue) -> dict[str, JsonValue]:
@@ -88,7 +97,7 @@ def test_a_condition_that_cannot_be_judged_is_refused(when: KnobCondition, probl
         Knob(name="scale", type=KnobType.FLOAT, low=0.0, high=1.0, default=0.5, when=when),
     ]
     with pytest.raises(ValidationError, match=problem.replace("[", r"\[").replace("]", r"\]")):
-        synthetic_with(knobs)
+        _task_with(knobs)
 
 
 def test_conditions_in_a_cycle_and_a_condition_without_one_rule_are_refused() -> None:
@@ -97,7 +106,7 @@ def test_conditions_in_a_cycle_and_a_condition_without_one_rule_are_refused() ->
     b = Knob(name="b", type=KnobType.INT, low=0, high=3, default=0,
              when=KnobCondition(knob="a", at_least=1))  # fmt: skip
     with pytest.raises(ValidationError, match="knobs a -> b -> a: conditions form a cycle"):
-        synthetic_with([a, b])
+        _task_with([a, b])
     with pytest.raises(ValidationError, match="exactly one of one_of, at_least"):
         KnobCondition(knob="a", one_of=[1], at_least=1)
     with pytest.raises(ValidationError, match="exactly one of one_of, at_least"):

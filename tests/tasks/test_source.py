@@ -28,8 +28,6 @@ def _spec_digest(path: Path) -> str:
     for knob in data["search_space"]:  # so are a knob's: no condition, no "when" key
         if knob["when"] is None:
             del knob["when"]
-        if not knob["holds"]:  # nor a "holds" key when it holds nothing
-            del knob["holds"]
     return hashlib.sha256(
         json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()

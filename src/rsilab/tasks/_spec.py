@@ -162,12 +162,6 @@ class Knob(Model):
         "only when the model trains: epochs at least 1); a config that differs from another "
         "only in knobs that do not matter is the same config to a search.",
     )
-    holds: list[str] = Field(
-        default_factory=list,
-        description="Non-target benchmarks this knob holds when raised (the weight of a "
-        "benchmark's own data in a training mixture holds that benchmark): a search that "
-        "breaks one of them raises its holding knobs to repair the break.",
-    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Knob:
@@ -235,30 +229,6 @@ class Trap(Model):
         default=False,
         description="True: written into a trap-variant workspace by plant_traps (not shipped).",
     )
-
-
-def _check_holds(knobs: Sequence[Knob], non_targets: set[str]) -> None:
-    """ValueError for a knob that holds a benchmark that is no non-target, holds one twice,
-    or is not numeric (:attr:`Knob.holds`)."""
-    for knob in knobs:
-        unknown = [n for n in knob.holds if n not in non_targets]
-        if unknown:
-            raise ValueError(
-                f"knob {knob.name!r} holds {', '.join(map(repr, unknown))}, which "
-                f"{'is' if len(unknown) == 1 else 'are'} not a non-target benchmark "
-                f"(non-targets: {', '.join(sorted(non_targets)) or 'none'})"
-            )
-        repeated = sorted({n for n in knob.holds if knob.holds.count(n) > 1})
-        if repeated:
-            raise ValueError(
-                f"knob {knob.name!r} holds {', '.join(map(repr, repeated))} twice; name each "
-                "benchmark once"
-            )
-        if knob.holds and knob.type not in (KnobType.FLOAT, KnobType.INT):
-            raise ValueError(
-                f"knob {knob.name!r}: only a numeric knob can hold a benchmark (raising it "
-                "holds the benchmark)"
-            )
 
 
 class Task(Model):
@@ -344,7 +314,6 @@ class Task(Model):
         if self.setting is not Setting.OPEN_GENERAL and not self.goal.strip():
             raise ValueError(f"a {self.setting.value} task needs a goal")
         check_variants(self.code_variants, [k.name for k in self.search_space])
-        _check_holds(self.search_space, {b.name for b in self.benchmarks if not b.target})
         if self.model is not None and not self.model.is_absolute():
             raise ValueError(f"model must be an absolute path, not {str(self.model)!r}")
         return self
@@ -398,8 +367,6 @@ class Task(Model):
         for knob in data.get("search_space", []):  # knobs from before conditions: same digest
             if knob.get("when") is None:
                 knob.pop("when", None)
-            if not knob.get("holds"):  # nor from before holding knobs
-                knob.pop("holds", None)
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()
 

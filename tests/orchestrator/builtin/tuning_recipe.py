@@ -139,22 +139,18 @@ def damage(config: dict[str, JsonValue], spec: dict[str, JsonValue]) -> float:
     return float(formula(config, spec))
 
 
-def write_harness(
-    folder: Path, name: str, predict: str, spec: dict[str, JsonValue], knobs: list[Knob]
-) -> None:
-    """A formula family's harness under ``folder / "harness"`` (the recording train script,
-    ``predict`` as its predict script, ``spec`` as spec.json, the knobs' defaults as the
-    config) and its target tiers under ``folder`` (16 items each, the same for every family)."""
+def recipe_task(folder: Path, seed: int) -> Task:
+    """Write the family's task of ``seed`` under ``folder`` and load it from its file."""
     harness = folder / "harness"
     harness.mkdir(parents=True)
     (harness / "harness.toml").write_text(
-        f'[harness]\nname = "{name}"\ntrain = "python train.py"\npredict = "python predict.py"\n'
+        '[harness]\nname = "recipe"\ntrain = "python train.py"\npredict = "python predict.py"\n'
         'config = "config.json"\nmodel = "json"\n'
     )
     (harness / "train.py").write_text(_TRAIN)
-    (harness / "predict.py").write_text(predict)
-    (harness / "spec.json").write_text(json.dumps(spec))
-    (harness / "config.json").write_text(json.dumps({k.name: k.default for k in knobs}))
+    (harness / "predict.py").write_text(_PREDICT.replace("FORMULAS", _FORMULAS))
+    (harness / "spec.json").write_text(json.dumps(spec_for(seed)))
+    (harness / "config.json").write_text(json.dumps({k.name: k.default for k in space()}))
     for t, tier in enumerate(TIERS):
         rows = [
             {"id": f"s-{tier}-{i}", "input": {"x": x}, "target": x}
@@ -162,14 +158,6 @@ def write_harness(
             for x in [((i * 5 + t * 3) % 16 + 1) / 16]
         ]
         (folder / f"{tier}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
-def recipe_task(folder: Path, seed: int) -> Task:
-    """Write the family's task of ``seed`` under ``folder`` and load it from its file."""
-    write_harness(
-        folder, "recipe", _PREDICT.replace("FORMULAS", _FORMULAS), spec_for(seed), space()
-    )
-    for tier in TIERS:
         keep = [
             {"id": f"k-{tier}-{i}", "input": {"x": x, "probe": "keep"}, "target": x}
             for i in range(8)

@@ -92,9 +92,6 @@ class Run:
     seed: int | None = None
     """The seed its jobs ran on (None for runs recorded before seeds were): runs of two configs
     on one seed are a pair (:mod:`~rsilab.orchestrator.builtin._seeds`)."""
-    broken: tuple[str, ...] = ()
-    """The non-target benchmarks this run falls beyond their margins on (those
-    :attr:`shortfall` sums over), in the task's order."""
 
     @property
     def target(self) -> float:
@@ -266,7 +263,6 @@ def _weighed(runs: list[Run], ref_ids: list[str], non_targets: Sequence[NonTarge
     out = []
     for run in runs:
         penalty = 0.0
-        broken: list[str] = []
         for b in non_targets:
             ref = [r.scores[b.name] for r in refs if b.name in r.scores]
             if not ref or b.name not in run.scores or run.failed:
@@ -276,15 +272,8 @@ def _weighed(runs: list[Run], ref_ids: list[str], non_targets: Sequence[NonTarge
             value = run.scores[b.name]
             if not b.higher_is_better:
                 floor, value = -(sum(ref) / len(ref) + allowed), -value
-            if value < floor:
-                penalty += floor - value
-                broken.append(b.name)
-        weighed = replace(
-            run,
-            score=run.score - NON_TARGET_PENALTY * penalty,
-            shortfall=penalty,
-            broken=tuple(broken),
-        )
+            penalty += max(0.0, floor - value)
+        weighed = replace(run, score=run.score - NON_TARGET_PENALTY * penalty, shortfall=penalty)
         out.append(weighed if penalty else run)
     return out
 

@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from types import SimpleNamespace
-from typing import cast
 
 import pytest
 from pydantic import JsonValue
 
-from rsilab.orchestrator.builtin._context import RunContext
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.ablation import Ablation
-from rsilab.orchestrator.builtin.main._moves import Moves
 from rsilab.orchestrator.builtin.main._temper import (
     blend,
     falsified,
-    hold,
-    holding_knobs,
     next_fraction,
     next_temper_config,
     temper_source,
@@ -28,10 +22,9 @@ from rsilab.orchestrator.builtin.main._temper import (
 from rsilab.orchestrator.builtin.runner import Progress, run_campaign
 from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.orchestrator.research.dag import ResearchDag
-from rsilab.records import Campaign, Candidate, CandidateState, Experiment, Intent
+from rsilab.records import Campaign, Intent
 from rsilab.store import Lab
 from rsilab.tasks import Budget, Knob, KnobCondition, KnobType
-from tests.orchestrator.builtin import tuning_mixture as mixture
 from tests.orchestrator.builtin.tuning_tasks import damage, space, spec_for, tuning_task
 
 SPACE = [
@@ -231,179 +224,3 @@ def test_a_knob_that_does_not_matter_in_the_reference_stays_at_the_source_value(
     assert blend(gated, reference, source, 0.5) == {"epochs": 8, "lr": 1e-4}
     trained: dict[str, JsonValue] = {"epochs": 4, "lr": 1e-2}  # a reference that trains: it moves
     assert blend(gated, trained, source, 0.5)["lr"] == pytest.approx(1e-3)
-
-
-TRAINS = KnobCondition(knob="epochs", at_least=1)
-HELD = [
-    Knob(name="epochs", type=KnobType.INT, low=0, high=10, default=0),
-    Knob(name="mix_a", type=KnobType.FLOAT, low=0.0, high=3.0, default=1.0, when=TRAINS,
-         holds=["a"]),
-    Knob(name="mix_b", type=KnobType.FLOAT, low=0.0, high=3.0, default=1.0, when=TRAINS,
-         holds=["b"]),
-    Knob(name="replay", type=KnobType.FLOAT, low=0.01, high=1.0, log=True, default=0.01,
-         when=TRAINS, holds=["a", "b"]),
-    Knob(name="shots", type=KnobType.INT, low=0, high=4, default=2),
-]  # fmt: skip
-BROKE: dict[str, JsonValue] = {"epochs": 8, "mix_a": 0.0, "mix_b": 1.5, "replay": 0.1, "shots": 1}
-
-
-def _broken(config: dict[str, JsonValue], *benchmarks: str) -> Run:
-    return Run(7, "exp-7", "d", dict(config), 0.1, False, {}, 0.03, broken=benchmarks)
-
-
-def test_the_knobs_that_hold_what_a_run_breaks_are_the_ones_raised() -> None:
-    assert holding_knobs(HELD, _broken(BROKE, "a")) == ["mix_a", "replay"]
-    assert holding_knobs(HELD, _broken(BROKE, "b")) == ["mix_b", "replay"]
-    assert holding_knobs(HELD, _broken(BROKE, "a", "b")) == ["mix_a", "mix_b", "replay"]
-    # a knob at the top of its range has nothing left to give
-    assert holding_knobs(HELD, _broken({**BROKE, "replay": 1.0}, "a")) == ["mix_a"]
-    # a knob that does not matter in the run (nothing trains) cannot hold anything there
-    assert holding_knobs(HELD, _broken({**BROKE, "epochs": 0}, "a")) == []
-    # nothing broken, or a task that declares no holding knob: no holding path
-    assert holding_knobs(HELD, _broken(BROKE)) == []
-    assert holding_knobs(SPACE, _broken(FAR, "a")) == []
-
-
-def test_a_break_that_no_knob_left_can_hold_takes_the_path_toward_the_reference() -> None:
-    """Raising what holds one broken benchmark cannot repair another that nothing holds (or
-    whose holding knobs are at their tops): such a source retreats toward the reference,
-    which can repair both, rather than spend its one tempering on a path that cannot."""
-    assert holding_knobs(HELD, _broken(BROKE, "a", "c")) == []  # nothing holds c
-    tops = {**BROKE, "mix_b": 3.0, "replay": 1.0}  # what holds b has nothing left to give
-    assert holding_knobs(HELD, _broken(tops, "a", "b")) == []
-    assert holding_knobs(HELD, _broken(tops, "a")) == ["mix_a"]
-
-
-def test_a_holding_title_names_whole_knobs_and_counts_those_that_do_not_fit() -> None:
-    """A direction's title is cut at 100 characters; a knob's name cut short there could read
-    as another knob's (``mix_c`` of ``mix_choice``), so the title names whole knobs and counts
-    the rest (its plan lists every one)."""
-    created: list[dict[str, object]] = []
-    ctx = SimpleNamespace(
-        target="quality",
-        door=SimpleNamespace(main=lambda tool, **args: created.append(args)),
-        say=lambda *_: None,
-    )
-    names = ["mix_fncall_targets", "mix_facts_targets", "mix_reverse_item", "mix_choice", "r"]
-    source = Run(7, "exp-3fa9c2d1b07e", "d", dict(BROKE), 0.1, False, {}, 0.03, broken=("a",))
-    Moves(cast(RunContext, ctx)).temper(source, names, holding=True)
-    title = str(created[0]["title"])
-    assert len(title) <= 100
-    assert (
-        title
-        == "temper exp-3fa9c2d1b07e by raising mix_fncall_targets, mix_facts_targets and 3 more"
-    )
-    assert str(created[0]["plan"]).endswith(f"knobs: {', '.join(names)}\nfrom: exp-3fa9c2d1b07e")
-
-
-def test_holding_moves_the_holding_knobs_toward_the_top_and_leaves_the_rest() -> None:
-    names = ["mix_a", "replay"]
-    half = hold(HELD, BROKE, names, 0.5)
-    assert half["mix_a"] == pytest.approx(1.5)  # half way from 0 to 3
-    assert half["replay"] == pytest.approx(10 ** ((-1 + 0) / 2))  # log: half way from 0.1 to 1
-    assert {k: half[k] for k in ("epochs", "mix_b", "shots")} == {
-        "epochs": 8, "mix_b": 1.5, "shots": 1,
-    }  # fmt: skip
-    assert hold(HELD, BROKE, names, 1.0) == BROKE
-    full = hold(HELD, BROKE, names, 0.0)
-    assert (full["mix_a"], full["replay"]) == (3.0, 1.0)
-    with pytest.raises(ValueError, match="t must lie"):
-        hold(HELD, BROKE, names, -0.1)
-
-
-def test_a_holding_tempering_bisects_between_full_hold_and_the_source() -> None:
-    source = _broken(BROKE, "a")
-    names = ["mix_a"]
-    first = next_temper_config(HELD, {"epochs": 0}, source, [], set(), names)
-    assert first is not None and first["mix_a"] == pytest.approx(1.5)
-    assert first["epochs"] == 8  # how far it trains stays; what it trains on changes
-    still = Run(8, "exp-8", "d", first, 0.1, False, {}, 0.01, broken=("a",))
-    second = next_temper_config(HELD, {"epochs": 0}, source, [still], set(), names)
-    assert second is not None and second["mix_a"] == pytest.approx(2.25)  # t = 1/4: more hold
-    kept = Run(8, "exp-8", "d", first, 0.3, False, {}, 0.0)
-    third = next_temper_config(HELD, {"epochs": 0}, source, [kept], set(), names)
-    assert third is not None and third["mix_a"] == pytest.approx(0.75)  # t = 3/4: less hold
-
-
-@pytest.mark.parametrize("seed", [6, 16])
-def test_a_campaign_holds_a_broken_non_target_by_raising_its_own_data(
-    lab: Lab, tmp_path: Path, seed: int
-) -> None:
-    """Mixture family seeds 6 and 16 (not a benchmark task): training on the target breaks a
-    non-target, and without the declarations the built-in policy accepted nothing in 12
-    experiments (nor does it here, the same campaign seed). Declared, the tempering raises the
-    knobs that hold what its source broke, its steps keep the source's training (a second
-    computation here), and the campaign's accepted version is within every tolerance by the
-    family's true damage and better than the start by its true quality."""
-    spec = mixture.spec_for(seed)
-    task = mixture.mixture_task(tmp_path / "task", seed=seed)
-    result = run_campaign(lab, task, budget=Budget(experiments=12), seed=seed)
-    dag = ResearchDag.load(lab.store, result.campaign_id)
-    held = [d for d in dag.directions.values() if " by raising " in d.title]
-    assert len(held) == 1
-    runs = _runs_of(lab, result.campaign_id)
-    source = {str(r["experiment_id"]): r for r in runs}[held[0].title.split()[1]]["config"]
-    assert isinstance(source, dict)
-    raised = held[0].title.split(" by raising ")[1].split(", ")
-    assert raised and all(k == "replay" or k.startswith("mix_") for k in raised)
-    assert mixture.worst_damage(source, spec) > mixture.TOLERANCE / 2
-    for step in (r["config"] for r in runs if r["direction_id"] == held[0].id):
-        assert isinstance(step, dict)
-        assert {k: step[k] for k in ("epochs", "lr", "mix_target")} == {
-            k: source[k] for k in ("epochs", "lr", "mix_target")
-        }
-        assert all(float(step[k]) >= float(source[k]) for k in raised)  # type: ignore[arg-type]
-    assert len(result.accepted) == 1
-    (won,) = [
-        c
-        for c in lab.store.query_as(Candidate, campaign_id=result.campaign_id)
-        if c.state == CandidateState.ACCEPTED
-    ]
-    assert won.experiment_id is not None
-    head = lab.store.get_as(won.experiment_id, Experiment).config
-    assert mixture.worst_damage(head, spec) <= mixture.TOLERANCE
-    start = {k.name: k.default for k in mixture.space()}
-    assert mixture.quality(head, spec) > mixture.quality(start, spec) + 0.05
-
-    blind = Lab.init(tmp_path / "blind")
-    try:
-        plain = mixture.mixture_task(tmp_path / "plain", seed=seed, holds=False)
-        before = run_campaign(blind, plain, budget=Budget(experiments=12), seed=seed)
-        assert before.accepted == []
-    finally:
-        blind.close()
-
-
-def test_a_campaign_stopped_mid_holding_resumes_to_the_same_configs(
-    lab: Lab, tmp_path: Path
-) -> None:
-    """A holding tempering is read from the records as the retreat is (its knobs from its
-    plan): a campaign stopped after its first step proposes, once resumed, exactly what an
-    unbroken campaign does."""
-    task = mixture.mixture_task(tmp_path / "task", seed=6)
-    other = Lab.init(tmp_path / "other")
-    try:
-        whole = run_campaign(other, task, budget=Budget(experiments=12), seed=6)
-        unbroken = [r["config"] for r in _runs_of(other, whole.campaign_id)]
-    finally:
-        other.close()
-    stopped_at: list[int] = []
-
-    def interrupt(progress: Progress) -> None:
-        if progress.kind != "experiment" or stopped_at:
-            return
-        campaign = lab.store.query_as(Campaign)[0].id
-        dag = ResearchDag.load(lab.store, campaign)
-        held = [d for d in dag.directions.values() if " by raising " in d.title]
-        runs = _runs_of(lab, campaign)
-        if held and any(r["direction_id"] == held[0].id for r in runs):
-            stopped_at.append(len(runs))
-            raise KeyboardInterrupt
-
-    first = run_campaign(lab, task, budget=Budget(experiments=12), seed=6, on_progress=interrupt)
-    assert first.state == "stopped" and stopped_at and stopped_at[0] < 12
-    resumed = run_campaign(
-        lab, task, budget=Budget(experiments=12), seed=6, campaign_id=first.campaign_id
-    )
-    assert resumed.state == "finished"
-    assert [r["config"] for r in _runs_of(lab, first.campaign_id)] == unbroken

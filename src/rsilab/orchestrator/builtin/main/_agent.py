@@ -23,9 +23,8 @@ The first rule that applies wins:
    Reviewer reviews it (rule 4 answers at the next step, before anything else can happen);
 5a. tempering (:mod:`~rsilab.orchestrator.builtin.main._temper`): an open tempering direction
    takes its next bisection step, one at a time, or closes when its steps are done; else a run
-   whose dev gain is large but breaks a non-target opens one (raising the knobs that hold
-   what it breaks, where the task declares such knobs for each; else toward the reference),
-   while tempering has used less than its share of the budget (not without tempering,
+   whose dev gain is large but breaks a non-target opens one, while tempering has used less
+   than its share of the budget (not without tempering,
    :attr:`~rsilab.orchestrator.builtin.ablation.Ablation.TEMPERING`);
 6. Main's own rules (:func:`~rsilab.orchestrator.builtin.main._rules.next_move`, without
    verification: the race verifies) on each idle direction: stop at its share of the budget,
@@ -66,7 +65,6 @@ from rsilab.orchestrator.builtin.main._temper import (
     TEMPER_SHARE,
     TEMPER_STEPS,
     conclusion,
-    holding_knobs,
     next_temper_config,
     numeric,
     temper_source,
@@ -221,8 +219,7 @@ class MainAgent:
             far = replace(far, config={**view.ref_config(), **far.config})
             tried = {config_key(r.config, space) for r in view.runs}
             tried |= {config_key(o.config, space) for o in inflight}
-            holding = knobs_of(d) if self.moves.holds(d) else []
-            config = next_temper_config(space, view.ref_config(), far, steps, tried, holding)
+            config = next_temper_config(space, view.ref_config(), far, steps, tried)
             if config is None:
                 self.moves.close(
                     d,
@@ -255,8 +252,7 @@ class MainAgent:
         )
         if source is None:
             return None
-        holding = holding_knobs(space, source)
-        self.moves.temper(source, holding or names, holding=bool(holding))
+        self.moves.temper(source, names)
         return ACTED
 
     def _race_direction(self, view: CampaignView) -> Direction | None:

@@ -26,27 +26,7 @@ RACE_TITLE = "race the best configs"
 """The title of the race direction (:mod:`rsilab.orchestrator.builtin.main._race`)."""
 TEMPER_TITLE = "temper "
 """How a tempering direction's title begins (:mod:`rsilab.orchestrator.builtin.main._temper`);
-the rest names the experiment it tempers, then its path."""
-HOLD_PATH = " by raising "
-"""In a tempering direction's title, what says its path holds (raises the knobs that follow)
-rather than retreating toward the reference."""
-
-
-TITLE_LENGTH = 100
-"""The longest title Main gives a direction (:meth:`Moves._create` cuts what is longer)."""
-
-
-def hold_title(experiment_id: str, names: list[str]) -> str:
-    """The title of a tempering direction that holds ``experiment_id`` by raising the knobs
-    ``names``: whole names only, as many as fit in :data:`TITLE_LENGTH` with a count of the
-    rest (a name cut short could read as another knob's; the plan lists them all)."""
-    head = f"{TEMPER_TITLE}{experiment_id}{HOLD_PATH}"
-    for shown in range(len(names), 0, -1):
-        more = f" and {len(names) - shown} more" if shown < len(names) else ""
-        title = f"{head}{', '.join(names[:shown])}{more}"
-        if len(title) <= TITLE_LENGTH:
-            return title
-    return f"{head}{len(names)} knobs"
+the rest names the experiment it tempers."""
 
 
 class Moves:
@@ -79,33 +59,21 @@ class Moves:
         reference)."""
         return d.title.startswith(TEMPER_TITLE)
 
-    def temper(self, source: Run, names: list[str], holding: bool = False) -> None:
+    def temper(self, source: Run, names: list[str]) -> None:
         """Open a root direction that tempers ``source`` (an infeasible run with a large gain)
-        on the numeric knobs ``names``: toward the reference, or with ``holding`` by raising
-        ``names`` (knobs that hold the benchmarks it breaks); its plan starts from
+        toward the reference on the numeric knobs ``names``; its plan starts from
         ``source``."""
-        if holding:
-            title = hold_title(source.experiment_id, names)
-            hypothesis = (
-                f"raising {', '.join(names)} in {source.experiment_id} (direction "
-                f"{source.direction_id}) holds {', '.join(source.broken)} and keeps part of its "
-                f"dev {self.ctx.target} gain"
-            )
-            how = "bisect between this config and these knobs at the top of their ranges"
-        else:
-            title = f"{TEMPER_TITLE}{source.experiment_id} toward the reference"
-            hypothesis = (
-                f"part of the way from the reference to {source.experiment_id} (direction "
-                f"{source.direction_id}) keeps part of its dev {self.ctx.target} gain without "
-                "its non-target regression"
-            )
-            how = "bisect between the reference and this config"
-        self._create(title, hypothesis, base_plan(source.experiment_id, knobs_plan(names, how)), [])
-
-    @staticmethod
-    def holds(d: Direction) -> bool:
-        """True for a tempering direction whose path raises its knobs (see :meth:`temper`)."""
-        return d.title.startswith(TEMPER_TITLE) and HOLD_PATH in d.title
+        self._create(
+            f"{TEMPER_TITLE}{source.experiment_id} toward the reference",
+            f"part of the way from the reference to {source.experiment_id} (direction "
+            f"{source.direction_id}) keeps part of its dev {self.ctx.target} gain without its "
+            "non-target regression",
+            base_plan(
+                source.experiment_id,
+                knobs_plan(names, "bisect between the reference and this config"),
+            ),
+            [],
+        )
 
     def race(self, view: CampaignView) -> None:
         """Grow the race direction from the direction of the best run (a verify edge: its
@@ -266,10 +234,6 @@ class Moves:
         self, title: str, hypothesis: str, plan: str, parents: list[dict[str, str]]
     ) -> None:
         self.ctx.door.main(
-            "create_direction",
-            title=title[:TITLE_LENGTH],
-            hypothesis=hypothesis,
-            plan=plan,
-            parents=parents,
+            "create_direction", title=title[:100], hypothesis=hypothesis, plan=plan, parents=parents
         )
-        self.ctx.say("direction", f"direction {title[:TITLE_LENGTH]!r}")
+        self.ctx.say("direction", f"direction {title[:100]!r}")

@@ -29,14 +29,6 @@ the reference and the infeasible config:
 - :func:`temper_source` picks what to temper: the infeasible, not failed run whose dev target
   (before the non-target penalty) beats the reference and every feasible run by more than the
   noise floor, best first; one tempering per source.
-- **Holding instead of retreating.** Where the task declares knobs that hold each benchmark the
-  source breaks, with room left to rise (:attr:`rsilab.tasks.Knob.holds`: the weight of a
-  benchmark's own data in a training mixture), the path runs from the source toward the config
-  whose holding knobs are at the top of their ranges, not toward the reference (:func:`hold`;
-  :func:`holding_knobs` picks them): it changes *what* the source trains on, not how far it
-  goes, so more of the gain survives. The bisection, the falsification and the steps are the
-  same on both paths, with ``t = 0`` the far end (the reference, or full hold) and ``t = 1``
-  the source.
 
 Scores are the view's (oriented so higher is better). Pure functions; the Main agent
 (:mod:`~rsilab.orchestrator.builtin.main._agent`) opens, runs and closes the tempering
@@ -51,7 +43,7 @@ from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.worker._rules import config_key, from_unit, to_unit
-from rsilab.tasks import Knob, KnobType, active_names, is_active
+from rsilab.tasks import Knob, KnobType, active_names
 
 TEMPER_STEPS = 3
 """Bisection steps per source: fractions 1/2, then 1/4 or 3/4, then the eighth between."""
@@ -88,47 +80,6 @@ def blend(
             if isinstance(start, int | float) and not isinstance(start, bool):
                 a, b = to_unit(knob, float(start)), to_unit(knob, float(value))
                 value = from_unit(knob, a + t * (b - a))
-        out[knob.name] = value
-    return out
-
-
-def holding_knobs(space: Sequence[Knob], source: Run) -> list[str]:
-    """The numeric knobs of ``space`` that hold a benchmark ``source`` breaks
-    (:attr:`~rsilab.orchestrator.builtin._state.Run.broken`), matter in its config and are
-    below the top of their range: what :func:`hold` raises. [] when the task declares none,
-    or when a benchmark ``source`` breaks has no such knob: raising the others cannot repair
-    that one, and the path toward the reference can repair them all."""
-    broken = set(source.broken)
-    out, held = [], set()
-    for knob in numeric(space):
-        value = source.config.get(knob.name, knob.default)
-        if (
-            broken & set(knob.holds)
-            and is_active(knob, source.config, space)
-            and isinstance(value, int | float)
-            and not isinstance(value, bool)
-            and to_unit(knob, float(value)) < 1.0
-        ):
-            out.append(knob.name)
-            held |= broken & set(knob.holds)
-    return out if held == broken else []
-
-
-def hold(
-    space: Sequence[Knob], source: Mapping[str, JsonValue], names: Collection[str], t: float
-) -> Config:
-    """The config at fraction ``t`` of the way from full hold (``t = 0``: each knob of
-    ``names`` at the top of its range) to ``source`` (``t = 1``): each knob of ``names`` at
-    that fraction in its normalised coordinate, every other knob as in ``source``.
-    ``ValueError`` unless ``0 <= t <= 1``."""
-    if not 0.0 <= t <= 1.0:
-        raise ValueError(f"t must lie in [0, 1], got {t!r}")
-    out: Config = {}
-    for knob in space:
-        value = source.get(knob.name, knob.default)
-        if knob.name in names and isinstance(value, int | float) and not isinstance(value, bool):
-            u = to_unit(knob, float(value))
-            value = from_unit(knob, 1.0 - t * (1.0 - u))
         out[knob.name] = value
     return out
 
@@ -213,19 +164,14 @@ def next_temper_config(
     source: Run,
     steps: Sequence[Run],
     tried: Collection[str],
-    holding: Collection[str] = (),
 ) -> Config | None:
     """The config of the next bisection step between ``reference`` and ``source``'s config
-    (or, with ``holding``, between full hold of those knobs and the source: :func:`hold`)
     after the tempering runs ``steps`` (oldest first); None when the steps are done, when a
-    step :func:`falsified` tempering for this source, or when the step's config was tried
+    step :func:`falsified` tempering for this source, or when the step's blend was tried
     already (:func:`~rsilab.orchestrator.builtin.worker._rules.config_key` keys in ``tried``:
     rounding of int knobs leaves nothing new in between)."""
     t = next_fraction([is_feasible(r) for r in steps])
     if t is None or falsified(steps, source.shortfall):
         return None
-    if holding:
-        config = hold(space, source.config, holding, t)
-    else:
-        config = blend(space, reference, source.config, t)
+    config = blend(space, reference, source.config, t)
     return None if config_key(config, space) in tried else config

@@ -40,8 +40,6 @@ from rsilab.tasks.builtin.posttrain._base import build_id, install_base
 HERE = __import__("pathlib").Path(__file__).parent
 KINDS = ("arith", "fncall", "facts", "choice", "code")
 """The benchmarks, which are also the kinds of their items (``input["kind"]``)."""
-TARGET = "arith"
-"""The target benchmark; the others are non-targets."""
 RUNTIME_REQUIREMENTS = ["transformers==5.24.0", "tokenizers==0.23.3", "peft==0.21.2"]
 """What the harness imports beyond the base runtime (torch, numpy, safetensors)."""
 
@@ -55,26 +53,10 @@ SEARCH_SPACE = [
     Knob(name="lora_rank", type="choice", choices=[0, 4, 8, 16], default=0, when=TRAINS),
     Knob(name="batch_size", type="choice", choices=[8, 16, 32], default=16, when=TRAINS),
     *(
-        Knob(
-            name=f"mix_{k}",
-            type="float",
-            low=0.0,
-            high=3.0,
-            default=1.0,
-            when=TRAINS,
-            holds=[] if k == TARGET else [k],
-        )
+        Knob(name=f"mix_{k}", type="float", low=0.0, high=3.0, default=1.0, when=TRAINS)
         for k in KINDS
     ),
-    Knob(
-        name="replay",
-        type="float",
-        low=0.0,
-        high=1.0,
-        default=0.0,
-        when=TRAINS,
-        holds=[k for k in KINDS if k != TARGET],
-    ),
+    Knob(name="replay", type="float", low=0.0, high=1.0, default=0.0, when=TRAINS),
     Knob(name="template", type="choice", choices=["qa", "plain"], default="qa"),
     Knob(name="few_shot", type="int", low=0, high=4, default=2),
     Knob(name="decoding", type="choice", choices=["greedy", "sample"], default="greedy"),
@@ -86,10 +68,7 @@ SEARCH_SPACE = [
 ``mix_<kind>`` weights it leaves out, at their default 1 - and the
 per-kind token caps ``max_new_tokens_<kind>`` and ``aggregate_<kind>``, which stay fixed).
 ``when``: a knob that matters only under a condition on another (see :data:`TRAINS`,
-:data:`SAMPLES`), so a search does not run the base again under a new learning rate.
-``holds``: each non-target's own data weight holds that benchmark, and replaying the base's
-corpus holds them all (a model that keeps seeing what it knew forgets less), so a search that
-breaks a non-target can raise what holds it instead of only training less."""
+:data:`SAMPLES`), so a search does not run the base again under a new learning rate."""
 
 
 NON_TARGET_TOLERANCE = 0.05
@@ -124,7 +103,7 @@ def posttrain() -> Task:
         setting=Setting.BENCHMARK_GUIDED,
         harness=HERE / "harness",
         benchmarks=[
-            _bench_of(TARGET, "number_match", True, "arithmetic word problems, exact number"),
+            _bench_of("arith", "number_match", True, "arithmetic word problems, exact number"),
             _bench_of("fncall", "json_call", False, "a JSON function call fitting the schema"),
             _bench_of("facts", "short_answer", False, "short answers about corpus facts"),
             _bench_of("choice", "choice_letter", False, "four-option questions on the facts"),
