@@ -39,12 +39,18 @@ from rsilab.tasks import get_task
 REGISTRATION = Path(__file__).parent / "registration" / "search-protocol.toml"
 REGISTRATIONS = tuple(
     Path(__file__).parent / "registration" / name
-    for name in ("search-protocol.toml", "kernel-protocol.toml", "kernel-protocol-2.toml")
+    for name in (
+        "search-protocol.toml",
+        "kernel-protocol.toml",
+        "kernel-protocol-2.toml",
+        "synthetic-truth.toml",
+    )
 )
 """Every registration, in the order they were made: the first (synthetic, digits, textcls),
-the second, made once the built-in policy searched code variants (kernel), and the third (kernel
-again, once the policy raced early when its search was exhausted). Each freezes its own commit;
-a task's runs refuse to start when ``src/`` differs from its registration's."""
+the second, made once the built-in policy searched code variants (kernel), the third (kernel
+again, once the policy raced early when its search was exhausted), and the fourth (synthetic's
+true quality and regret at 30 fresh seeds). Each freezes its own commit; a task's runs refuse
+to start when ``src/`` differs from its registration's."""
 ROOT = Path(__file__).resolve().parents[1]
 
 

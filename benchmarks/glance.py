@@ -141,6 +141,10 @@ def search_rows(title: str, rows: Table) -> list[dict[str, str]]:
     return out
 
 
+NOT_RUN = "not run yet"
+"""What the protocol table's final score says of a registered policy with no run kept."""
+
+
 def protocol_rows(title: str, rows: Table) -> list[dict[str, str]]:
     """The glance rows of the registered protocol, per task: the primary comparison (rsilab
     against optuna-tpe-raced at equal compute), then the other peers and the ablations with
@@ -173,6 +177,20 @@ def protocol_rows(title: str, rows: Table) -> list[dict[str, str]]:
                    else (")" if g is not None else ""))
                 for p, g in gaps.items()
             )  # fmt: skip
+            if mine.get(final) == NOT_RUN:  # registered before its runs: no verdict yet
+                kept = ", ".join(
+                    f"{p} {by_policy[p].get('runs', '-')}" for p in (BUILTIN, *policies)
+                )
+                out.append(
+                    {
+                        "claim": f"{label} on {task}: final-tier target score, equal compute",
+                        "rsilab": NOT_RUN,
+                        "against": "; ".join(policies),
+                        "verdict": f"NOT RUN YET (registered before its runs; kept: {kept})",
+                        "table": title,
+                    }
+                )
+                continue
             registered = _search_verdict(gaps, label == "ablations")
             verdict = "registered, at equal compute: " + registered
             if label != "ablations" and not registered.startswith("rsilab wins"):

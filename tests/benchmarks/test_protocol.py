@@ -51,11 +51,11 @@ def test_the_registration_names_the_primary_peer_and_every_task() -> None:
 
 def test_every_registration_freezes_a_commit_and_names_the_same_primary_pair() -> None:
     found = [load_registration(path) for path in REGISTRATIONS]
-    assert len(found) == 3
+    assert len(found) == 4
     for reg in found:
         assert (reg.policy, reg.peer) == ("rsilab", "optuna-tpe-raced")
         assert len(reg.frozen_commit) == 40 and int(reg.frozen_commit, 16) >= 0
-    assert len({reg.frozen_commit for reg in found}) == 3
+    assert len({reg.frozen_commit for reg in found}) == 4
     tables = [(t.name, t.results) for reg in found for t in reg.tasks]
     assert tables == [
         ("synthetic", "protocol"),
@@ -63,6 +63,7 @@ def test_every_registration_freezes_a_commit_and_names_the_same_primary_pair() -
         ("textcls", "protocol"),
         ("kernel", "protocol"),
         ("kernel", "protocol-2"),  # a later registration keeps its runs apart
+        ("synthetic", "protocol-truth"),
     ]
 
 
@@ -178,3 +179,13 @@ def test_the_glance_reads_the_protocol_per_task() -> None:
     assert out[1]["verdict"].startswith("TARGET MISSED")
     assert "level within the intervals with random" in out[1]["verdict"]
     assert "Holm p 0.400" in out[1]["against"] and "PARTIAL" in out[1]["verdict"]
+
+
+def test_a_registration_without_runs_says_not_run_yet_not_a_verdict() -> None:
+    rows = [
+        _row("rsilab", "0/30 x 40 exps", "not run yet", "-"),
+        _row("optuna-tpe-raced", "0/30 x 40 exps", "not run yet", "-"),
+    ]
+    (out,) = protocol_rows("P", rows)
+    assert out["verdict"].startswith("NOT RUN YET")
+    assert "TARGET MISSED" not in out["verdict"] and "rsilab 0/30 x 40 exps" in out["verdict"]
