@@ -52,6 +52,7 @@ SUITES = [
     "benchmarks.bench_power",
     "benchmarks.bench_null_campaigns",
     "benchmarks.bench_protocol:run_protocol",
+    "benchmarks.bench_many_seeds:run_many_seeds",
     "benchmarks.bench_posttrain:run_posttrain",
     "benchmarks.bench_posttrain:run_posttrain_attacks",
     "benchmarks.bench_search:run_search_synthetic",
@@ -67,6 +68,7 @@ SUITES = [
 
 FULL_ONLY = {
     "benchmarks.bench_protocol:run_protocol",
+    "benchmarks.bench_many_seeds:run_many_seeds",
     "benchmarks.bench_posttrain:run_posttrain",
     "benchmarks.bench_rounds:run_rounds_table",
     "benchmarks.bench_teams:run_team_comparison",
