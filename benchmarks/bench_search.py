@@ -11,7 +11,7 @@ run (:mod:`benchmarks.search.results`) and resume from them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,22 +75,24 @@ def run_task(
     parallel: int = PARALLEL_RUNS,
     on_run: Callable[[RunResult], None] | None = None,
     log: RunLog | None = None,
+    seeds: Sequence[int] | None = None,
 ) -> tuple[list[RunResult], float]:
     """Every (policy, seed) run of ``name`` in one lab; (runs, seconds the baseline took).
 
-    Seeds are 1..plan.seeds; results are ordered by policy, then seed. With ``log``, the runs
-    it holds for this budget are taken from it, not run again, and each run that finishes is
-    appended to it (a cut-off benchmark resumes there; the baseline then takes 0 s when
-    nothing is left to run). The runs left go ``parallel`` at a time on threads (their jobs
-    share the lab's executor), in the order of :func:`runs_to_do`.
+    Seeds are ``seeds`` when given (no other seed is run or returned), else 1..plan.seeds;
+    results are ordered by policy, then seed. With ``log``, the runs it holds for this budget
+    are taken from it, not run again, and each run that finishes is appended to it (a cut-off
+    benchmark resumes there; the baseline then takes 0 s when nothing is left to run). The
+    runs left go ``parallel`` at a time on threads (their jobs share the lab's executor), in
+    the order of :func:`runs_to_do`.
     """
+    chosen = _seeds(plan.seeds if seeds is None else seeds)
     split = split_id(split_secret(name))
     done = log.load(plan.budget, split) if log is not None else {}
+    runs = [done[(p, s)] for p in policies for s in chosen if (p, s) in done]
     if log is not None and kept_results.RUN_NOTHING_NEW:
-        runs = [done[(p, s)] for p in policies for s in range(1, plan.seeds + 1) if (p, s) in done]
         return runs, 0.0
-    todo = runs_to_do(policies, plan.seeds, done)
-    runs = [done[(p, s)] for p in policies for s in range(1, plan.seeds + 1) if (p, s) in done]
+    todo = runs_to_do(policies, chosen, done)
     baseline_s = 0.0
     if todo:
         fresh, baseline_s = _run_jobs(get_task(name), plan, todo, parallel, on_run, log)
@@ -101,18 +103,23 @@ def run_task(
 
 
 def runs_to_do(
-    policies: tuple[str, ...], seeds: int, done: Collection[tuple[str, int]]
+    policies: tuple[str, ...], seeds: int | Sequence[int], done: Collection[tuple[str, int]]
 ) -> list[tuple[str, int]]:
     """The (policy, seed) runs not in ``done``, in the order they are run.
 
-    The policies that are not ablations come first, so a sitting cut short has the comparison
-    before the ablations; within each group it goes seed by seed (every policy's seed 1, then
-    seed 2, ...), so the runs a cut-short sitting keeps pair up across policies by seed.
+    ``seeds`` is a count (seeds 1..seeds) or the seeds themselves, in the order given; no
+    other seed is scheduled. The policies that are not ablations come first, so a sitting cut
+    short has the comparison before the ablations; within each group it goes seed by seed
+    (every policy's first seed, then the next seed, ...), so the runs a cut-short sitting keeps
+    pair up across policies by seed.
     """
     groups = ([p for p in policies if p not in ABLATED], [p for p in policies if p in ABLATED])
-    return [
-        (p, s) for group in groups for s in range(1, seeds + 1) for p in group if (p, s) not in done
-    ]
+    return [(p, s) for group in groups for s in _seeds(seeds) for p in group if (p, s) not in done]
+
+
+def _seeds(seeds: int | Sequence[int]) -> list[int]:
+    """A count of seeds as the seeds 1..count; a list of seeds as itself."""
+    return list(range(1, seeds + 1)) if isinstance(seeds, int) else list(seeds)
 
 
 def _run_jobs(

@@ -17,10 +17,14 @@ from benchmarks.bench_protocol import (
     score_at,
 )
 from benchmarks.glance import protocol_rows
+from benchmarks.kept import JsonLines
 from benchmarks.search.policies import OptunaTPERaced, starting_config
 from benchmarks.search.protocol import RunResult
 from benchmarks.search.report import holm
+from benchmarks.search.results import RunLog
 
+from benchmarks import bench_protocol, bench_search
+from benchmarks import kept as kept_results
 from rsilab.orchestrator.builtin._state import NonTarget
 from rsilab.tasks import Knob, KnobType
 
@@ -189,3 +193,33 @@ def test_a_registration_without_runs_says_not_run_yet_not_a_verdict() -> None:
     (out,) = protocol_rows("P", rows)
     assert out["verdict"].startswith("NOT RUN YET")
     assert "TARGET MISSED" not in out["verdict"] and "rsilab 0/30 x 40 exps" in out["verdict"]
+
+
+def test_the_protocol_runs_the_registered_seeds_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seeds 11 and 12 registered: the runner schedules those two, not seeds 1 to 12."""
+    registration = tmp_path / "r.toml"
+    registration.write_text(
+        'frozen_commit = "' + "0" * 40 + '"\n'
+        '[primary]\npolicy = "rsilab"\npeer = "optuna-tpe-raced"\nlevel = 0.95\n'
+        '[[task]]\nname = "synthetic"\nseeds = [11, 12]\nbudget = 3\npolicies = ["random"]\n'
+    )
+    scheduled: list[tuple[str, int]] = []
+
+    def run_jobs(
+        task: object, plan: object, jobs: list[tuple[str, int]], *rest: object
+    ) -> tuple[list[RunResult], float]:
+        scheduled.extend(jobs)  # what the runner would run, without running it
+        return [], 0.0
+
+    monkeypatch.setattr(bench_protocol, "REGISTRATIONS", (registration,))
+    monkeypatch.setattr(bench_protocol, "check_frozen", lambda reg: None)
+    monkeypatch.setattr(
+        bench_protocol, "log_for", lambda task, table: RunLog(JsonLines(tmp_path / "kept.jsonl"))
+    )
+    monkeypatch.setattr(bench_protocol, "plot", lambda *args: None)
+    monkeypatch.setattr(kept_results, "RUN_NOTHING_NEW", False)
+    monkeypatch.setattr(bench_search, "_run_jobs", run_jobs)
+    bench_protocol.run_protocol(quick=False)
+    assert scheduled == [("random", 11), ("random", 12)]

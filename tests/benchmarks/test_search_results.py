@@ -81,3 +81,23 @@ def test_runs_left_go_seed_by_seed_with_the_ablations_last() -> None:
         ("rsilab without Reviewers", 1),
         ("rsilab without Reviewers", 2),
     ]
+
+
+def test_named_seeds_schedule_those_seeds_and_no_other() -> None:
+    """A registration of seeds 11 and 12 runs those two, not seeds 1 to 12."""
+    assert runs_to_do(("rsilab", "random"), [11, 12], set()) == [
+        ("rsilab", 11),
+        ("random", 11),
+        ("rsilab", 12),
+        ("random", 12),
+    ]
+
+
+def test_a_search_on_named_seeds_returns_only_their_kept_runs(tmp_path: Path) -> None:
+    log = RunLog(JsonLines(tmp_path / "synthetic.jsonl"))
+    for seed in (1, 11, 12):
+        log.append(_run("random", seed))
+    runs, baseline_s = run_task(
+        "synthetic", Plan(seeds=2, budget=3), ("random",), log=log, seeds=[11, 12]
+    )
+    assert runs == [_run("random", 11), _run("random", 12)] and baseline_s == 0.0

@@ -218,42 +218,70 @@ def read_config(ctx: RunContext, worker: str) -> dict[str, JsonValue]:
     if name is None:
         return {}
     text = ctx.door.worker(worker, "read_file", path=name)["text"]
-    config = _json_object(text)
-    if config is None:
-        raise RunnerError(_not_json(name))
-    return config
+    try:
+        return _json_object(text)
+    except ValueError as exc:
+        raise RunnerError(_not_json(name, str(exc))) from exc
 
 
 def check_config_file(task: Task) -> None:
     """UserError, before a campaign writes anything, when the config file ``task``'s harness
     names holds no JSON object: the baseline would be recorded from it, and every experiment
-    of the built-in policy would then stop on it (a resume too, the head holding that file)."""
+    of the built-in policy would then stop on it (a resume too, the head holding that file).
+    Its message says which of these it is: the file could not be read (with the system's
+    reason), is not UTF-8, is not JSON (with the parser's position), or is JSON but not an
+    object; its hint says what to do about that."""
     try:
         name = load_manifest(task.harness).config
     except ManifestError:
         return  # the campaign's harness check says so
     if name is None:
         return
+    path = task.harness / name
     try:
-        text = (task.harness / name).read_text("utf-8")
-    except (OSError, UnicodeDecodeError):
-        text = ""
-    if _json_object(text) is None:
-        raise UserError(_not_json(name), f"edit {task.harness / name}, then run again")
+        text = path.read_text("utf-8")
+    except OSError as exc:
+        raise UserError(
+            f"the harness's config file {name} could not be read: {exc.strerror or exc}",
+            f"make {path} a file this user can read, then run again",
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"the harness's config file {name} is not UTF-8 text "
+            f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start})",
+            f"save {path} as UTF-8, then run again",
+        ) from exc
+    try:
+        _json_object(text)
+    except ValueError as exc:
+        raise UserError(
+            _not_json(name, str(exc)), f"edit {path} into a JSON object, then run again"
+        ) from exc
 
 
-def _json_object(text: str) -> dict[str, JsonValue] | None:
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number"}
+
+
+def _json_object(text: str) -> dict[str, JsonValue]:
+    """The JSON object ``text`` holds; ValueError saying why it holds none."""
     try:
         config = json.loads(text)
-    except ValueError:
-        return None
-    return config if isinstance(config, dict) else None
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"it is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
+    if not isinstance(config, dict):
+        # bool is an int to isinstance, so the kind is looked up by exact type
+        kind = _JSON_KINDS.get(type(config), json.dumps(config))
+        raise ValueError(f"it is JSON, but {kind}, not an object")
+    return config
 
 
-def _not_json(name: str) -> str:
+def _not_json(name: str, why: str) -> str:
     return (
-        f"the harness's config file {name} holds no JSON object; the built-in policy reads "
-        "and writes config files as JSON (JSON is valid YAML too): write it as a JSON object"
+        f"the harness's config file {name} holds no JSON object ({why}); the built-in policy "
+        "reads and writes config files as JSON (JSON is valid YAML too): write it as a JSON "
+        "object"
     )
 
 
