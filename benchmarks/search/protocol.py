@@ -200,6 +200,9 @@ class RunResult:
     proposals: int
     seconds: float
     best_config: Config = field(default_factory=dict)
+    """The config the run judged its best (empty: none named). A peer names it as its policy
+    does (its best dev config, or its race's winner); rsilab's is the config it proposed last,
+    recorded from 2026-12-04 on (empty in earlier runs)."""
     feasible: list[bool] = field(default_factory=list)
     """Per experiment: kept every non-target within tolerance of the first (empty: all did)."""
     reviews_followed: int = 0
@@ -317,9 +320,26 @@ def head_config(tl: TaskLab, lineage: str) -> Config:
     head_id = require_lineage(store, tl.task.name, lineage).head_id
     for cand in store.query_as(Candidate, fields={"version_id": head_id}):
         if cand.experiment_id is not None:
-            config = store.get_as(cand.experiment_id, Experiment).config
-            return {k.name: config[k.name] for k in tl.task.search_space if k.name in config}
+            return _knobs_of(tl, cand.experiment_id)
     return {k.name: k.default for k in tl.task.search_space}
+
+
+def proposed_config(tl: TaskLab, campaign_id: str) -> Config:
+    """The knobs of the last config ``campaign_id`` proposed: what the built-in policy judged
+    its best (empty when it proposed nothing). A peer's best config is the one it proposed,
+    so the two read alike (:attr:`RunResult.best_config`)."""
+    candidates = tl.lab.store.query_as(Candidate, campaign_id=campaign_id)
+    proposed = [c for c in candidates if c.experiment_id is not None]
+    if not proposed:
+        return {}
+    last = max(proposed, key=lambda c: c.created_at)
+    assert last.experiment_id is not None
+    return _knobs_of(tl, last.experiment_id)
+
+
+def _knobs_of(tl: TaskLab, experiment_id: str) -> Config:
+    config = tl.lab.store.get_as(experiment_id, Experiment).config
+    return {k.name: config[k.name] for k in tl.task.search_space if k.name in config}
 
 
 def _outcome(tl: TaskLab, lineage: str, campaign_id: str) -> tuple[float, int, int]:
@@ -364,7 +384,8 @@ def run_builtin(
         )
     finally:
         services.close()
-    run = _result(tl, name, seed, budget, lineage, result.campaign_id, wall)
+    best = proposed_config(tl, result.campaign_id)
+    run = _result(tl, name, seed, budget, lineage, result.campaign_id, wall, best)
     if result.measures is not None:
         run.reviews_followed = result.measures.reviews_stating_default
         run.reviews_changing = result.measures.reviews_changing_action

@@ -226,6 +226,11 @@ def test_every_policy_runs_through_the_protocol(tmp_path: Path) -> None:
         assert r.cpu_s > 0 and r.final_by_cpu[0] == [0.0, r.baseline_final]
         assert len(r.final_by_cpu) == 1 + r.accepted
         assert set(r.head_config) == {k.name for k in get_task("synthetic").search_space}
+        # rsilab's best config is the one it proposed last (every knob), none without a proposal
+        if r.policy == "rsilab":
+            assert set(r.best_config) == (set(r.head_config) if r.proposals else set()), r
+        if r.accepted == r.proposals == 1 and r.best_config:
+            assert r.best_config == r.head_config
     rows = task_rows("synthetic", "quality", runs, plan)
     assert [row["policy"] for row in rows] == list(POLICIES)
     by_policy = {r.policy: [r] for r in runs}
