@@ -88,6 +88,21 @@ def test_the_largest_infeasible_gain_over_every_feasible_run_is_tempered_once() 
     assert temper_source([ref, _run(2, 0.12, 0.02)], ["exp-1"], 0.1, 0.05, ()) is None
 
 
+def test_a_source_whose_gain_the_dev_samples_do_not_support_is_passed_over() -> None:
+    ref = _run(1, 0.10)
+    runs = [ref, _run(2, 0.30, shortfall=0.02), _run(3, 0.50, shortfall=0.01), _run(4, 0.20)]
+    asked: list[str] = []
+
+    def only_exp_2(run: Run) -> bool:
+        asked.append(run.experiment_id)
+        return run.experiment_id == "exp-2"
+
+    found = temper_source(runs, ["exp-1"], 0.10, 0.05, set(), only_exp_2)
+    assert found is not None and found.experiment_id == "exp-2"
+    assert asked == ["exp-3", "exp-2"]  # best first; the feasible exp-4 is never asked about
+    assert temper_source(runs, ["exp-1"], 0.10, 0.05, set(), lambda run: False) is None
+
+
 def test_the_next_step_follows_the_outcomes_and_stops_on_a_config_already_tried() -> None:
     source = _run(2, 0.5, shortfall=0.04)
     broke = _run(5, 0.2, shortfall=0.01)  # at t = 1/2: 0.01 <= 0.5 * 0.04, it shrank

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rsilab.orchestrator.builtin.reviewer._rules import review_pair
+from rsilab.orchestrator.builtin.reviewer._rules import clearly_better, review_pair
 from rsilab.records import Recommendation, Verdict
 
 N = 400
@@ -66,3 +66,31 @@ def test_a_gain_inside_its_own_interval_is_inconclusive() -> None:
     assert finding.within_noise
     with pytest.raises(ValueError, match="noise_floor"):
         review_pair(a, b, noise_floor=-0.1)
+
+
+def _items(correct: list[int], n: int = 100) -> list[list[float]]:
+    """One run's 0/1 scores on ``n`` dev items: 1 on the items in ``correct``."""
+    right = set(correct)
+    return [[1.0 if i in right else 0.0 for i in range(n)]]
+
+
+def test_a_gain_of_a_few_dev_items_is_not_clearly_better_and_a_large_one_is() -> None:
+    reference = _items(list(range(12)))  # 12 of 100 right
+    # 16 of 100, ten items won and six of the reference's lost: a 0.04 gain clears a 0.02
+    # noise floor but not the paired interval over the items (sd of the differences 0.4,
+    # half-width 0.08)
+    few = _items(list(range(6, 22)))
+    assert not clearly_better(few, reference, noise_floor=0.02)
+    # 30 of 100, the reference's 12 among them: +0.18, well beyond both
+    many = _items(list(range(30)))
+    assert clearly_better(many, reference, noise_floor=0.02)
+    # the same +0.18 under a noise floor above it (seed spread measured by re-runs): not clear
+    assert not clearly_better(many, reference, noise_floor=0.25)
+    # a loss is never clearly better
+    assert not clearly_better(reference, many, noise_floor=0.02)
+
+
+def test_runs_that_cannot_be_compared_item_by_item_leave_the_decision_to_the_caller() -> None:
+    assert clearly_better([[0.5]], [[0.4]], noise_floor=0.02)  # one sample each
+    assert clearly_better(_items([1, 2], n=10), _items([1], n=12), noise_floor=0.02)
+    assert clearly_better([], _items([1]), noise_floor=0.02)

@@ -243,12 +243,14 @@ class MainAgent:
         names = [k.name for k in numeric(space)]
         if not names or used + TEMPER_STEPS > TEMPER_SHARE * self.ctx.budget.experiments:
             return None
+        floor = self.reviewer.noise_floor(view)
         source = temper_source(
             view.runs,
             view.ref_ids,
             view.ref_score,
-            self.reviewer.noise_floor(view),
+            floor,
             {base_of(d) or "" for d in tempering},
+            lambda run: self.reviewer.gain_is_clear(view, run, floor),
         )
         if source is None:
             return None

@@ -28,7 +28,9 @@ the reference and the infeasible config:
   source is left to the sampler.
 - :func:`temper_source` picks what to temper: the infeasible, not failed run whose dev target
   (before the non-target penalty) beats the reference and every feasible run by more than the
-  noise floor, best first; one tempering per source.
+  noise floor, and whose gain over the reference the Reviewer's paired reading of the dev
+  samples supports (a gain of a few items on a small dev set is noise), best first; one
+  tempering per source.
 
 Scores are the view's (oriented so higher is better). Pure functions; the Main agent
 (:mod:`~rsilab.orchestrator.builtin.main._agent`) opens, runs and closes the tempering
@@ -113,10 +115,14 @@ def temper_source(
     ref_score: float,
     noise_floor: float,
     tempered: Collection[str],
+    clear: Callable[[Run], bool] = lambda run: True,
 ) -> Run | None:
     """The run to temper next (see the module docstring), or None: none is infeasible with a
-    target gain beyond ``noise_floor`` over both ``ref_score`` and the best feasible run, or
-    each such run is in ``tempered`` (experiment ids) already."""
+    target gain beyond ``noise_floor`` over both ``ref_score`` and the best feasible run that
+    ``clear`` also finds beyond the noise of the dev samples themselves, or each such run is in
+    ``tempered`` (experiment ids) already. ``clear`` is asked of those runs only, best first,
+    and the first it passes is the source: three experiments spent bisecting toward a gain of
+    a few dev items would be spent on noise."""
     searched = [r for r in runs if r.experiment_id not in ref_ids and not r.failed]
     best_feasible = max((r.score for r in searched if is_feasible(r)), default=ref_score)
     bar = max(ref_score, best_feasible) + noise_floor
@@ -125,7 +131,10 @@ def temper_source(
         for r in searched
         if not is_feasible(r) and r.target > bar and r.experiment_id not in tempered
     ]
-    return max(found, key=lambda r: (r.target, -r.index)) if found else None
+    for run in sorted(found, key=lambda r: (r.target, -r.index), reverse=True):
+        if clear(run):
+            return run
+    return None
 
 
 def falsified(steps: Sequence[Run], source_shortfall: float) -> bool:

@@ -29,7 +29,11 @@ from rsilab.orchestrator.builtin.main._race import Contender
 from rsilab.orchestrator.builtin.main._race import groups as config_groups
 from rsilab.orchestrator.builtin.main._rules import DirectionStats, next_move
 from rsilab.orchestrator.builtin.reviewer._predict import MIN_RUNS, Prediction, predict_acceptance
-from rsilab.orchestrator.builtin.reviewer._rules import ReviewFinding, review_pair
+from rsilab.orchestrator.builtin.reviewer._rules import (
+    ReviewFinding,
+    clearly_better,
+    review_pair,
+)
 from rsilab.orchestrator.research.measures import DEFAULT_RULE_NOTE
 from rsilab.records import DataTier, Direction, Recommendation, Verdict
 from rsilab.stats import noise_floor_from, oriented
@@ -96,6 +100,24 @@ class Reviewer:
             return noise_floor_from([g for g in groups if len(g) >= 2])
         except ValueError:
             return DEFAULT_NOISE_FLOOR
+
+    def gain_is_clear(self, view: CampaignView, run: Run, noise_floor: float) -> bool:
+        """True when ``run``'s dev target gain over the reference stands clear of noise as a
+        review reads it (:func:`clearly_better` on their per-sample dev scores), or when there
+        is no reference run to compare with.
+
+        The dev set's own sampling noise is what the noise floor misses before any config has
+        been re-run (it measures seed spread only, from re-runs): a few items' worth of gain on
+        a small dev set is within it and would not hold on the private tiers."""
+        failed = {r.experiment_id for r in view.runs if r.failed}
+        ref = [i for i in view.ref_ids if i not in failed]
+        if not ref or run.failed:
+            return True
+        target, tier = self.ctx.target, self.ctx.tier
+        higher = self.ctx.target_benchmark.higher_is_better
+        a = _oriented(dev_matrix(self.ctx.store, [run.experiment_id], target, tier), higher)
+        b = _oriented(dev_matrix(self.ctx.store, ref, target, tier), higher)
+        return clearly_better(a, b, noise_floor=noise_floor)
 
     def predict(
         self,

@@ -84,3 +84,16 @@ def review_pair(
         False,
         f"Loss: {numbers}; revise the hypothesis.",
     )
+
+
+def clearly_better(a: ScoreMatrix, b: ScoreMatrix, *, noise_floor: float) -> bool:
+    """True when :func:`review_pair` finds that ``a`` supports a gain over ``b`` (the paired
+    gain above both ``noise_floor`` and the half-width of its interval), or when the two cannot
+    be compared sample by sample (``paired_gain`` rejects them: fewer than two samples, or
+    different samples): then nothing here holds a gain back, and the caller's point estimate
+    decides. Scores are oriented so that higher is better."""
+    try:
+        finding = review_pair(a, b, noise_floor=noise_floor)
+    except ValueError:
+        return True
+    return finding.verdict is Verdict.SUPPORTS
