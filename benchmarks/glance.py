@@ -222,6 +222,50 @@ def protocol_rows(title: str, rows: Table) -> list[dict[str, str]]:
     return out
 
 
+MANY_SEEDS = "The registered protocol's configs scored with many seeds, outside the alpha budget"
+
+
+def many_seeds_rows(title: str, rows: Table) -> list[dict[str, str]]:
+    """Per task, the heads the protocol's runs delivered scored again with fresh seeds (or
+    exactly): rsilab's against every peer's, paired by run seed (no verdict until every head
+    of the task is scored)."""
+    head = _column(rows, "head [95% CI]")
+    diff = _column(rows, "rsilab - policy, heads")
+    how = _column(rows, "scored by")
+    if head is None or diff is None:
+        return []
+    out: list[dict[str, str]] = []
+    for task in dict.fromkeys(r.get("task", "") for r in rows):
+        by_policy = {r.get("policy", ""): r for r in rows if r.get("task") == task}
+        mine = by_policy.get(BUILTIN)
+        peers = [p for p in by_policy if p != BUILTIN and not p.startswith(ABLATION_PREFIX)]
+        if mine is None or not peers:
+            continue
+        scored = [mine, *(by_policy[p] for p in peers)]
+        unscored = [r.get("policy", "") for r in scored if parse_interval(r.get(head, "")) is None]
+        gaps = {p: parse_interval(by_policy[p].get(diff, "")) for p in peers}
+        against = "; ".join(
+            f"{p} {_first(by_policy[p].get(head, '-'))}"
+            + (f" (rsilab - it {_signed(g)})" if g is not None else "")
+            for p, g in gaps.items()
+        )
+        if unscored:
+            verdict = f"PARTIAL: not every head scored yet ({', '.join(unscored)})"
+        else:
+            verdict = "post hoc, not registered: " + _search_verdict(gaps, ablations=False)
+        where = mine.get(how, "") if how is not None else ""
+        out.append(
+            {
+                "claim": f"heads found on {task}, scored again ({where}): final-tier target score",
+                "rsilab": mine.get(head, "-"),
+                "against": against,
+                "verdict": verdict,
+                "table": title,
+            }
+        )
+    return out
+
+
 def _first(cell: str) -> str:
     """A final-score cell's mean (the words of a cell that holds no number)."""
     word = cell.split(" ")[0]
@@ -460,6 +504,9 @@ def glance_rows(text: str) -> list[dict[str, str]]:
     picked_protocol = _pick(tables, PROTOCOL)
     if picked_protocol is not None:
         rows += protocol_rows(*picked_protocol)
+    picked_many = _pick(tables, MANY_SEEDS)
+    if picked_many is not None:
+        rows += many_seeds_rows(*picked_many)
     for title in dict.fromkeys(searches):
         picked = _pick(tables, title)
         if picked is not None:

@@ -11,6 +11,7 @@ from benchmarks.glance import (
     BUILTIN,
     FALSE_ACCEPTANCE,
     HACKING,
+    MANY_SEEDS,
     NULL_CAMPAIGNS,
     OVERHEAD,
     POWER,
@@ -171,6 +172,7 @@ def test_the_glance_names_the_tables_and_policies_the_suites_write() -> None:
         (FALSE_ACCEPTANCE, "benchmarks.bench_campaigns:run_campaign_acceptance"),
         (OVERHEAD, "benchmarks.bench_campaigns:run_campaign_overhead"),
         (PROTOCOL, "benchmarks.bench_protocol:run_protocol"),
+        (MANY_SEEDS, "benchmarks.bench_many_seeds:run_many_seeds"),
         (NULL_CAMPAIGNS, "benchmarks.bench_null_campaigns"),
         (POWER, "benchmarks.bench_power"),
     ):
@@ -240,3 +242,33 @@ def test_the_posttrain_headline_reads_its_table() -> None:
     assert partial is not None and "PARTIAL: 2 of 5 seeds run" in partial["verdict"]
     assert "MISSED" in partial["verdict"]
     assert posttrain_row("PT", table("none", "+0.2 [+0.1, +0.3]")) is None
+
+
+def test_the_heads_scored_again_are_read_per_task_and_partial_until_all_are_scored() -> None:
+    table = f"""\
+## {MANY_SEEDS}
+
+| task | policy | scored by | head [95% CI] | rsilab - policy, heads [95% CI] | W/T/L |
+|---|---|---|---|---|---|
+| toy | rsilab | 10 fresh seeds | 0.900 [0.880, 0.920] |  |  |
+| toy | optuna-tpe-raced | 10 fresh seeds | 0.850 [0.800, 0.900] | +0.050 [+0.010, +0.090] | 3/0/1 |
+| toy | random | 10 fresh seeds | 0.920 [0.900, 0.940] | -0.020 [-0.060, +0.020] | 1/0/3 |
+| toy | rsilab without Workers | 10 seeds | 0.700 [0.600, 0.800] | +0.200 [+0.100, +0.300] | 4/0/0 |
+| big | rsilab | 10 fresh seeds | 1 of 3 scored yet |  |  |
+| big | optuna-tpe-raced | 10 fresh seeds | 0.600 [0.500, 0.700] |  |  |
+
+notes
+"""
+    rows = {row["claim"].split(",")[0]: row for row in glance_rows(HEAD + "\n" + table)}
+    toy = rows["heads found on toy"]
+    assert toy["rsilab"] == "0.900 [0.880, 0.920]"
+    assert "optuna-tpe-raced 0.850 (rsilab - it +0.050 [+0.010, +0.090])" in toy["against"]
+    assert "without Workers" not in toy["against"]  # ablations are not peers
+    assert toy["verdict"] == (
+        "post hoc, not registered: ahead of optuna-tpe-raced; level within the intervals "
+        "with random (rsilab's mean lower than random)"
+    )
+    assert toy["table"] == MANY_SEEDS and "(10 fresh seeds)" in toy["claim"]
+    assert rows["heads found on big"]["verdict"].startswith("PARTIAL")
+    assert "rsilab" in rows["heads found on big"]["verdict"]
+
