@@ -271,4 +271,3 @@ notes
     assert toy["table"] == MANY_SEEDS and "(10 fresh seeds)" in toy["claim"]
     assert rows["heads found on big"]["verdict"].startswith("PARTIAL")
     assert "rsilab" in rows["heads found on big"]["verdict"]
-
