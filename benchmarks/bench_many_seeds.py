@@ -150,7 +150,9 @@ def run_many_seeds(quick: bool) -> list[dict[str, Any]]:
     same seeds for every config of a task and none the controller judged with
     (`benchmarks/search/many_seeds.py`); on synthetic, each config's exact true quality. *head at
     the run's end, controller's seeds*: the protocol's own read of the same heads, for the
-    winner's curse. *rsilab - policy, heads*: paired by run seed. rsilab's runs at the frozen
+    winner's curse. *rsilab - policy, heads*: paired by run seed. Only the target is scored:
+    a best dev config the controller rejected may have broken a non-target (textcls's
+    `retrieval`), which this table does not show. rsilab's runs at the frozen
     commits did not record a best config of their own (its head is what it proposed and had
     accepted), hence *not recorded*. Kernel is left out: its system is a code variant and
     rsilab's runs did not record which one their head holds. Kept scores:
