@@ -103,6 +103,24 @@ def test_a_source_whose_gain_the_dev_samples_do_not_support_is_passed_over() -> 
     assert temper_source(runs, ["exp-1"], 0.10, 0.05, set(), lambda run: False) is None
 
 
+def test_a_tempering_step_is_never_a_source_of_its_own() -> None:
+    ref = _run(1, 0.10)
+    source, step = _run(2, 0.50, shortfall=0.01), _run(3, 0.50, shortfall=0.01)
+    # the step changed nothing (the same scores as its source): without being named a step
+    # it would be the next source, once its source was tempered
+    found = temper_source([ref, source, step], ["exp-1"], 0.10, 0.05, {"exp-2"})
+    assert found is not None and found.experiment_id == "exp-3"
+    assert (
+        temper_source([ref, source, step], ["exp-1"], 0.10, 0.05, {"exp-2"}, steps={"exp-3"})
+        is None
+    )
+    other = _run(4, 0.40, shortfall=0.02)
+    again = temper_source(
+        [ref, source, step, other], ["exp-1"], 0.1, 0.05, {"exp-2"}, steps={"exp-3"}
+    )
+    assert again is not None and again.experiment_id == "exp-4"
+
+
 def test_the_next_step_follows_the_outcomes_and_stops_on_a_config_already_tried() -> None:
     source = _run(2, 0.5, shortfall=0.04)
     broke = _run(5, 0.2, shortfall=0.01)  # at t = 1/2: 0.01 <= 0.5 * 0.04, it shrank

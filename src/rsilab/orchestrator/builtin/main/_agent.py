@@ -251,6 +251,7 @@ class MainAgent:
             floor,
             {base_of(d) or "" for d in tempering},
             lambda run: self.reviewer.gain_is_clear(view, run, floor),
+            steps={r.experiment_id for d in tempering for r in view.runs_in(d.id)},
         )
         if source is None:
             return None

@@ -30,7 +30,7 @@ the reference and the infeasible config:
   (before the non-target penalty) beats the reference and every feasible run by more than the
   noise floor, and whose gain over the reference the Reviewer's paired reading of the dev
   samples supports (a gain of a few items on a small dev set is noise), best first; one
-  tempering per source.
+  tempering per source, and never a tempering step (it lies on a segment bisected already).
 
 Scores are the view's (oriented so higher is better). Pure functions; the Main agent
 (:mod:`~rsilab.orchestrator.builtin.main._agent`) opens, runs and closes the tempering
@@ -116,14 +116,23 @@ def temper_source(
     noise_floor: float,
     tempered: Collection[str],
     clear: Callable[[Run], bool] = lambda run: True,
+    steps: Collection[str] = (),
 ) -> Run | None:
     """The run to temper next (see the module docstring), or None: none is infeasible with a
     target gain beyond ``noise_floor`` over both ``ref_score`` and the best feasible run that
     ``clear`` also finds beyond the noise of the dev samples themselves, or each such run is in
     ``tempered`` (experiment ids) already. ``clear`` is asked of those runs only, best first,
     and the first it passes is the source: three experiments spent bisecting toward a gain of
-    a few dev items would be spent on noise."""
-    searched = [r for r in runs if r.experiment_id not in ref_ids and not r.failed]
+    a few dev items would be spent on noise. A tempering step (``steps``: experiment ids of the
+    tempering directions' runs) is never a source: it lies on its source's segment toward the
+    reference, which that tempering bisected already (a step that changed nothing, such as
+    fewer epochs where a training budget caps them all alike, would otherwise be tempered in
+    turn, toward the same reference, for nothing)."""
+    searched = [
+        r
+        for r in runs
+        if r.experiment_id not in ref_ids and not r.failed and r.experiment_id not in steps
+    ]
     best_feasible = max((r.score for r in searched if is_feasible(r)), default=ref_score)
     bar = max(ref_score, best_feasible) + noise_floor
     found = [
