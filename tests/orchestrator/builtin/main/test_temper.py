@@ -121,6 +121,12 @@ def test_a_tempering_step_is_never_a_source_of_its_own() -> None:
     assert again is not None and again.experiment_id == "exp-4"
 
 
+def test_a_feasible_tempering_step_still_raises_the_bar_for_other_sources() -> None:
+    ref, kept = _run(1, 0.10), _run(2, 0.60)  # exp-2: a feasible step, better than exp-3
+    runs = [ref, kept, _run(3, 0.50, shortfall=0.01)]
+    assert temper_source(runs, ["exp-1"], 0.10, 0.05, set(), steps={"exp-2"}) is None
+
+
 def test_the_next_step_follows_the_outcomes_and_stops_on_a_config_already_tried() -> None:
     source = _run(2, 0.5, shortfall=0.04)
     broke = _run(5, 0.2, shortfall=0.01)  # at t = 1/2: 0.01 <= 0.5 * 0.04, it shrank

@@ -128,17 +128,17 @@ def temper_source(
     reference, which that tempering bisected already (a step that changed nothing, such as
     fewer epochs where a training budget caps them all alike, would otherwise be tempered in
     turn, toward the same reference, for nothing)."""
-    searched = [
-        r
-        for r in runs
-        if r.experiment_id not in ref_ids and not r.failed and r.experiment_id not in steps
-    ]
+    searched = [r for r in runs if r.experiment_id not in ref_ids and not r.failed]
+    # a feasible step still raises the bar (it is a run like any other); it is no source
     best_feasible = max((r.score for r in searched if is_feasible(r)), default=ref_score)
     bar = max(ref_score, best_feasible) + noise_floor
     found = [
         r
         for r in searched
-        if not is_feasible(r) and r.target > bar and r.experiment_id not in tempered
+        if not is_feasible(r)
+        and r.target > bar
+        and r.experiment_id not in tempered
+        and r.experiment_id not in steps
     ]
     for run in sorted(found, key=lambda r: (r.target, -r.index), reverse=True):
         if clear(run):
