@@ -301,3 +301,56 @@ def test_a_job_writes_with_its_own_umask_whatever_its_hosts(
         os.umask(before)
     assert result.ok, result
     assert result.stdout.split() == [b"0o644", b"0o755"]
+
+
+# Two processes of one job that stop each other at once: nothing in the job is left to send
+# SIGCONT. The parent forks, the child stops the parent and then itself, the parent waits for
+# the child. Left alone the job hangs until its wall-time limit.
+MUTUAL_STOP = """
+import os, signal, sys, time
+parent = os.getpid()
+child = os.fork()
+if child == 0:
+    os.kill(parent, signal.SIGSTOP)
+    time.sleep(0.2)  # the parent is stopped by now (a stop is delivered at once)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    os._exit(7)
+_, status = os.waitpid(child, 0)
+print("both went on", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.parametrize(
+    ("code", "expected", "stops"),
+    [
+        ("import os, signal; os.kill(os.getpid(), signal.SIGSTOP); print('went on')", "went on", 1),
+        (MUTUAL_STOP, "both went on 7", 2),
+    ],
+    ids=["stops-itself", "two-stop-each-other"],
+)
+def test_a_job_left_stopped_is_continued_not_hung(
+    sandbox: Sandbox, workspace: Path, code: str, expected: str, stops: int
+) -> None:
+    limits = replace(QUICK, wall_s=25)
+    result = sandbox.run(py(workspace, code, limits=limits))
+    assert result.ok and result.killed is None, result
+    assert result.stdout.decode().strip() == expected
+    assert result.wall_s < 15  # the 3 s grace and a scan, far below the wall limit
+    note = [n for n in result.notes if "ended by the supervisor (SIGCONT)" in n]
+    assert note and note[0].startswith(f"{stops} stop(s)"), result.notes
+
+
+def test_a_brief_stop_the_job_ends_itself_is_left_alone(sandbox: Sandbox, workspace: Path) -> None:
+    code = (
+        "import os, signal, time\n"
+        "child = os.fork()\n"
+        "if child == 0:\n"
+        "    time.sleep(3)\n"
+        "    os._exit(0)\n"
+        "for _ in range(4):\n"
+        "    os.kill(child, signal.SIGSTOP); time.sleep(0.8); os.kill(child, signal.SIGCONT)\n"
+        "os.waitpid(child, 0)\n"
+    )
+    result = sandbox.run(py(workspace, code))
+    assert result.ok, result
+    assert not [n for n in result.notes if "SIGCONT" in n], result.notes

@@ -12,7 +12,7 @@ from pathlib import Path
 from rsilab.sandbox import _cgroup
 from rsilab.sandbox._common import DiskWatch, decode_status, kill_reason_of_signal
 from rsilab.sandbox._supervise import Supervised, Watch
-from rsilab.sandbox._tree import TreeSampler
+from rsilab.sandbox._tree import TreeSampler, tree_pids
 from rsilab.sandbox.base import KillReason, RunResult, RunSpec
 
 NO_CGROUP_NOTE = "no cgroups: limits hold per process (rlimits), not for the whole tree"
@@ -45,7 +45,7 @@ def make_watch(
             tree.sample()
             return disk_over()
 
-        return Watch(check=sample, kill=kill_group)
+        return Watch(check=sample, kill=kill_group, pids=lambda: tree_pids(proc.pid))
 
     def check() -> KillReason | None:
         if cgroup.oom_kills():
@@ -60,7 +60,7 @@ def make_watch(
         cgroup.kill_all()
         kill_group()
 
-    return Watch(check=check, kill=kill)
+    return Watch(check=check, kill=kill, pids=cgroup.pids)
 
 
 def job_result(

@@ -13,10 +13,11 @@ import selectors
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
+from rsilab.sandbox._stopped import StoppedWatch
 from rsilab.sandbox.base import KillReason, Limits, RunResult
 
 TICK_S = 0.1
@@ -26,10 +27,12 @@ DRAIN_S = 2.0
 
 @dataclass
 class Watch:
-    """The sandbox-specific parts: a limit check, and how to end the whole tree."""
+    """The sandbox-specific parts: a limit check, how to end the whole tree, and how to list
+    its processes (host pids), so that one left stopped can be continued (``_stopped``)."""
 
     check: Callable[[], KillReason | None]
     kill: Callable[[], None]
+    pids: Callable[[], Iterable[int]]
 
 
 @dataclass
@@ -106,6 +109,7 @@ class _Loop:
         self.dropped: dict[int, int] = {}
         """pipe fd -> bytes over the cap, when ``limits.truncate_output`` keeps the job going."""
         self.killed: KillReason | None = None
+        self.stops = StoppedWatch(watch.pids)
         self.status: int | None = None
         self.rusage: tuple[float, float] = (0.0, 0.0)
         self.selector = selectors.DefaultSelector()
@@ -198,6 +202,7 @@ class _Loop:
                 ended_at = now
                 self.watch.kill()  # a job is its whole tree: nothing outlives the main process
             if ended_at is None and self.killed is None:
+                self.stops.check(now)
                 reason = self.due(now, deadline)
                 if reason is not None:
                     self.kill(reason)
@@ -232,6 +237,9 @@ class _Loop:
         )
         if cut:
             result.notes.append("an escaped process kept the output open; output may be cut")
+        stops = self.stops.note()
+        if stops is not None:
+            result.notes.append(stops)
         return result
 
 

@@ -44,6 +44,21 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def tree_pids(root: int) -> list[int]:
+    """``root`` and every live process below it (host pids), in no set order."""
+    found: list[int] = []
+    todo, seen = [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        if os.path.exists(f"/proc/{pid}"):
+            found.append(pid)
+            todo += _children(pid)
+    return found
+
+
 class TreeSampler:
     """CPU seconds and peak resident size of the tree under ``root``, sampled."""
 
@@ -60,15 +75,10 @@ class TreeSampler:
         if not force and now < self._next:
             return
         self._next = now + self.interval_s
-        cpu, rss, todo, seen = 0.0, 0, [self.root], set()
-        while todo:
-            pid = todo.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
+        cpu, rss = 0.0, 0
+        for pid in tree_pids(self.root):
             stat = _stat(pid)
             if stat is not None:
                 cpu, rss = cpu + stat[0], rss + stat[1]
-                todo += _children(pid)
         self.cpu_s = max(self.cpu_s, cpu)
         self.peak_mb = max(self.peak_mb, rss / (1024 * 1024))

@@ -31,7 +31,7 @@ from rsilab.sandbox._common import (
 from rsilab.sandbox._gpu import visible_env
 from rsilab.sandbox._job_start import JOB_UMASK, default_signals_tool, with_default_signals
 from rsilab.sandbox._supervise import Watch, supervise
-from rsilab.sandbox._tree import TreeSampler
+from rsilab.sandbox._tree import TreeSampler, tree_pids
 from rsilab.sandbox.base import KillReason, RunResult, RunSpec, Sandbox, SandboxError
 from rsilab.sandbox.owners import owned_prefix, remove_tree
 from rsilab.sandbox.runtime import Runtime, current_runtime
@@ -133,7 +133,7 @@ class ProcessSandbox(Sandbox):
             tree.sample()
             return KillReason.DISK if disk.over() else None
 
-        watch = Watch(check=check, kill=kill)
+        watch = Watch(check=check, kill=kill, pids=lambda: tree_pids(proc.pid))
         seen = supervise(proc, spec.stdin, spec.limits, watch, started, spec.cancel, spec.on_output)
         exit_code, sig = decode_status(seen.returncode)
         killed = seen.killed or kill_reason_of_signal(sig)

@@ -133,6 +133,12 @@ def step():
 forever(step)
 """
 KILL = "os.kill(REFERENCE, signal.SIGKILL)\n"
+# The deadlock STOP_THE_DRIVER can hit by chance (the driver pauses the candidate just as the
+# candidate stops the driver), made certain: nothing in the job is left to continue anything.
+STOP_THE_DRIVER_AND_ITSELF = """
+os.kill(DRIVER, signal.SIGSTOP)
+os.kill(os.getpid(), signal.SIGSTOP)
+"""
 
 STARVE = """
 def _running(pid):
@@ -173,9 +179,17 @@ for _ in range(4):
         (STOP_FOR_GOOD, "the reference worker was stopped by another process (found stopped)"),
         (STOP_WHILE_I_RUN, "the reference worker was stopped by another process (a SIGCONT"),
         (STOP_THE_DRIVER, "the driver was stopped by another process (a SIGCONT arrived)"),
+        (STOP_THE_DRIVER_AND_ITSELF, "the driver was stopped by another process (a SIGCONT"),
         (KILL, "reference: worker exited"),
     ],
-    ids=["stop-loop", "stop-for-good", "stop-while-candidate-runs", "stop-driver", "kill"],
+    ids=[
+        "stop-loop",
+        "stop-for-good",
+        "stop-while-candidate-runs",
+        "stop-driver",
+        "stop-driver-and-itself",
+        "kill",
+    ],
 )
 def test_signalling_the_reference_or_the_driver_invalidates_every_sample(
     tmp_path: Path, sandbox: Sandbox, secret: bytes, attack: str, note: str

@@ -22,8 +22,9 @@ included: the driver is their subreaper) is paused while the reference is timed,
 reference or driver that was stopped, continued or killed makes that sample and every later
 one invalid: interference counts against the candidate. Residual: under CPU contention from
 outside the job, the candidate's wall time grows and the reference's CPU time does not, so
-speedups read lower, never higher; a candidate that stops the driver just as it is being
-paused leaves the job hung until its wall-time limit, which fails the experiment.
+speedups read lower, never higher. A candidate that stops the driver just as it is being
+paused leaves both stopped; the sandbox's supervisor continues a stop that lasts 3 s
+(``rsilab.sandbox._stopped``), and the driver counts that SIGCONT as interference.
 """
 
 from __future__ import annotations
