@@ -14,6 +14,7 @@ from rsilab.orchestrator.builtin._state import Run
 from rsilab.orchestrator.builtin.ablation import Ablation
 from rsilab.orchestrator.builtin.main._temper import (
     blend,
+    conclusion,
     falsified,
     next_fraction,
     next_temper_config,
@@ -143,14 +144,47 @@ def test_the_next_step_follows_the_outcomes_and_stops_on_a_config_already_tried(
 def test_a_regression_that_does_not_shrink_toward_the_reference_ends_the_tempering() -> None:
     source = _run(2, 0.5, shortfall=0.04)
     # half way back, yet more than half the source's shortfall: not a matter of distance
-    assert falsified([_run(5, 0.3, shortfall=0.03)], 0.04)
+    assert falsified([_run(5, 0.3, shortfall=0.03)], source)
     assert next_temper_config(SPACE, REF, source, [_run(5, 0.3, shortfall=0.03)], set()) is None
     # a quarter of the way, after a break at a half: the bar is a quarter of the source's
-    assert falsified([_run(5, 0.3, 0.01), _run(6, 0.2, 0.02)], 0.04)
-    assert not falsified([_run(5, 0.3, 0.01), _run(6, 0.2, 0.009)], 0.04)
+    assert falsified([_run(5, 0.3, 0.01), _run(6, 0.2, 0.02)], source)
+    assert not falsified([_run(5, 0.3, 0.01), _run(6, 0.2, 0.009)], source)
     # a feasible step never falsifies; a failed one does (nothing learned from it)
-    assert not falsified([_run(5, 0.3)], 0.04)
-    assert falsified([_run(5, 0.0, failed=True)], 0.04)
+    assert not falsified([_run(5, 0.3)], source)
+    assert falsified([_run(5, 0.0, failed=True)], source)
+
+
+def _scored(n: int, scores: dict[str, float], shortfall: float) -> Run:
+    """A run with dev scores per benchmark (``arith`` the target)."""
+    return Run(
+        n, f"exp-{n}", "d", dict(FAR), scores["arith"] - 10 * shortfall, False, scores, shortfall
+    )
+
+
+def test_a_step_that_scores_as_its_source_falsifies_nothing_and_costs_no_step() -> None:
+    scores = {"arith": 0.35, "fncall": 0.78, "facts": 0.87}
+    source = _scored(2, scores, shortfall=0.02)
+    inert = _scored(5, dict(scores), shortfall=0.02)  # at t = 1/2, yet as far short as at 1
+    assert not falsified([inert], source)
+    # the same shortfall with any dev score differing is a step that did not shrink it
+    assert falsified([_scored(5, {**scores, "facts": 0.86}, shortfall=0.02)], source)
+    second = next_temper_config(SPACE, REF, source, [inert], set())
+    assert second is not None and second["epochs"] == 4  # on toward the reference
+    broke = _scored(6, {"arith": 0.3, "fncall": 0.8, "facts": 0.87}, shortfall=0.002)
+    fourth = next_temper_config(SPACE, REF, source, [inert, broke, broke], set())
+    assert fourth is not None and fourth["epochs"] == 1  # a fourth step: the inert one is free
+    assert next_temper_config(SPACE, REF, source, [inert, broke, broke, broke], set()) is None
+    # only one inert step is free: two inert and two more make four, the most
+    assert next_temper_config(SPACE, REF, source, [inert, inert, broke, broke], set()) is None
+
+
+def test_a_tempering_whose_every_step_scored_as_its_source_says_so() -> None:
+    scores = {"arith": 0.35, "fncall": 0.78}
+    source = _scored(2, scores, shortfall=0.02)
+    said = conclusion([_scored(5, dict(scores), 0.02)], source, lambda r: r.experiment_id)
+    assert said.startswith("tempered: every step scored as its source")
+    kept = _scored(6, {"arith": 0.3, "fncall": 0.84}, 0.0)
+    assert conclusion([_scored(5, dict(scores), 0.02), kept], source, str) == f"tempered: {kept}"
 
 
 def _runs_of(lab: Lab, campaign_id: str) -> list[dict[str, JsonValue]]:

@@ -225,7 +225,7 @@ class MainAgent:
                     d,
                     conclusion(
                         steps,
-                        far.shortfall,
+                        far,
                         lambda r: (
                             f"{r.experiment_id} is feasible at dev {self.ctx.target} "
                             f"{view.raw(r.score):.4g}"

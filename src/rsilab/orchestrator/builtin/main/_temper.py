@@ -26,6 +26,11 @@ the reference and the infeasible config:
 - :func:`falsified` ends a tempering early when a step falls short by more than its fraction
   of the source's shortfall: the regression does not shrink toward the reference, so the
   source is left to the sampler.
+- A step that :func:`reproduces` its source (the same dev score on every benchmark) moved only
+  knobs that do nothing over that stretch: fewer epochs where a training budget caps every
+  training alike, a rate past a clamp. It says nothing about how the regression scales with
+  the distance, so it falsifies nothing; the bisection goes on toward the reference past it,
+  and up to ``INERT_STEPS`` such steps are not counted among the ``TEMPER_STEPS``.
 - :func:`temper_source` picks what to temper: the infeasible, not failed run whose dev target
   (before the non-target penalty) beats the reference and every feasible run by more than the
   noise floor, and whose gain over the reference the Reviewer's paired reading of the dev
@@ -49,6 +54,8 @@ from rsilab.tasks import Knob, KnobType, active_names
 
 TEMPER_STEPS = 3
 """Bisection steps per source: fractions 1/2, then 1/4 or 3/4, then the eighth between."""
+INERT_STEPS = 1
+"""Steps that reproduce their source which are not counted among ``TEMPER_STEPS``."""
 TEMPER_SHARE = 1 / 3
 """Share of the experiment budget all tempering together may use (the rest is search)."""
 
@@ -146,29 +153,40 @@ def temper_source(
     return None
 
 
-def falsified(steps: Sequence[Run], source_shortfall: float) -> bool:
+def reproduces(step: Run, source: Run) -> bool:
+    """True when ``step`` ran and scored exactly what ``source`` scored on every dev benchmark:
+    what it moved made no difference there."""
+    return not step.failed and bool(step.scores) and step.scores == source.scores
+
+
+def falsified(steps: Sequence[Run], source: Run) -> bool:
     """True when a step shows that the regression does not shrink toward the reference: an
-    infeasible step at fraction ``t`` falls short by more than ``t`` times the source's
-    shortfall (``source_shortfall``). Tempering assumes the regression grows with the distance
-    from the reference at least in proportion (zero at the reference, convex along the way:
-    then the shortfall at ``t`` is at most ``t`` times the source's); a step above that line
-    says this source's regression comes from what kind of change it makes, not how far it
-    goes (a knob whose reference value does nothing there, moved toward it, can make the
-    regression worse), so the steps left would be spent for nothing."""
+    infeasible step at fraction ``t`` falls short by more than ``t`` times ``source``'s
+    shortfall. A step that :func:`reproduces` the source shows nothing either way. Tempering
+    assumes the regression grows with the distance from the reference at least in proportion
+    (zero at the reference, convex along the way: then the shortfall at ``t`` is at most ``t``
+    times the source's); a step above that line says this source's regression comes from what
+    kind of change it makes, not how far it goes (a knob whose reference value does nothing
+    there, moved toward it, can make the regression worse), so the steps left would be spent
+    for nothing."""
     at = step_fractions([is_feasible(r) for r in steps])
     return any(
-        not is_feasible(run) and (run.failed or run.shortfall > t * source_shortfall)
+        not is_feasible(run)
+        and not reproduces(run, source)
+        and (run.failed or run.shortfall > t * source.shortfall)
         for run, t in zip(steps, at, strict=False)
     )
 
 
-def conclusion(steps: Sequence[Run], source_shortfall: float, say: Callable[[Run], str]) -> str:
+def conclusion(steps: Sequence[Run], source: Run, say: Callable[[Run], str]) -> str:
     """How a finished tempering is closed: the best feasible step (``say`` words its score),
     or why none was kept."""
     kept = [r for r in steps if is_feasible(r)]
     if kept:
         return f"tempered: {say(max(kept, key=lambda r: (r.score, -r.index)))}"
-    if falsified(steps, source_shortfall):
+    if steps and all(reproduces(r, source) for r in steps):
+        return "tempered: every step scored as its source (the knobs it moves do nothing there)"
+    if falsified(steps, source):
         return (
             "tempered: no step kept the non-targets (the regression did not shrink toward "
             "the reference)"
@@ -187,9 +205,11 @@ def next_temper_config(
     after the tempering runs ``steps`` (oldest first); None when the steps are done, when a
     step :func:`falsified` tempering for this source, or when the step's blend was tried
     already (:func:`~rsilab.orchestrator.builtin.worker._rules.config_key` keys in ``tried``:
-    rounding of int knobs leaves nothing new in between)."""
-    t = next_fraction([is_feasible(r) for r in steps])
-    if t is None or falsified(steps, source.shortfall):
+    rounding of int knobs leaves nothing new in between). Up to ``INERT_STEPS`` steps that
+    :func:`reproduces` the source are not counted among the ``TEMPER_STEPS``."""
+    inert = sum(reproduces(r, source) for r in steps)
+    t = next_fraction([is_feasible(r) for r in steps], TEMPER_STEPS + min(inert, INERT_STEPS))
+    if t is None or falsified(steps, source):
         return None
     config = blend(space, reference, source.config, t)
     return None if config_key(config, space) in tried else config
