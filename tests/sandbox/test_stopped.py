@@ -17,6 +17,8 @@ from tests.sandbox.helpers import wait_until
 @pytest.fixture
 def sleeper() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # asleep in time.sleep, past Python's start-up (state R while it loads)
+    assert wait_until(lambda: _state(proc.pid) == "S")
     yield proc
     proc.kill()
     proc.wait()
