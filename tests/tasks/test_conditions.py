@@ -3,6 +3,9 @@ when a task loads, and ``when`` in task.toml."""
 
 from __future__ import annotations
 
+import re
+import tomllib
+from importlib import resources
 from pathlib import Path
 
 import pytest
@@ -214,3 +217,38 @@ def test_a_knob_that_does_not_act_opens_with_the_chain_that_decides_it() -> None
     ]
     # knobs that act already, and names the space lacks, are left as they are
     assert with_deciding(["decoding", "nope"], _config(), SPACE) == ["decoding", "nope"]
+
+
+@pytest.mark.parametrize(
+    ("knob", "problem"),
+    [
+        (
+            {"type": "float", "low": 0.1, "high": 1.0, "default": 0.5, "weakest": 0.1},
+            "needs `when`",
+        ),
+        (
+            {"type": "float", "low": 0.1, "high": 1.0, "default": 0.5, "weakest": 2.0,
+             "when": {"knob": "epochs", "at_least": 1}},
+            "weakest 2 outside [0.1, 1]",
+        ),
+        (
+            {"type": "choice", "choices": [1, 2], "default": 1, "weakest": 1.0,
+             "when": {"knob": "epochs", "at_least": 1}},
+            "needs a float or int knob",
+        ),
+    ],
+)  # fmt: skip
+def test_a_weak_end_is_refused_off_its_range_on_a_choice_or_without_when(
+    knob: dict[str, object], problem: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(problem)):
+        Knob.model_validate({"name": "lr", **knob})
+
+
+def test_weakest_in_task_toml_loads_and_the_lm_template_declares_it() -> None:
+    """The lm template's learning rate declares its low end (1e-5) as where a training moves
+    the model least."""
+    text = (resources.files("rsilab.tasks") / "templates" / "lm" / "task.toml").read_text()
+    knobs_part = text[text.index("[[search_space]]") :]  # the part above holds placeholders
+    knobs = {k["name"]: k for k in tomllib.loads(knobs_part)["search_space"]}
+    assert Knob.model_validate(knobs["lr"]).weakest == 1e-5

@@ -162,6 +162,13 @@ class Knob(Model):
         "only when the model trains: epochs at least 1); a config that differs from another "
         "only in knobs that do not matter is the same config to a search.",
     )
+    weakest: float | None = Field(
+        default=None,
+        description="The value at which this knob changes the system least (a learning "
+        "rate's low end: a training at it barely moves the model). Float and int knobs with "
+        "`when` only: where the starting system leaves the knob inert, tempering moves it "
+        "toward this value on the way back to the start.",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Knob:
@@ -174,6 +181,8 @@ class Knob(Model):
                 raise ValueError(f"knob {self.name!r}: default {self.default!r} not in choices")
         elif not isinstance(self.default, bool):
             raise ValueError(f"knob {self.name!r}: a bool knob needs a true/false default")
+        if self.weakest is not None:
+            self._check_weakest(self.weakest)
         return self
 
     def misfit(self, value: JsonValue) -> str | None:
@@ -192,6 +201,22 @@ class Knob(Model):
         if not self.low <= value <= self.high:
             return f"outside [{self.low:g}, {self.high:g}]"
         return None
+
+    def _check_weakest(self, weakest: float) -> None:
+        # only a knob that can be inert where another knob decides needs a weak end: elsewhere
+        # the reference's own value is where tempering goes
+        if self.type not in (KnobType.FLOAT, KnobType.INT):
+            raise ValueError(f"knob {self.name!r}: weakest needs a float or int knob")
+        if self.when is None:
+            raise ValueError(
+                f"knob {self.name!r}: weakest needs `when` (the reference's value is used "
+                "where the knob always acts)"
+            )
+        assert self.low is not None and self.high is not None  # checked by _check_range
+        if not self.low <= weakest <= self.high:
+            raise ValueError(
+                f"knob {self.name!r}: weakest {weakest:g} outside [{self.low:g}, {self.high:g}]"
+            )
 
     def _check_range(self) -> None:
         if self.low is None or self.high is None or not self.low < self.high:

@@ -114,7 +114,14 @@ def space() -> list[Knob]:
     return [
         Knob(name="epochs", type=KnobType.INT, low=0, high=10, default=0),
         Knob(
-            name="lr", type=KnobType.FLOAT, low=1e-4, high=1.0, log=True, default=0.1, when=TRAINS
+            name="lr",
+            type=KnobType.FLOAT,
+            low=1e-4,
+            high=1.0,
+            log=True,
+            default=0.1,
+            when=TRAINS,
+            weakest=1e-4,
         ),
         Knob(name="mix", type=KnobType.FLOAT, low=0.0, high=1.0, default=0.5, when=TRAINS),
         Knob(name="rank", type=KnobType.CHOICE, choices=[0, 4, 8, 16], default=0, when=TRAINS),

@@ -297,3 +297,39 @@ def test_a_knob_that_does_not_matter_in_the_reference_stays_at_the_source_value(
     assert blend(gated, reference, source, 0.5) == {"epochs": 8, "lr": 1e-4}
     trained: dict[str, JsonValue] = {"epochs": 4, "lr": 1e-2}  # a reference that trains: it moves
     assert blend(gated, trained, source, 0.5)["lr"] == pytest.approx(1e-3)
+
+
+def test_a_knob_with_a_weak_end_moves_toward_it_where_the_reference_leaves_it_inert() -> None:
+    """Declared ``weakest``: tempering from a reference that trains nothing lowers the rate in
+    step with the epochs (log scale: a quarter of the way from 1e-4 to 1e-0 is 1e-3), and
+    leaves a choice knob as in the source; a reference that trains blends toward its own rate,
+    whatever the weak end."""
+    gated = [
+        Knob(name="epochs", type=KnobType.INT, low=0, high=20, default=0),
+        Knob(
+            name="lr",
+            type=KnobType.FLOAT,
+            low=1e-4,
+            high=1.0,
+            log=True,
+            default=0.01,
+            when=KnobCondition(knob="epochs", at_least=1),
+            weakest=1e-4,
+        ),
+        Knob(
+            name="rank",
+            type=KnobType.CHOICE,
+            choices=[0, 8],
+            default=8,
+            when=KnobCondition(knob="epochs", at_least=1),
+        ),
+    ]
+    reference: dict[str, JsonValue] = {"epochs": 0, "lr": 1e-2, "rank": 8}
+    source: dict[str, JsonValue] = {"epochs": 16, "lr": 1.0, "rank": 0}
+    half = blend(gated, reference, source, 0.5)
+    assert half["epochs"] == 8 and half["rank"] == 0
+    assert half["lr"] == pytest.approx(1e-2)
+    assert blend(gated, reference, source, 0.25)["lr"] == pytest.approx(1e-3)
+    assert blend(gated, reference, source, 1.0)["lr"] == pytest.approx(1.0)
+    trained: dict[str, JsonValue] = {"epochs": 4, "lr": 1e-2, "rank": 8}
+    assert blend(gated, trained, source, 0.5)["lr"] == pytest.approx(1e-1)

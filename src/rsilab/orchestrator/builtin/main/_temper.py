@@ -15,9 +15,14 @@ the reference and the infeasible config:
   choice or bool knob as in the source (tempering changes how far a config moves, not what kind
   of change it makes; the sampler explores kinds). A knob that does not matter in the
   reference (:func:`rsilab.tasks.is_active`: a learning rate where the reference trains
-  nothing) is taken as in the source too: the reference's value of it says nothing about the
-  reference, and blending toward it would move the knob for no reason (toward an inert
-  learning rate of 1e-3 from a source's 1e-4 *raises* the rate as the training shortens).
+  nothing) starts from its declared weak end instead (:attr:`rsilab.tasks.Knob.weakest`: the
+  value at which it changes the system least, a learning rate's low end), so the way back
+  weakens the change as well as shortening it: fewer epochs at a full fine-tune's rate can
+  keep all of its damage and none of its gain, where fewer epochs at a lower rate move the
+  model less. A knob that declares no weak end is taken as in the source: the reference's
+  value of it says nothing about the reference, and blending toward it would move the knob for
+  no reason (toward an inert learning rate of 1e-3 from a source's 1e-4 *raises* the rate as
+  the training shortens).
 - :func:`next_fraction` bisects: the first step is ``t = 1/2``; each later one halves the
   interval between the largest fraction found feasible (the reference's 0 before any) and the
   smallest found infeasible (the source's 1 before any). A failed run counts as infeasible. The
@@ -45,6 +50,7 @@ directions.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TypeGuard
 
 from pydantic import JsonValue
 
@@ -74,23 +80,27 @@ def blend(
     t: float,
 ) -> Config:
     """The config at fraction ``t`` (0 to 1) of the way from ``reference`` to ``source`` (see
-    the module docstring). A numeric knob ``reference`` lacks is taken at the knob's default;
-    one that does not matter in ``reference`` as in ``source``.
-    ``ValueError`` unless ``0 <= t <= 1``."""
+    the module docstring). A numeric knob ``reference`` lacks starts at the knob's default;
+    one that does not matter in ``reference`` starts at its ``weakest`` value, or is taken as
+    in ``source`` when it declares none. ``ValueError`` unless ``0 <= t <= 1``."""
     if not 0.0 <= t <= 1.0:
         raise ValueError(f"t must lie in [0, 1], got {t!r}")
     out: Config = {}
     matters = set(active_names(reference, space))
     for knob in space:
         value = source[knob.name]
-        moves = knob.type in (KnobType.FLOAT, KnobType.INT) and knob.name in matters
-        if moves and isinstance(value, int | float):
-            start = reference.get(knob.name, knob.default)
-            if isinstance(start, int | float) and not isinstance(start, bool):
-                a, b = to_unit(knob, float(start)), to_unit(knob, float(value))
-                value = from_unit(knob, a + t * (b - a))
+        start: JsonValue = None
+        if knob.type in (KnobType.FLOAT, KnobType.INT):
+            start = reference.get(knob.name, knob.default) if knob.name in matters else knob.weakest
+        if _is_number(value) and _is_number(start):
+            a, b = to_unit(knob, float(start)), to_unit(knob, float(value))
+            value = from_unit(knob, a + t * (b - a))
         out[knob.name] = value
     return out
+
+
+def _is_number(value: JsonValue) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def step_fractions(feasible: Sequence[bool]) -> list[float]:

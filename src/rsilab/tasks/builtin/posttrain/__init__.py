@@ -49,7 +49,16 @@ SAMPLES = KnobCondition(knob="decoding", one_of=["sample"])
 """The sampling knobs matter only when the decoding samples (greedy decodes once)."""
 SEARCH_SPACE = [
     Knob(name="epochs", type="int", low=0, high=20, default=0),
-    Knob(name="lr", type="float", low=1e-5, high=1e-2, log=True, default=1e-3, when=TRAINS),
+    Knob(
+        name="lr",
+        type="float",
+        low=1e-5,
+        high=1e-2,
+        log=True,
+        default=1e-3,
+        when=TRAINS,
+        weakest=1e-5,
+    ),
     Knob(name="lora_rank", type="choice", choices=[0, 4, 8, 16], default=0, when=TRAINS),
     Knob(name="batch_size", type="choice", choices=[8, 16, 32], default=16, when=TRAINS),
     *(
