@@ -166,8 +166,8 @@ class Knob(Model):
         default=None,
         description="The value at which this knob changes the system least (a learning "
         "rate's low end: a training at it barely moves the model). Float and int knobs with "
-        "`when` only: where the starting system leaves the knob inert, tempering moves it "
-        "toward this value on the way back to the start.",
+        "`when` only: where the starting system leaves the knob inert and shortening a change "
+        "changed nothing, tempering moves it toward this value on the way back to the start.",
     )
 
     @model_validator(mode="after")

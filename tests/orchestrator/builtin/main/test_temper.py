@@ -16,8 +16,9 @@ from rsilab.orchestrator.builtin.main._temper import (
     blend,
     conclusion,
     falsified,
-    next_fraction,
+    has_weak_line,
     next_temper_config,
+    step_fractions,
     temper_source,
 )
 from rsilab.orchestrator.builtin.runner import Progress, run_campaign
@@ -59,13 +60,11 @@ def test_a_blend_moves_numeric_knobs_part_way_and_keeps_the_source_kind() -> Non
 
 
 def test_bisection_moves_toward_the_reference_after_a_break_and_away_after_a_keep() -> None:
-    assert next_fraction([]) == 0.5
-    assert next_fraction([False]) == 0.25
-    assert next_fraction([True]) == 0.75
-    assert next_fraction([False, True]) == 0.375
-    assert next_fraction([True, False]) == 0.625
-    assert next_fraction([False, False, False]) is None
-    assert next_fraction([True], steps=1) is None
+    assert step_fractions([]) == [0.5]
+    assert step_fractions([False])[-1] == 0.25
+    assert step_fractions([True])[-1] == 0.75
+    assert step_fractions([False, True]) == [0.5, 0.25, 0.375]
+    assert step_fractions([True, False])[-1] == 0.625
 
 
 def _run(n: int, score: float, shortfall: float = 0.0, failed: bool = False) -> Run:
@@ -299,37 +298,76 @@ def test_a_knob_that_does_not_matter_in_the_reference_stays_at_the_source_value(
     assert blend(gated, trained, source, 0.5)["lr"] == pytest.approx(1e-3)
 
 
-def test_a_knob_with_a_weak_end_moves_toward_it_where_the_reference_leaves_it_inert() -> None:
-    """Declared ``weakest``: tempering from a reference that trains nothing lowers the rate in
-    step with the epochs (log scale: a quarter of the way from 1e-4 to 1e-0 is 1e-3), and
-    leaves a choice knob as in the source; a reference that trains blends toward its own rate,
-    whatever the weak end."""
-    gated = [
-        Knob(name="epochs", type=KnobType.INT, low=0, high=20, default=0),
-        Knob(
-            name="lr",
-            type=KnobType.FLOAT,
-            low=1e-4,
-            high=1.0,
-            log=True,
-            default=0.01,
-            when=KnobCondition(knob="epochs", at_least=1),
-            weakest=1e-4,
-        ),
-        Knob(
-            name="rank",
-            type=KnobType.CHOICE,
-            choices=[0, 8],
-            default=8,
-            when=KnobCondition(knob="epochs", at_least=1),
-        ),
-    ]
-    reference: dict[str, JsonValue] = {"epochs": 0, "lr": 1e-2, "rank": 8}
-    source: dict[str, JsonValue] = {"epochs": 16, "lr": 1.0, "rank": 0}
-    half = blend(gated, reference, source, 0.5)
+GATED = [
+    Knob(name="epochs", type=KnobType.INT, low=0, high=20, default=0),
+    Knob(
+        name="lr",
+        type=KnobType.FLOAT,
+        low=1e-4,
+        high=1.0,
+        log=True,
+        default=0.01,
+        when=KnobCondition(knob="epochs", at_least=1),
+        weakest=1e-4,
+    ),
+    Knob(
+        name="rank",
+        type=KnobType.CHOICE,
+        choices=[0, 8],
+        default=8,
+        when=KnobCondition(knob="epochs", at_least=1),
+    ),
+]
+UNTRAINED: dict[str, JsonValue] = {"epochs": 0, "lr": 1e-2, "rank": 8}
+FULL: dict[str, JsonValue] = {"epochs": 16, "lr": 1.0, "rank": 0}
+
+
+def test_weaken_moves_a_knob_inert_in_the_reference_toward_its_weak_end() -> None:
+    """Declared ``weakest``: on the weak line, tempering from a reference that trains nothing
+    lowers the rate in step with the epochs (log scale: a quarter of the way from 1e-4 to 1e0
+    is 1e-3) and leaves a choice knob as in the source; off it, the rate stays; a reference
+    that trains blends toward its own rate either way."""
+    half = blend(GATED, UNTRAINED, FULL, 0.5, weaken=True)
     assert half["epochs"] == 8 and half["rank"] == 0
     assert half["lr"] == pytest.approx(1e-2)
-    assert blend(gated, reference, source, 0.25)["lr"] == pytest.approx(1e-3)
-    assert blend(gated, reference, source, 1.0)["lr"] == pytest.approx(1.0)
+    assert blend(GATED, UNTRAINED, FULL, 0.25, weaken=True)["lr"] == pytest.approx(1e-3)
+    assert blend(GATED, UNTRAINED, FULL, 1.0, weaken=True)["lr"] == pytest.approx(1.0)
+    assert blend(GATED, UNTRAINED, FULL, 0.25)["lr"] == 1.0
     trained: dict[str, JsonValue] = {"epochs": 4, "lr": 1e-2, "rank": 8}
-    assert blend(gated, trained, source, 0.5)["lr"] == pytest.approx(1e-1)
+    assert blend(GATED, trained, FULL, 0.5, weaken=True)["lr"] == pytest.approx(1e-1)
+    assert has_weak_line(GATED, UNTRAINED, FULL)
+    assert not has_weak_line(GATED, trained, FULL)  # the rate acts in the reference
+    assert not has_weak_line(GATED, UNTRAINED, {**FULL, "lr": 1e-4})  # at its weak end already
+    assert not has_weak_line(SPACE, REF, FAR)  # nothing declares a weak end
+
+
+def _gated_run(n: int, config: dict[str, JsonValue], scores: dict[str, float], short: float) -> Run:
+    return Run(n, f"exp-{n}", "d", config, scores["arith"] - 10 * short, False, scores, short)
+
+
+def test_after_a_step_that_changed_nothing_the_bisection_restarts_on_the_weak_line() -> None:
+    """Halving the epochs changed nothing (a capped training), so the next step halves them
+    again *and* lowers the rate halfway to its weak end, from t = 1/2; the steps after it
+    bisect that line (the inert step is free: four steps in all)."""
+    scores = {"arith": 0.35, "fncall": 0.6}
+    source = _gated_run(2, FULL, scores, 0.2)
+    first = next_temper_config(GATED, UNTRAINED, source, [], set())
+    assert first == {"epochs": 8, "lr": 1.0, "rank": 0}  # the first step holds the rate
+    inert = _gated_run(3, first, dict(scores), 0.2)
+    second = next_temper_config(GATED, UNTRAINED, source, [inert], set())
+    assert second is not None
+    assert (second["epochs"], second["rank"]) == (8, 0)
+    assert second["lr"] == pytest.approx(1e-2)
+    kept = _gated_run(4, second, {"arith": 0.3, "fncall": 0.8}, 0.0)
+    third = next_temper_config(GATED, UNTRAINED, source, [inert, kept], set())
+    assert third is not None and third["epochs"] == 12  # t = 3/4 of the weak line
+    assert third["lr"] == pytest.approx(10**-1)
+    # a step on the weak line is judged at its own fraction: short by 0.09 at t = 1/2 of 0.2
+    # stands, short by 0.11 falsifies
+    fair = _gated_run(4, second, {"arith": 0.3, "fncall": 0.7}, 0.09)
+    assert not falsified([inert, fair], source, weak_line=True)
+    assert falsified([inert, _gated_run(4, second, {"arith": 0.3}, 0.11)], source, True)
+    broke = _gated_run(5, third, {"arith": 0.33, "fncall": 0.7}, 0.05)
+    fourth = next_temper_config(GATED, UNTRAINED, source, [inert, kept, broke], set())
+    assert fourth is not None and fourth["epochs"] == 10  # t = 5/8
+    assert next_temper_config(GATED, UNTRAINED, source, [inert, kept, broke, broke], set()) is None

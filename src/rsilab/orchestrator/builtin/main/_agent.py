@@ -65,6 +65,7 @@ from rsilab.orchestrator.builtin.main._temper import (
     TEMPER_SHARE,
     TEMPER_STEPS,
     conclusion,
+    has_weak_line,
     next_temper_config,
     numeric,
     temper_source,
@@ -230,6 +231,7 @@ class MainAgent:
                             f"{r.experiment_id} is feasible at dev {self.ctx.target} "
                             f"{view.raw(r.score):.4g}"
                         ),
+                        has_weak_line(space, view.ref_config(), far.config),
                     ),
                 )
                 return ACTED

@@ -15,15 +15,13 @@ the reference and the infeasible config:
   choice or bool knob as in the source (tempering changes how far a config moves, not what kind
   of change it makes; the sampler explores kinds). A knob that does not matter in the
   reference (:func:`rsilab.tasks.is_active`: a learning rate where the reference trains
-  nothing) starts from its declared weak end instead (:attr:`rsilab.tasks.Knob.weakest`: the
-  value at which it changes the system least, a learning rate's low end), so the way back
-  weakens the change as well as shortening it: fewer epochs at a full fine-tune's rate can
-  keep all of its damage and none of its gain, where fewer epochs at a lower rate move the
-  model less. A knob that declares no weak end is taken as in the source: the reference's
-  value of it says nothing about the reference, and blending toward it would move the knob for
-  no reason (toward an inert learning rate of 1e-3 from a source's 1e-4 *raises* the rate as
-  the training shortens).
-- :func:`next_fraction` bisects: the first step is ``t = 1/2``; each later one halves the
+  nothing) is taken as in the source too: the reference's value of it says nothing about the
+  reference, and blending toward it would move the knob for no reason (toward an inert
+  learning rate of 1e-3 from a source's 1e-4 *raises* the rate as the training shortens).
+  With ``weaken``, such a knob starts instead from the weak end its task declares
+  (:attr:`rsilab.tasks.Knob.weakest`: the value at which it changes the system least, a
+  learning rate's low end), so the way back lowers the rate as it shortens the training.
+- :func:`step_fractions` bisects: the first step is ``t = 1/2``; each later one halves the
   interval between the largest fraction found feasible (the reference's 0 before any) and the
   smallest found infeasible (the source's 1 before any). A failed run counts as infeasible. The
   steps are read from the tempering direction's runs in order, so the rule keeps no state and a
@@ -34,8 +32,17 @@ the reference and the infeasible config:
 - A step that :func:`reproduces` its source (the same dev score on every benchmark) moved only
   knobs that do nothing over that stretch: fewer epochs where a training budget caps every
   training alike, a rate past a clamp. It says nothing about how the regression scales with
-  the distance, so it falsifies nothing; the bisection goes on toward the reference past it,
-  and up to ``INERT_STEPS`` such steps are not counted among the ``TEMPER_STEPS``.
+  the distance, so it falsifies nothing, and up to ``INERT_STEPS`` such steps are not counted
+  among the ``TEMPER_STEPS``. What it does show is that the knobs tempering moves cannot reach
+  the reference's side of the segment without the knobs it holds at the source's value: so
+  where a held knob declares a weak end that the source is not at, the bisection starts again,
+  from ``t = 1/2``, on the *weak line* (:func:`blend` with ``weaken``; a full fine-tune's
+  rate, held while the epochs halve past a cap, keeps the damage and loses the gain, where a
+  lower rate moves the model less). Only after such a step: on a segment where shortening the
+  training works, lowering the rate as well would shed gain the source needs (measured on the
+  recipe tuning family: blending every step toward the weak end lost gain in 5 of 40
+  campaigns and won it in 1). Where no held knob has a weak end, the bisection goes on toward
+  the reference past the step.
 - :func:`temper_source` picks what to temper: the infeasible, not failed run whose dev target
   (before the non-target penalty) beats the reference and every feasible run by more than the
   noise floor, and whose gain over the reference the Reviewer's paired reading of the dev
@@ -78,11 +85,13 @@ def blend(
     reference: Mapping[str, JsonValue],
     source: Mapping[str, JsonValue],
     t: float,
+    weaken: bool = False,
 ) -> Config:
     """The config at fraction ``t`` (0 to 1) of the way from ``reference`` to ``source`` (see
     the module docstring). A numeric knob ``reference`` lacks starts at the knob's default;
-    one that does not matter in ``reference`` starts at its ``weakest`` value, or is taken as
-    in ``source`` when it declares none. ``ValueError`` unless ``0 <= t <= 1``."""
+    one that does not matter in ``reference`` is taken as in ``source``, or, with ``weaken``,
+    starts at its ``weakest`` value where it declares one. ``ValueError`` unless
+    ``0 <= t <= 1``."""
     if not 0.0 <= t <= 1.0:
         raise ValueError(f"t must lie in [0, 1], got {t!r}")
     out: Config = {}
@@ -91,7 +100,8 @@ def blend(
         value = source[knob.name]
         start: JsonValue = None
         if knob.type in (KnobType.FLOAT, KnobType.INT):
-            start = reference.get(knob.name, knob.default) if knob.name in matters else knob.weakest
+            held = knob.weakest if weaken else None
+            start = reference.get(knob.name, knob.default) if knob.name in matters else held
         if _is_number(value) and _is_number(start):
             a, b = to_unit(knob, float(start)), to_unit(knob, float(value))
             value = from_unit(knob, a + t * (b - a))
@@ -113,12 +123,6 @@ def step_fractions(feasible: Sequence[bool]) -> list[float]:
         out.append(t)
         low, high = (t, high) if ok else (low, t)
     return [*out, (low + high) / 2.0]
-
-
-def next_fraction(feasible: Sequence[bool], steps: int = TEMPER_STEPS) -> float | None:
-    """The fraction of the next bisection step after steps whose outcomes are ``feasible``
-    (in order); None once ``steps`` are done."""
-    return None if len(feasible) >= steps else step_fractions(feasible)[-1]
 
 
 def is_feasible(run: Run) -> bool:
@@ -169,17 +173,50 @@ def reproduces(step: Run, source: Run) -> bool:
     return not step.failed and bool(step.scores) and step.scores == source.scores
 
 
-def falsified(steps: Sequence[Run], source: Run) -> bool:
+def has_weak_line(
+    space: Sequence[Knob], reference: Mapping[str, JsonValue], source: Mapping[str, JsonValue]
+) -> bool:
+    """True when :func:`blend` with ``weaken`` moves a knob that a plain blend holds: some
+    knob acts in ``source`` but not in ``reference`` and declares a weak end ``source`` is not
+    at."""
+    held = set(active_names(source, space)) - set(active_names(reference, space))
+    return any(
+        knob.weakest is not None and knob.name in held and source[knob.name] != knob.weakest
+        for knob in space
+    )
+
+
+def weak_from(steps: Sequence[Run], source: Run, weak_line: bool) -> int | None:
+    """Where the bisection restarted on the weak line: the index in ``steps`` after the first
+    step that :func:`reproduces` ``source``; None while it has not (or, without
+    ``weak_line``, never does)."""
+    if not weak_line:
+        return None
+    first = next((i for i, r in enumerate(steps) if reproduces(r, source)), None)
+    return None if first is None else first + 1
+
+
+def fractions(steps: Sequence[Run], source: Run, weak_line: bool = False) -> list[float]:
+    """The fraction each step of ``steps`` ran at, then the next step's (``len(steps) + 1``
+    values): one bisection, or two where it restarted on the weak line (:func:`weak_from`)."""
+    start = weak_from(steps, source, weak_line)
+    if start is None:
+        return step_fractions([is_feasible(r) for r in steps])
+    before = step_fractions([is_feasible(r) for r in steps[:start]])[:-1]
+    return before + step_fractions([is_feasible(r) for r in steps[start:]])
+
+
+def falsified(steps: Sequence[Run], source: Run, weak_line: bool = False) -> bool:
     """True when a step shows that the regression does not shrink toward the reference: an
-    infeasible step at fraction ``t`` falls short by more than ``t`` times ``source``'s
-    shortfall. A step that :func:`reproduces` the source shows nothing either way. Tempering
-    assumes the regression grows with the distance from the reference at least in proportion
-    (zero at the reference, convex along the way: then the shortfall at ``t`` is at most ``t``
-    times the source's); a step above that line says this source's regression comes from what
-    kind of change it makes, not how far it goes (a knob whose reference value does nothing
-    there, moved toward it, can make the regression worse), so the steps left would be spent
-    for nothing."""
-    at = step_fractions([is_feasible(r) for r in steps])
+    infeasible step at fraction ``t`` (:func:`fractions`) falls short by more than ``t`` times
+    ``source``'s shortfall. A step that :func:`reproduces` the source shows nothing either
+    way. Tempering assumes the regression grows with the distance from the reference at least
+    in proportion (zero at the reference, convex along the way: then the shortfall at ``t`` is
+    at most ``t`` times the source's); a step above that line says this source's regression
+    comes from what kind of change it makes, not how far it goes (a knob whose reference value
+    does nothing there, moved toward it, can make the regression worse), so the steps left
+    would be spent for nothing."""
+    at = fractions(steps, source, weak_line)
     return any(
         not is_feasible(run)
         and not reproduces(run, source)
@@ -188,15 +225,17 @@ def falsified(steps: Sequence[Run], source: Run) -> bool:
     )
 
 
-def conclusion(steps: Sequence[Run], source: Run, say: Callable[[Run], str]) -> str:
+def conclusion(
+    steps: Sequence[Run], source: Run, say: Callable[[Run], str], weak_line: bool = False
+) -> str:
     """How a finished tempering is closed: the best feasible step (``say`` words its score),
-    or why none was kept."""
+    or why none was kept (``weak_line``: as :func:`has_weak_line` for this source)."""
     kept = [r for r in steps if is_feasible(r)]
     if kept:
         return f"tempered: {say(max(kept, key=lambda r: (r.score, -r.index)))}"
     if steps and all(reproduces(r, source) for r in steps):
         return "tempered: every step scored as its source (the knobs it moves do nothing there)"
-    if falsified(steps, source):
+    if falsified(steps, source, weak_line):
         return (
             "tempered: no step kept the non-targets (the regression did not shrink toward "
             "the reference)"
@@ -216,10 +255,15 @@ def next_temper_config(
     step :func:`falsified` tempering for this source, or when the step's blend was tried
     already (:func:`~rsilab.orchestrator.builtin.worker._rules.config_key` keys in ``tried``:
     rounding of int knobs leaves nothing new in between). Up to ``INERT_STEPS`` steps that
-    :func:`reproduces` the source are not counted among the ``TEMPER_STEPS``."""
+    :func:`reproduces` the source are not counted among the ``TEMPER_STEPS``; after the first,
+    the bisection restarts on the weak line where there is one (:func:`has_weak_line`)."""
     inert = sum(reproduces(r, source) for r in steps)
-    t = next_fraction([is_feasible(r) for r in steps], TEMPER_STEPS + min(inert, INERT_STEPS))
-    if t is None or falsified(steps, source):
+    weak_line = has_weak_line(space, reference, source.config)
+    if len(steps) >= TEMPER_STEPS + min(inert, INERT_STEPS):
         return None
-    config = blend(space, reference, source.config, t)
+    if falsified(steps, source, weak_line):
+        return None
+    t = fractions(steps, source, weak_line)[-1]
+    weaken = weak_from(steps, source, weak_line) is not None
+    config = blend(space, reference, source.config, t, weaken)
     return None if config_key(config, space) in tried else config
