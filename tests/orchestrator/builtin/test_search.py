@@ -163,13 +163,13 @@ def test_the_race_reruns_the_reference_once_then_halves_the_field() -> None:
     ref = RUNS[0].config
     good = [_run(i, _config(0.01 * i, 0.5, 8, "b"), -0.5 + 0.01 * i) for i in range(2, 6)]
     runs = [RUNS[0], *good]
-    assert next_race_config(runs, ref, [], 0, 5) == ref
+    assert next_race_config(runs, ref, [], 0, 5, []) == ref
     runs.append(_run(9, dict(ref), -0.85))
-    picked = next_race_config(runs, ref, [], 1, 5)  # first rung of rungs(4): top two
+    picked = next_race_config(runs, ref, [], 1, 5, [])  # first rung of rungs(4): top two
     assert picked == good[-1].config
     runs.append(_run(10, dict(good[-1].config), -0.44))
-    assert next_race_config(runs, ref, [], 2, 5) == good[-2].config
-    champion = winner(runs, ref)
+    assert next_race_config(runs, ref, [], 2, 5, []) == good[-2].config
+    champion = winner(runs, ref, [])
     assert champion is not None and champion.config == good[-1].config
     assert len(champion.runs) == 2
 

@@ -64,10 +64,10 @@ def test_a_config_that_ties_the_reference_seed_by_seed_never_races() -> None:
     inert: dict[str, JsonValue] = {"lr": 0.1, "depth": 2, "cap": 64}
     real: dict[str, JsonValue] = {"lr": 0.2, "depth": 2}
     runs = [*ref, _run(2, inert, 0.60, 501), _run(3, real, 0.62, 501), _run(4, real, 0.41, 502)]
-    field = contenders(runs, A)
+    field = contenders(runs, A, [])
     assert [c.config for c in field] == [real]
     assert field[0].gain == pytest.approx(0.015)
-    found = winner(runs, A)
+    found = winner(runs, A, [])
     assert found is not None and found.config == real
 
 

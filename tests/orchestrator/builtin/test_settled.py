@@ -32,14 +32,14 @@ def test_the_race_skips_settled_configs_and_still_races_noisy_ones() -> None:
     runs = [_run(1, REF, 0.5, 11), _run(2, A, 0.8, 11), _run(3, B, 0.7, 11)]
     runs += [_run(4, REF, 0.5, 12)]  # the reference's re-run: the same score, settled
     # rung of 2: A and B each get a re-run
-    assert next_race_config(runs, REF, [], 1, 4) == A
+    assert next_race_config(runs, REF, [], 1, 4, []) == A
     runs += [_run(5, A, 0.8, 12)]  # A is settled now: B, still in doubt, is re-run
-    assert next_race_config(runs, REF, [], 2, 4) == B
+    assert next_race_config(runs, REF, [], 2, 4, []) == B
     noisy = [*runs, _run(6, B, 0.95, 12)]  # B moved between seeds, to the lead: it races on
-    assert next_race_config(noisy, REF, [], 3, 4) == B
+    assert next_race_config(noisy, REF, [], 3, 4, []) == B
     exact = [*runs, _run(6, B, 0.7, 12)]  # both settled: no run of the leader is worth it
-    assert next_race_config(exact, REF, [], 3, 4) is None
-    found = winner(exact, REF)
+    assert next_race_config(exact, REF, [], 3, 4, []) is None
+    found = winner(exact, REF, [])
     assert found is not None and found.config == A
 
 
@@ -47,5 +47,5 @@ def test_a_settled_leader_wins_over_a_noisier_config_with_more_runs() -> None:
     runs = [_run(1, REF, 0.5, 11), _run(2, REF, 0.5, 12)]
     runs += [_run(3, A, 0.9, 11), _run(4, A, 0.9, 12)]  # settled, the best
     runs += [_run(5, B, 0.6, 11), _run(6, B, 0.7, 12), _run(7, B, 0.65, 13)]
-    found = winner(runs, REF)
+    found = winner(runs, REF, [])
     assert found is not None and found.config == A

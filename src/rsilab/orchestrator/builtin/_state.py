@@ -18,7 +18,7 @@ record or a message.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -133,6 +133,8 @@ class CampaignView:
     higher_is_better: bool = True
     """The target's direction; the view's scores are oriented by it (see the module
     docstring)."""
+    non_targets: tuple[NonTarget, ...] = ()
+    """The benchmarks the runs' scores were weighed against (see :attr:`Run.score`)."""
 
     @classmethod
     def load(
@@ -167,7 +169,17 @@ class CampaignView:
                 ref_score = oriented(float(result["ref_score"]), higher_is_better)
         runs = _weighed(runs, ref_ids, non_targets)
         last = max((exp_index(i) for i in exps), default=0)
-        return cls(dag, runs, ref_ids, ref_score, concluded, pending, last, higher_is_better)
+        return cls(
+            dag,
+            runs,
+            ref_ids,
+            ref_score,
+            concluded,
+            pending,
+            last,
+            higher_is_better,
+            tuple(non_targets),
+        )
 
     def raw(self, score: float) -> float:
         """An oriented score of this view in the target's own units (as the records hold it)."""
@@ -256,23 +268,42 @@ class CampaignView:
         )
 
 
+def mean_scores(runs: Sequence[Run]) -> dict[str, float]:
+    """Per benchmark, the mean dev score over the ``runs`` that have one."""
+    values: dict[str, list[float]] = {}
+    for run in runs:
+        for name, value in run.scores.items():
+            values.setdefault(name, []).append(value)
+    return {name: sum(v) / len(v) for name, v in values.items()}
+
+
+def shortfall_of(
+    scores: Mapping[str, float], reference: Mapping[str, float], non_targets: Sequence[NonTarget]
+) -> float:
+    """How far ``scores`` fall short of ``reference`` (per-benchmark dev scores), beyond
+    :data:`NON_TARGET_MARGIN` of each non-target's tolerance, in score units summed over the
+    non-targets (0.0: feasible); a benchmark either side lacks counts nothing. The one
+    reading of a non-target regression for the policy: one run against the reference's mean
+    (:meth:`CampaignView.load`), or a config's mean over its runs (the race)."""
+    total = 0.0
+    for b in non_targets:
+        if b.name not in scores or b.name not in reference:
+            continue
+        allowed = NON_TARGET_MARGIN * b.tolerance
+        floor, value = reference[b.name] - allowed, scores[b.name]
+        if not b.higher_is_better:
+            floor, value = -(reference[b.name] + allowed), -value
+        total += max(0.0, floor - value)
+    return total
+
+
 def _weighed(runs: list[Run], ref_ids: list[str], non_targets: Sequence[NonTarget]) -> list[Run]:
     """``runs`` with each score lowered for non-target shortfalls beyond tolerance against
     the mean of the reference runs' scores (runs without scores are left as they are)."""
-    refs = [r for r in runs if r.experiment_id in ref_ids and r.scores]
+    reference = mean_scores([r for r in runs if r.experiment_id in ref_ids])
     out = []
     for run in runs:
-        penalty = 0.0
-        for b in non_targets:
-            ref = [r.scores[b.name] for r in refs if b.name in r.scores]
-            if not ref or b.name not in run.scores or run.failed:
-                continue
-            allowed = NON_TARGET_MARGIN * b.tolerance
-            floor = sum(ref) / len(ref) - allowed
-            value = run.scores[b.name]
-            if not b.higher_is_better:
-                floor, value = -(sum(ref) / len(ref) + allowed), -value
-            penalty += max(0.0, floor - value)
+        penalty = 0.0 if run.failed else shortfall_of(run.scores, reference, non_targets)
         weighed = replace(run, score=run.score - NON_TARGET_PENALTY * penalty, shortfall=penalty)
         out.append(weighed if penalty else run)
     return out

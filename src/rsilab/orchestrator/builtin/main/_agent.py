@@ -185,7 +185,9 @@ class MainAgent:
             slot = len(view.runs_in(race.id)) + sum(o.direction_id == race.id for o in inflight)
             slots = slot + left
         raced = [o.config for o in inflight if o.direction_id == (race.id if race else "")]
-        config = next_race_config(view.runs, view.ref_config(), raced, slot, slots)
+        config = next_race_config(
+            view.runs, view.ref_config(), raced, slot, slots, view.non_targets
+        )
         if config is None:
             return None  # nothing beats the reference: the search goes on
         if race is None:

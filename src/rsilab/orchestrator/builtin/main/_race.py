@@ -5,7 +5,8 @@ later superseded), the policy searches until the last :func:`race_budget` experi
 those on re-runs: first one re-run of the reference (so the head has
 :data:`REFERENCE_RUNS` runs to compare against), then rungs of successive halving over the
 contenders (distinct configs that beat the reference, paired by seed: the k-th runs of all
-configs share a seed, :mod:`~rsilab.orchestrator.builtin._seeds`), best first: the top ``k`` each
+configs share a seed, :mod:`~rsilab.orchestrator.builtin._seeds`; a config's non-target
+regression read from the mean of its runs, :func:`race_gain`), best first: the top ``k`` each
 get a re-run, then the top ``ceil(k / 2)``, and so on down to one; slots left over go to the leader.
 A config whose runs on two seeds measured exactly the same scores is *settled*
 (:func:`~rsilab.orchestrator.builtin._seeds.settled`: its outcome does not depend on the seed)
@@ -28,7 +29,13 @@ from dataclasses import dataclass, replace
 from pydantic import JsonValue
 
 from rsilab.orchestrator.builtin._seeds import config_text, paired_gain, settled
-from rsilab.orchestrator.builtin._state import Run
+from rsilab.orchestrator.builtin._state import (
+    NON_TARGET_PENALTY,
+    NonTarget,
+    Run,
+    mean_scores,
+    shortfall_of,
+)
 
 REFERENCE_RUNS = 2
 """Runs of the reference (the head's config) in a campaign: the first experiment, and one
@@ -69,8 +76,7 @@ class Contender:
     config: dict[str, JsonValue]
     runs: list[Run]
     gain: float = 0.0
-    """How far its runs beat the reference's: paired by seed where they share seeds
-    (:func:`~rsilab.orchestrator.builtin._seeds.paired_gain`)."""
+    """How far its runs beat the reference's (:func:`race_gain`)."""
 
     @property
     def mean(self) -> float:
@@ -96,10 +102,36 @@ def groups(runs: Sequence[Run]) -> list[Contender]:
     return list(out.values())
 
 
-def contenders(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> list[Contender]:
-    """Configs other than ``reference`` that beat it (a positive :attr:`Contender.gain`: on
-    the seeds both ran, a config that changes nothing gains exactly 0 and never races), best
-    gain first (ties: the earlier config); [] when the reference has no run."""
+def race_gain(
+    runs: Sequence[Run], reference: Sequence[Run], non_targets: Sequence[NonTarget]
+) -> float:
+    """How far a config's ``runs`` beat the ``reference`` config's runs: the dev target's
+    gain, paired by seed where they share seeds
+    (:func:`~rsilab.orchestrator.builtin._seeds.paired_gain`), less
+    :data:`~rsilab.orchestrator.builtin._state.NON_TARGET_PENALTY` per unit of the shortfall of
+    the config's mean non-target scores against the reference's
+    (:func:`~rsilab.orchestrator.builtin._state.shortfall_of`).
+
+    Why means, not the runs' own weighed scores: the penalty is zero up to the margin and
+    steep past it, so averaging it over runs charges a config for every run whose non-target
+    dips past the margin by seed noise alone (on a dev set of 100 items, one sd of a score
+    near 0.85 is 0.036, more than the margin); a second run is there to average that noise
+    out, as the controller's own test of the non-targets does on the mean over seeds."""
+    gain = paired_gain(
+        [replace(r, score=r.target) for r in runs],
+        [replace(r, score=r.target) for r in reference],
+    )
+    short = shortfall_of(mean_scores(runs), mean_scores(reference), non_targets)
+    return gain - NON_TARGET_PENALTY * short
+
+
+def contenders(
+    runs: Sequence[Run], reference: Mapping[str, JsonValue], non_targets: Sequence[NonTarget]
+) -> list[Contender]:
+    """Configs other than ``reference`` that beat it (a positive :attr:`Contender.gain`, read
+    against ``non_targets``: on the seeds both ran, a config that changes nothing gains
+    exactly 0 and never races), best gain first (ties: the earlier config); [] when the
+    reference has no run."""
     found = groups(runs)
     key = config_text(reference)
     ref = [g for g in found if config_text(g.config) == key]
@@ -108,7 +140,7 @@ def contenders(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> list[
     better = []
     for g in found:
         if config_text(g.config) != key:
-            gain = paired_gain(g.runs, ref[0].runs)
+            gain = race_gain(g.runs, ref[0].runs, non_targets)
             if gain > 0.0:
                 better.append(replace(g, gain=gain))
     return sorted(better, key=lambda g: -g.gain)
@@ -120,6 +152,7 @@ def next_race_config(
     running: Sequence[Mapping[str, JsonValue]],
     slot: int,
     slots: int,
+    non_targets: Sequence[NonTarget],
 ) -> dict[str, JsonValue] | None:
     """The config of race re-run number ``slot`` (0-based) of ``slots``: the reference while
     it has fewer than :data:`REFERENCE_RUNS` runs (recorded or ``running``), else the
@@ -133,7 +166,7 @@ def next_race_config(
     ref_runs = sum(1 for r in runs if not r.failed and config_text(r.config) == key)
     if ref_runs + count.get(key, 0) < REFERENCE_RUNS:
         return dict(reference)
-    field = contenders(runs, reference)
+    field = contenders(runs, reference, non_targets)
     if not field:
         return None
     plan = [1, *(k for k in rungs(slots - 1) for _ in range(k))]  # slot 0: the reference
@@ -148,12 +181,14 @@ def next_race_config(
     return dict(top[pick].config)
 
 
-def winner(runs: Sequence[Run], reference: Mapping[str, JsonValue]) -> Contender | None:
+def winner(
+    runs: Sequence[Run], reference: Mapping[str, JsonValue], non_targets: Sequence[NonTarget]
+) -> Contender | None:
     """The config the race chose: among the contenders with the most runs and those settled
     (their gain is exact: no run was held back from them for being behind), the best gain
     (successive halving leaves the survivor with the most runs); None when none beats the
-    reference."""
-    field = contenders(runs, reference)
+    reference (``non_targets`` as for :func:`contenders`)."""
+    field = contenders(runs, reference, non_targets)
     if not field:
         return None
     most = max(len(g.runs) for g in field)

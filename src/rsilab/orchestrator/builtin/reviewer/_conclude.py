@@ -138,7 +138,7 @@ class Concluder:
         if isinstance(step, DoneIntent):
             return
         ref = view.ref_config()
-        found = winner(view.runs, ref)
+        found = winner(view.runs, ref, view.non_targets)
         result: dict[str, Any] = {"accepted": False}
         if found is not None:
             index = 1 + len(self.ctx.store.query_as(Candidate, campaign_id=self.ctx.campaign_id))
@@ -146,7 +146,9 @@ class Concluder:
             said: dict[str, Any] = {"score": view.raw(found.mean), "runs": len(found.runs)}
             held = None
             if not self.ctx.without(Ablation.REVIEWERS):
-                field = [found] + [c for c in contenders(view.runs, ref) if c != found]
+                field = [found] + [
+                    c for c in contenders(view.runs, ref, view.non_targets) if c != found
+                ]
                 best_value, best_prob, best_reason = -1.0, 0.0, ""
                 for contender in field[:MAX_CONTENDERS]:
                     where = view.dag.directions[contender.latest.direction_id]
