@@ -95,10 +95,11 @@ def run_posttrain(quick: bool) -> list[dict[str, Any]]:
     other does not, their own means are over different seeds). The runs are kept
     (``benchmarks/results/search/posttrain-seeds.jsonl``); a quick run runs nothing and reads
     them. The built-in policy was not tuned on this task: where a run here showed a defect, the
-    change was measured on a generated tuning family (opening the knob that gates a
-    direction's knobs: the recipe family, ``tests/orchestrator/builtin/tuning_recipe.py``), and
-    rsilab's runs from before it are kept apart in ``posttrain-seeds-before-4ca7deb.jsonl``
-    (optuna-tpe's runs stay: its search did not change). Runs of earlier commits are kept
+    change was measured on generated tuning families (seeds 61-100 of the recipe family,
+    ``tests/orchestrator/builtin/tuning_recipe.py``, and of the constrained family,
+    ``tests/orchestrator/builtin/tuning_tasks.py``; docs/posttrain.md says what each change
+    did there), and rsilab's runs from before a change are kept apart (optuna-tpe's runs stay:
+    its search did not change). Runs of earlier commits are kept
     apart: before the harness answered multiple choice by likelihood (a different baseline) in
     ``posttrain-seeds-choice-by-letter*.jsonl``, and those of an earlier harness or policy in
     ``posttrain-seeds-<commit>.jsonl``.

@@ -34,12 +34,7 @@ from rsilab.orchestrator.builtin._search import (
     sampler_seed,
     suggest,
 )
-from rsilab.orchestrator.builtin._state import (
-    NON_TARGET_MARGIN,
-    NON_TARGET_PENALTY,
-    NonTarget,
-    Run,
-)
+from rsilab.orchestrator.builtin._state import NON_TARGET_PENALTY, NonTarget, Run, shortfall_of
 from rsilab.orchestrator.builtin.main._race import next_race_config, race_budget, winner
 from rsilab.orchestrator.builtin.worker._rules import config_key
 from rsilab.tasks import Knob, KnobType
@@ -357,7 +352,7 @@ class OptunaTPERaced:
         elif ticket >= self.budget - self.race_slots:
             raced = next_race_config(
                 self.runs, self.reference, list(self.running.values()), self.race_slot,
-                self.race_slots,
+                self.race_slots, self.non_targets,
             )  # fmt: skip
             self.race_slot += 1
             config = None if raced is None else dict(raced)
@@ -390,17 +385,16 @@ class OptunaTPERaced:
         """Every run weighed against the reference runs' current mean (it moves as the
         reference is re-run, so every weight is recomputed)."""
         refs = [s for c, s in self.raw if s is not None and c == self.reference]
+        names = {name for r in refs for name in r}
+        ref_means = {
+            n: sum(r[n] for r in refs if n in r) / sum(n in r for r in refs) for n in names
+        }
         runs: list[Run] = []
         for i, (config, scores) in enumerate(self.raw):
             if scores is None:
                 runs.append(Run(i, f"run-{i}", "peer", config, 0.0, failed=True))
                 continue
-            shortfall = 0.0
-            for b in self.non_targets:
-                ref = [r[b.name] for r in refs if b.name in r]
-                if ref and b.name in scores:
-                    floor = sum(ref) / len(ref) - NON_TARGET_MARGIN * b.tolerance
-                    shortfall += max(0.0, floor - scores[b.name])
+            shortfall = shortfall_of(scores, ref_means, self.non_targets)
             score = scores[target] - NON_TARGET_PENALTY * shortfall
             runs.append(
                 Run(i, f"run-{i}", "peer", config, score, scores=scores, shortfall=shortfall)
@@ -410,7 +404,7 @@ class OptunaTPERaced:
     def choice(self) -> Config | None:
         """The config to propose once at the end: the race's winner (None: nothing beat the
         reference)."""
-        found = winner(self.runs, self.reference)
+        found = winner(self.runs, self.reference, self.non_targets)
         return None if found is None else dict(found.config)
 
 
