@@ -275,29 +275,6 @@ def test_a_campaign_stopped_mid_bisection_resumes_to_the_same_configs(
     assert [r["config"] for r in _runs_of(lab, first.campaign_id)] == unbroken
 
 
-def test_a_knob_that_does_not_matter_in_the_reference_stays_at_the_source_value() -> None:
-    """The reference trains nothing (epochs 0), so its learning rate says nothing: tempering
-    shortens the training and keeps the source's rate, where a plain blend would raise it
-    toward the reference's inert 1e-2."""
-    gated = [
-        Knob(name="epochs", type=KnobType.INT, low=0, high=20, default=0),
-        Knob(
-            name="lr",
-            type=KnobType.FLOAT,
-            low=1e-4,
-            high=1.0,
-            log=True,
-            default=0.01,
-            when=KnobCondition(knob="epochs", at_least=1),
-        ),
-    ]
-    reference: dict[str, JsonValue] = {"epochs": 0, "lr": 1e-2}
-    source: dict[str, JsonValue] = {"epochs": 16, "lr": 1e-4}
-    assert blend(gated, reference, source, 0.5) == {"epochs": 8, "lr": 1e-4}
-    trained: dict[str, JsonValue] = {"epochs": 4, "lr": 1e-2}  # a reference that trains: it moves
-    assert blend(gated, trained, source, 0.5)["lr"] == pytest.approx(1e-3)
-
-
 GATED = [
     Knob(name="epochs", type=KnobType.INT, low=0, high=20, default=0),
     Knob(
@@ -320,6 +297,17 @@ GATED = [
 ]
 UNTRAINED: dict[str, JsonValue] = {"epochs": 0, "lr": 1e-2, "rank": 8}
 FULL: dict[str, JsonValue] = {"epochs": 16, "lr": 1.0, "rank": 0}
+
+
+def test_a_knob_that_does_not_matter_in_the_reference_stays_at_the_source_value() -> None:
+    """The reference trains nothing (epochs 0), so its learning rate says nothing: tempering
+    shortens the training and keeps the source's rate, where a plain blend would raise it
+    toward the reference's inert 1e-2."""
+    reference: dict[str, JsonValue] = {"epochs": 0, "lr": 1e-2, "rank": 8}
+    source: dict[str, JsonValue] = {"epochs": 16, "lr": 1e-4, "rank": 0}
+    assert blend(GATED, reference, source, 0.5) == {"epochs": 8, "lr": 1e-4, "rank": 0}
+    trained: dict[str, JsonValue] = {"epochs": 4, "lr": 1e-2, "rank": 8}  # it trains: it moves
+    assert blend(GATED, trained, source, 0.5)["lr"] == pytest.approx(1e-3)
 
 
 def test_weaken_moves_a_knob_inert_in_the_reference_toward_its_weak_end() -> None:
