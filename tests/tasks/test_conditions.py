@@ -232,6 +232,11 @@ def test_a_knob_that_does_not_act_opens_with_the_chain_that_decides_it() -> None
             "weakest 2 outside [0.1, 1]",
         ),
         (
+            {"type": "int", "low": 0, "high": 8, "default": 1, "weakest": 0.5,
+             "when": {"knob": "epochs", "at_least": 1}},
+            "weakest must be an integer",
+        ),
+        (
             {"type": "choice", "choices": [1, 2], "default": 1, "weakest": 1.0,
              "when": {"knob": "epochs", "at_least": 1}},
             "needs a float or int knob",

@@ -213,6 +213,8 @@ class Knob(Model):
                 "where the knob always acts)"
             )
         assert self.low is not None and self.high is not None  # checked by _check_range
+        if self.type is KnobType.INT and not float(weakest).is_integer():
+            raise ValueError(f"knob {self.name!r}: weakest must be an integer")
         if not self.low <= weakest <= self.high:
             raise ValueError(
                 f"knob {self.name!r}: weakest {weakest:g} outside [{self.low:g}, {self.high:g}]"
